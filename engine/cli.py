@@ -1,0 +1,353 @@
+"""The ``slotwise`` command line. Exit codes: 0 success, 2 bad input or usage,
+1 internal error (a plugin that fails while scoring, a bug)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from engine import schemas
+from engine.api import Engine
+from engine.config import CONFIG_FILENAME
+from engine.dataset import load_samples
+from engine.errors import InputError, MetricScoreError, SlotwiseError
+from engine.fileio import atomic_write, read_document, read_jsonl
+from engine.logs import configure
+from engine.metric import parse_spec
+from engine.outputs import RESULTS_SCHEMA_ID, load_raw_outputs
+from engine.results import Results
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors exit with status 2 through our own error path."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        raise _UsageError(message)
+
+
+class _UsageError(Exception):
+    pass
+
+
+def split_specs(values: Sequence[str]) -> list[str]:
+    """Split ``--metrics`` values on commas outside parentheses."""
+    specs: list[str] = []
+    for value in values:
+        depth, current = 0, ""
+        for char in value:
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if char == "," and depth == 0:
+                specs.append(current.strip())
+                current = ""
+            else:
+                current += char
+        specs.append(current.strip())
+    return [s for s in specs if s]
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from engine import __version__
+
+    parser = _Parser(
+        prog="slotwise", description="Evaluate what a retriever put into an LLM's K prompt slots."
+    )
+    parser.add_argument("--version", action="version", version=f"slotwise {__version__}")
+    parser.add_argument(
+        "--config", type=Path, help=f"configuration file (default: the nearest {CONFIG_FILENAME})"
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("console", "json"),
+        default="console",
+        help="how log events are written to stderr",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="more log events (-vv: debug, and tracebacks on internal errors)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = commands.add_parser(
+        "run",
+        help="score outputs against a dataset",
+        description="Score a system's outputs against a dataset.",
+    )
+    run.add_argument(
+        "dataset",
+        nargs="?",
+        help=f"a dataset declared in {CONFIG_FILENAME}, or a .yaml/.json/.jsonl file (default: the only declared dataset)",
+    )
+    run.add_argument(
+        "--outputs",
+        type=Path,
+        help="outputs file: JSON {id: actual_output}, JSONL {id, actual_output} lines, or a results JSON that kept its outputs",
+    )
+    run.add_argument(
+        "--metrics",
+        action="append",
+        default=[],
+        help="comma-separated metric specs, e.g. retrieval-ndcg-at-k@10,retrieval-mrr (default: the dataset's declared metrics)",
+    )
+    run.add_argument(
+        "--k",
+        type=_positive_int,
+        help="cutoff for every metric whose spec gives no k (a sample's metadata.k still wins)",
+    )
+    run.add_argument(
+        "--format",
+        choices=("table", "json", "csv"),
+        default="table",
+        help="table: summary; json: results document; csv: per-sample scores",
+    )
+    run.add_argument(
+        "--output", type=Path, help="write the result here (atomically) instead of stdout"
+    )
+    run.add_argument(
+        "--strict",
+        action="store_true",
+        help="duplicate retrieved ids and outputs for unknown samples are errors",
+    )
+
+    listing = commands.add_parser(
+        "metrics",
+        help="list installed metrics",
+        description="List installed metrics; broken plugins are listed with the reason.",
+    )
+    listing.add_argument("--format", choices=("table", "json"), default="table")
+
+    validate = commands.add_parser(
+        "validate",
+        help="check a file against slotwise's schemas",
+        description="Validate a dataset, outputs, config or results file; every problem is listed.",
+    )
+    validate.add_argument("path", type=Path)
+    validate.add_argument(
+        "--kind",
+        choices=("dataset", "outputs", "config", "results"),
+        help="what the file is (default: guessed from its name and content)",
+    )
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``slotwise`` program; returns the exit code."""
+    parser = _build_parser()
+    verbose = 0
+    try:
+        args = parser.parse_args(argv)
+        verbose = args.verbose
+        configure(
+            args.log_format, {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
+        )
+        return int(_COMMANDS[args.command](args))
+    except SystemExit as exit_:  # --help, --version
+        return int(exit_.code or 0)
+    except _UsageError as error:
+        print(f"slotwise: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except MetricScoreError as error:
+        _report(error, verbose)
+        return EXIT_INTERNAL
+    except SlotwiseError as error:
+        print(f"slotwise: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("slotwise: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        _report(error, verbose, internal=True)
+        return EXIT_INTERNAL
+
+
+def _report(error: BaseException, verbose: int, internal: bool = False) -> None:
+    prefix = "internal error" if internal else "error"
+    print(
+        f"slotwise: {prefix}: {type(error).__name__ + ': ' if internal else ''}{error}",
+        file=sys.stderr,
+    )
+    if verbose >= 2:
+        traceback.print_exception(error, file=sys.stderr)
+    else:
+        print("(run with -vv for the traceback)", file=sys.stderr)
+
+
+def _engine(args: argparse.Namespace) -> Engine:
+    return Engine(config=args.config)
+
+
+def _run(args: argparse.Namespace) -> int:
+    engine = _engine(args)
+    name = args.dataset
+    if name is None:
+        declared = list(engine.config.datasets)
+        if len(declared) != 1:
+            raise _UsageError(
+                "name a dataset"
+                + (
+                    f" (declared: {', '.join(declared)})"
+                    if declared
+                    else f" (no {CONFIG_FILENAME} declares one)"
+                )
+            )
+        name = declared[0]
+    dataset = engine.dataset(name)
+    specs = split_specs(args.metrics) or list(dataset.metrics)
+    if not specs:
+        raise _UsageError(
+            "no metrics: pass --metrics or declare them for the dataset in " + CONFIG_FILENAME
+        )
+    metrics = [_with_k(engine, spec, args.k) for spec in specs]
+    outputs = args.outputs or dataset.outputs
+    if outputs is None:
+        raise _UsageError("no outputs: pass --outputs FILE or declare `outputs:` for the dataset")
+    results = dataset.with_metrics(metrics).evaluate(outputs, strict=args.strict)
+    _emit(results, args.format, args.output)
+    return EXIT_OK
+
+
+def _with_k(engine: Engine, spec: str, k: int | None) -> Any:
+    """The metric for ``spec``, taking ``--k`` when the spec gives no k of its own."""
+    parsed = parse_spec(spec)
+    cls = engine.registry.get(parsed.alias)
+    if k is not None and "k" not in parsed.params and any(f.name == "k" for f in attrs.fields(cls)):
+        return engine.metric(spec, k=k)
+    return engine.metric(spec)
+
+
+def _emit(results: Results, fmt: str, output: Path | None) -> None:
+    if fmt == "table":
+        from rich.console import Console
+
+        console = Console(
+            file=sys.stdout, width=None if output is None else 120, record=output is not None
+        )
+        console.print(results.table())
+        for line in _diagnostic_lines(results):
+            console.print(line, markup=False)
+        if output is not None:
+            atomic_write(output, console.export_text())
+        return
+    text = results.to_json() if fmt == "json" else results.to_csv()
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        atomic_write(output, text)
+        print(f"wrote {output}", file=sys.stderr)
+
+
+def _diagnostic_lines(results: Results) -> list[str]:
+    d = results.diagnostics
+    lines = []
+    if d.missing_outputs:
+        lines.append(
+            f"{len(d.missing_outputs)} sample(s) had no output and were scored as empty rankings: {_few(d.missing_outputs)}"
+        )
+    if d.duplicate_ids_dropped:
+        lines.append(
+            f"{d.duplicate_ids_dropped} duplicate retrieved id(s) dropped (first occurrence kept)"
+        )
+    if d.no_relevant:
+        lines.append(
+            f"{len(d.no_relevant)} sample(s) have no relevant document: {_few(d.no_relevant)}"
+        )
+    if d.unknown_output_ids:
+        lines.append(
+            f"{len(d.unknown_output_ids)} output(s) for ids not in the dataset were ignored: {_few(d.unknown_output_ids)}"
+        )
+    if d.errors:
+        lines.append(f"{len(d.errors)} sample(s) failed and are NA: {_few(list(d.errors))}")
+    return lines
+
+
+def _few(ids: Sequence[str], count: int = 5) -> str:
+    shown = ", ".join(ids[:count])
+    return shown + (f", ... ({len(ids) - count} more)" if len(ids) > count else "")
+
+
+def _metrics(args: argparse.Namespace) -> int:
+    infos = _engine(args).metrics()
+    if args.format == "json":
+        print(json.dumps([attrs.asdict(i) for i in infos], indent=2))
+        return EXIT_OK
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="installed metrics", title_justify="left")
+    for column in ("alias", "family", "distribution", "description"):
+        table.add_column(column, overflow="fold")
+    for info in infos:
+        dist = f"{info.distribution or '?'} {info.version or ''}".strip()
+        text = info.description or ""
+        if info.error:
+            text = f"[red]BROKEN[/red]: {info.error}"
+        table.add_row(info.alias, info.family or "", dist, text)
+    Console(file=sys.stdout).print(table)
+    return EXIT_OK
+
+
+def _guess_kind(path: Path) -> str:
+    if path.name == CONFIG_FILENAME:
+        return "config"
+    if path.suffix.lower() == ".jsonl":
+        for _, first in read_jsonl(path):
+            return "outputs" if isinstance(first, dict) and "actual_output" in first else "dataset"
+        return "dataset"
+    document = read_document(path)
+    if isinstance(document, dict) and document.get("schema") == RESULTS_SCHEMA_ID:
+        return "results"
+    if isinstance(document, dict) and "samples" in document:
+        return "dataset"
+    return "outputs" if path.suffix.lower() == ".json" else "dataset"
+
+
+def _validate(args: argparse.Namespace) -> int:
+    path: Path = args.path
+    kind = args.kind or _guess_kind(path)
+    count = ""
+    if kind == "dataset":
+        _, samples = load_samples(path)
+        count = f" ({len(samples)} samples)"
+    elif kind == "outputs":
+        count = f" ({len(load_raw_outputs(path))} outputs)"
+    elif kind == "config":
+        from engine.config import Config
+
+        Config.load(path)
+    else:
+        problems = list(schemas.problems(read_document(path), "results", source=str(path)))
+        if problems:
+            raise InputError(problems, summary=f"invalid results {path}")
+    print(f"{path}: valid {kind}{count}")
+    return EXIT_OK
+
+
+_COMMANDS = {"run": _run, "metrics": _metrics, "validate": _validate}
+
+if __name__ == "__main__":
+    sys.exit(main())

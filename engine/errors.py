@@ -1,0 +1,108 @@
+"""Exceptions raised by slotwise. Each failure has one small class; all derive from
+:class:`SlotwiseError` and from the builtin they refine."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+__all__ = [
+    "ConfigError",
+    "DuplicateMetricError",
+    "InputError",
+    "MetricLoadError",
+    "MetricParameterError",
+    "MetricRequirementError",
+    "MetricScoreError",
+    "Problem",
+    "SlotwiseError",
+    "UnknownMetricError",
+]
+
+
+class SlotwiseError(Exception):
+    """Base class of every error slotwise raises on purpose."""
+
+
+@attrs.frozen
+class Problem:
+    """One thing wrong with the input: where it is and why it is wrong."""
+
+    message: str
+    sample_id: str | None = None
+    pointer: str = ""
+    source: str | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = []
+        if self.source:
+            where.append(f"{self.source}:{self.line}" if self.line else self.source)
+        elif self.line:
+            where.append(f"line {self.line}")
+        if self.sample_id is not None:
+            where.append(f"sample {self.sample_id!r}")
+        where.append(self.pointer or "/")
+        return f"{' '.join(where)}: {self.message}"
+
+
+class InputError(SlotwiseError, ValueError):
+    """The input (dataset, outputs, config) is invalid; ``problems`` lists every issue found."""
+
+    def __init__(self, problems: Iterable[Problem], summary: str = "invalid input") -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        count = len(self.problems)
+        lines = [f"{summary}: {count} problem{'s' if count != 1 else ''}"]
+        lines += [f"  {p}" for p in self.problems[:50]]
+        if count > 50:
+            lines.append(f"  ... and {count - 50} more")
+        super().__init__("\n".join(lines))
+
+
+class ConfigError(InputError):
+    """slotwise.yaml (or an ``Engine(config=...)`` mapping) is invalid."""
+
+
+class UnknownMetricError(SlotwiseError, LookupError):
+    """No installed or registered metric has this alias."""
+
+    def __init__(self, alias: str, available: Sequence[str], suggestions: Sequence[str]) -> None:
+        self.alias = alias
+        self.available = tuple(available)
+        self.suggestions = tuple(suggestions)
+        hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
+        super().__init__(f"Unknown metric {alias!r}.{hint} Available: {', '.join(available)}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class DuplicateMetricError(SlotwiseError, LookupError):
+    """Two distributions (or an in-process registration) claim the same alias."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class MetricLoadError(SlotwiseError, ImportError):
+    """A metric plugin could not be imported or is not a valid metric; the cause is kept."""
+
+    def __init__(self, alias: str, distribution: str | None, reason: str) -> None:
+        self.alias = alias
+        self.distribution = distribution
+        self.reason = reason
+        source = f" from distribution {distribution!r}" if distribution else ""
+        super().__init__(f"metric {alias!r}{source} failed to load: {reason}")
+
+
+class MetricParameterError(SlotwiseError, ValueError):
+    """A metric spec or parameter is malformed or out of range."""
+
+
+class MetricRequirementError(InputError):
+    """The samples lack what a metric ``requires`` (answers, passage texts, groups, ...)."""
+
+
+class MetricScoreError(SlotwiseError, RuntimeError):
+    """A metric raised while scoring or returned a malformed result; the cause is kept."""

@@ -1,0 +1,107 @@
+"""Normalised, validated samples and system outputs: the engine's row-wise view of input,
+before it is compiled into a columnar :class:`~engine.batch.Batch`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+__all__ = ["Output", "Sample"]
+
+_LONG_FORM_KEYS = frozenset({"relevance", "utility", "answers", "groups"})
+
+
+def _ids(values: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in values)
+
+
+def _labels(value: Any) -> dict[str, float]:
+    """A list of ids means label 1 for each; a map id -> number is graded."""
+    if isinstance(value, Mapping):
+        return {str(k): float(v) for k, v in value.items()}
+    return dict.fromkeys(_ids(value), 1.0)
+
+
+def _utility(value: Mapping[str, Any]) -> dict[str, float]:
+    """u directly, or u = (+1 if relevant else -1) * (1 - p_no_response)."""
+    out = {}
+    for doc, label in value.items():
+        if isinstance(label, Mapping):
+            sign = 1.0 if label["relevant"] else -1.0
+            out[str(doc)] = sign * (1.0 - float(label["p_no_response"]))
+        else:
+            out[str(doc)] = float(label)
+    return out
+
+
+@attrs.frozen
+class Sample:
+    """One validated sample. ``relevance`` is None when the sample carries no relevance labels."""
+
+    id: str
+    input: Any = None
+    relevance: Mapping[str, float] | None = None
+    utility: Mapping[str, float] | None = None
+    answers: tuple[str, ...] | None = None
+    groups: Mapping[str, tuple[str, ...]] | None = None
+    metadata: Mapping[str, Any] = attrs.field(factory=dict)
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any]) -> Sample:
+        """Build from a sample that already passed ``sample.schema.json``."""
+        expected = raw.get("expected_output")
+        long_form = isinstance(expected, Mapping) and bool(_LONG_FORM_KEYS & expected.keys())
+        fields: dict[str, Any] = {}
+        if long_form:
+            assert isinstance(expected, Mapping)
+            if "relevance" in expected:
+                fields["relevance"] = _labels(expected["relevance"])
+            if "utility" in expected:
+                fields["utility"] = _utility(expected["utility"])
+            if "answers" in expected:
+                answers = expected["answers"]
+                fields["answers"] = (answers,) if isinstance(answers, str) else tuple(answers)
+            if "groups" in expected:
+                fields["groups"] = {str(g): _ids(ids) for g, ids in expected["groups"].items()}
+        elif expected is not None:
+            fields["relevance"] = _labels(expected)
+        return cls(
+            id=str(raw["id"]),
+            input=raw.get("input"),
+            metadata=dict(raw.get("metadata") or {}),
+            **fields,
+        )
+
+    @property
+    def k(self) -> int | None:
+        """The per-sample cutoff ``metadata.k``, if set."""
+        k = self.metadata.get("k")
+        return int(k) if k is not None else None
+
+
+@attrs.frozen
+class Output:
+    """What the system put in its slots, rank 1 first, as given (duplicates included)."""
+
+    retrieved: tuple[str, ...] = ()
+    texts: tuple[str | None, ...] | None = None
+    pool: tuple[str, ...] | None = None
+    cited: tuple[str, ...] | None = None
+
+    @classmethod
+    def from_raw(cls, raw: Any) -> Output:
+        """Build from an ``actual_output`` that already passed ``outputs.schema.json``."""
+        if isinstance(raw, Mapping):
+            items, pool, cited = raw["retrieved"], raw.get("pool"), raw.get("cited")
+        else:
+            items, pool, cited = raw, None, None
+        ids = tuple(str(i["id"]) if isinstance(i, Mapping) else str(i) for i in items)
+        texts = tuple(i.get("text") if isinstance(i, Mapping) else None for i in items)
+        return cls(
+            retrieved=ids,
+            texts=texts if any(t is not None for t in texts) else None,
+            pool=_ids(pool) if pool is not None else None,
+            cited=_ids(cited) if cited is not None else None,
+        )
