@@ -83,15 +83,19 @@ class Engine:
         parsed = parse_spec(spec)
         cls = self.registry.get(parsed.alias)
         merged = {**self.config.metric_params.get(parsed.alias, {}), **parsed.params, **params}
+        known = [a.name for a in attrs.fields(cls)]
+        unknown = sorted(set(merged) - set(known))
+        if unknown:
+            raise MetricParameterError(
+                f"{spec}: unknown parameter {', '.join(map(repr, unknown))} for {parsed.alias} "
+                f"(its parameters: {', '.join(known) or 'none'})"
+            )
         try:
             return cls(**merged)  # type: ignore[no-any-return]
         except MetricParameterError as error:
             raise MetricParameterError(f"{spec}: {error}") from None
         except (TypeError, ValueError) as error:
-            known = ", ".join(a.name for a in attrs.fields(cls)) or "none"
-            raise MetricParameterError(
-                f"{spec}: {error} (parameters of {parsed.alias}: {known})"
-            ) from None
+            raise MetricParameterError(f"{spec}: {error}") from None
 
     def metrics(self) -> list[MetricInfo]:
         """Every installed or registered metric, with broken plugins marked by their error."""

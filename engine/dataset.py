@@ -33,6 +33,9 @@ def parse_samples(
 ) -> list[Sample]:
     """Validate raw samples (each with its line number, if any) and normalise them.
 
+    Pointers locate each problem in the document: ``{prefix}/{index}/...`` for samples
+    without a line number, relative to the line for JSONL.
+
     Raises :class:`InputError` listing every problem: schema violations, duplicate ids,
     an empty dataset.
     """
@@ -41,7 +44,7 @@ def parse_samples(
     seen: dict[str, int] = {}
     for index, (raw, line) in enumerate(raws):
         sample_id = schemas.sample_id_of(raw)
-        path = [*prefix.strip("/").split("/"), index] if prefix else []
+        path = [] if line is not None else [*filter(None, prefix.split("/")), index]
         found = list(
             schemas.problems(
                 raw, "sample", sample_id=sample_id, source=source, line=line, prefix=path
@@ -52,7 +55,7 @@ def parse_samples(
                 Problem(
                     f"duplicate sample id (first at item {seen[sample_id]})",
                     sample_id=sample_id,
-                    pointer="/id",
+                    pointer=schemas.pointer([*path, "id"]),
                     source=source,
                     line=line,
                 )

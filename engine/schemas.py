@@ -18,7 +18,7 @@ import referencing.jsonschema
 
 from engine.errors import Problem
 
-__all__ = ["SCHEMA_NAMES", "load_schema", "problems", "validator"]
+__all__ = ["SCHEMA_NAMES", "load_schema", "pointer", "problems", "sample_id_of", "validator"]
 
 SCHEMA_NAMES = ("sample", "dataset", "outputs", "results", "config")
 _BASE = "https://slotwise.dev/schemas/"
@@ -74,17 +74,28 @@ def validator(name: str, definition: str | None = None) -> jsonschema.protocols.
     return _Validator(schema, registry=_registry())
 
 
-def _message(error: jsonschema.ValidationError) -> str:
+def _explain(error: jsonschema.ValidationError) -> tuple[str, Sequence[Any]]:
+    """(message, path) for an error; for failed alternatives, the closest branch's."""
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        error = _closest_branch_error(error.context)
     instance = error.instance
     if isinstance(instance, float) and not math.isfinite(instance):
-        return f"must be a finite number, got {instance}"
-    if error.validator in ("anyOf", "oneOf") and error.context:
-        best = jsonschema.exceptions.best_match(error.context)
-        return f"{best.message} (at {_pointer(best.absolute_path)})" if best.path else best.message
-    return error.message
+        return f"must be a finite number, got {instance}", error.absolute_path
+    return error.message, error.absolute_path
 
 
-def _pointer(path: Iterable[Any]) -> str:
+def _closest_branch_error(
+    errors: Sequence[jsonschema.ValidationError],
+) -> jsonschema.ValidationError:
+    """The most telling error among failed alternatives: skip branches whose type did not
+    even match, then prefer the deepest error."""
+    matched = [e for e in errors if not (e.validator == "type" and not e.relative_path)]
+    if not matched:
+        return jsonschema.exceptions.best_match(errors) or errors[0]
+    return max(matched, key=lambda e: len(e.relative_path))
+
+
+def pointer(path: Iterable[Any]) -> str:
     parts = [str(p).replace("~", "~0").replace("/", "~1") for p in path]
     return "/" + "/".join(parts) if parts else "/"
 
@@ -101,10 +112,11 @@ def problems(
 ) -> Iterator[Problem]:
     """Every way ``instance`` violates the schema, as :class:`Problem` records."""
     for error in validator(name, definition).iter_errors(instance):
+        message, path = _explain(error)
         yield Problem(
-            message=_message(error),
+            message=message,
             sample_id=sample_id,
-            pointer=_pointer([*prefix, *error.absolute_path]),
+            pointer=pointer([*prefix, *path]),
             source=source,
             line=line,
         )
