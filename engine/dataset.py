@@ -86,7 +86,7 @@ def load_samples(path: str | Path) -> tuple[str | None, list[Sample]]:
             ]
         )
     if path.suffix.lower() == ".jsonl":
-        return path.stem, parse_samples(read_jsonl(path), source)
+        return path.stem, parse_samples(((raw, line) for line, raw in read_jsonl(path)), source)
     document = read_document(path)
     envelope = (
         {k: v for k, v in document.items() if k != "samples"}

@@ -55,27 +55,25 @@ def parse_outputs(
     return raw_outputs
 
 
-def _from_jsonl(path: Path) -> Iterable[tuple[Any, Any, int | None]]:
-    problems = []
+def _from_jsonl(path: Path) -> dict[str, Any]:
+    """Outputs from ``{"id": ..., "actual_output": ...}`` lines (``$defs/line``)."""
+    problems: list[Problem] = []
     triples = []
     for line, record in read_jsonl(path):
-        found = list(
-            schemas.problems(
-                record,
-                "outputs",
-                definition="line",
-                source=str(path),
-                line=line,
-                sample_id=schemas.sample_id_of(record),
-            )
-        )
-        if found:
-            problems.extend(found)
+        sample_id = schemas.sample_id_of(record)
+        if sample_id is None or "actual_output" not in record:
+            message = 'an outputs line is an object {"id": ..., "actual_output": ...}'
+            problems.append(Problem(message, sample_id=sample_id, source=str(path), line=line))
         else:
-            triples.append((record["id"], record["actual_output"], line))
+            triples.append((sample_id, record["actual_output"], line))
+    try:
+        raw = parse_outputs(triples, str(path))
+    except InputError as error:
+        problems.extend(error.problems)
     if problems:
+        problems.sort(key=lambda p: p.line or 0)
         raise InputError(problems, summary=f"invalid outputs {path}")
-    return triples
+    return raw
 
 
 def load_outputs(source: Mapping[str, Any] | str | Path) -> dict[str, Output]:
@@ -90,7 +88,7 @@ def load_outputs(source: Mapping[str, Any] | str | Path) -> dict[str, Output]:
 def load_raw_outputs(path: Path) -> dict[str, Any]:
     """Validated raw outputs from a ``.json``/``.jsonl`` file or a results file."""
     if path.suffix.lower() == ".jsonl":
-        return parse_outputs(_from_jsonl(path), str(path))
+        return _from_jsonl(path)
     document = read_document(path)
     if isinstance(document, dict) and document.get("schema") == RESULTS_SCHEMA_ID:
         if "outputs" not in document:

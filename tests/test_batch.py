@@ -1,0 +1,112 @@
+"""Batch compilation: rankings deduplicated and joined with labels, padded, cut per sample."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.batch import Batch
+from engine.records import Output, Sample
+
+
+def _batch(rows, default_k=5):
+    samples = [
+        Sample(id=str(i), relevance=labels, metadata={"k": k} if k else {})
+        for i, (labels, _, k) in enumerate(rows)
+    ]
+    outputs = [
+        None if ranking is None else Output(retrieved=tuple(ranking)) for _, ranking, _ in rows
+    ]
+    return Batch.compile(samples, outputs, default_k=default_k)
+
+
+class TestCompile:
+    def test_join_and_padding(self):
+        """Labels are joined onto ranks; unjudged and padding are NaN; lengths are per sample."""
+        batch = _batch(
+            [
+                ({"a": 2, "b": 0, "z": -1}, ["a", "x", "b", "z"], None),
+                ({"c": 1}, ["c"], None),
+                ({}, None, None),
+            ]
+        )
+        assert batch.lengths.tolist() == [4, 1, 0]
+        expected = np.array([[2, np.nan, 0, -1], [1, np.nan, np.nan, np.nan], [np.nan] * 4])
+        np.testing.assert_array_equal(batch.ranked_labels, expected)
+        np.testing.assert_array_equal(batch.gains, [[2, 0, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0]])
+        assert batch.judged.tolist() == [
+            [True, False, True, True],
+            [True, False, False, False],
+            [False] * 4,
+        ]
+        assert batch.has_output.tolist() == [True, True, False]
+
+    def test_duplicates_keep_first(self):
+        """Repeated ids keep their first rank and are counted per sample."""
+        batch = _batch([({"a": 1}, ["x", "a", "x", "a", "y"], None)])
+        assert batch.lengths.tolist() == [3]
+        assert batch.positions[0].tolist() == [0, 1, 4]
+        assert batch.duplicates_dropped.tolist() == [2]
+        np.testing.assert_array_equal(batch.ranked_labels[0], [np.nan, 1, np.nan])
+
+    def test_same_doc_id_in_different_samples(self):
+        """A document id shared by samples gets each sample's own label."""
+        batch = _batch([({"d": 3}, ["d"], None), ({"d": 1}, ["d"], None)])
+        assert batch.ranked_labels[:, 0].tolist() == [3.0, 1.0]
+
+    def test_ideal_gains_sorted(self):
+        """Ideal gains: all judged labels, negatives as 0, sorted descending."""
+        batch = _batch([({"a": 1, "b": 3, "c": -2, "d": 2}, [], None), ({"a": 1}, [], None)])
+        np.testing.assert_array_equal(batch.ideal_gains, [[3, 2, 1, 0], [1, 0, 0, 0]])
+        assert batch.num_relevant().tolist() == [3, 1]
+        assert batch.num_relevant(2).tolist() == [2, 0]
+        assert batch.max_label == 3.0
+
+    def test_cutoffs_resolution(self):
+        """k resolves per sample: metadata.k, then the metric's k, then the default."""
+        batch = _batch([({}, ["a", "b", "c"], 2), ({}, ["a", "b", "c"], None)], default_k=1)
+        assert batch.cutoffs().tolist() == [2, 1]
+        assert batch.cutoffs(3).tolist() == [2, 3]
+        assert batch.top_k(3).tolist() == [[True, True, False], [True, True, True]]
+
+    def test_member_and_join(self):
+        """Per-sample id lists and maps are matched against the ranked documents."""
+        batch = _batch([({}, ["a", "b"], None), ({}, ["a"], None)])
+        assert batch.member([["b", "q"], None]).tolist() == [[False, True], [False, False]]
+        joined = batch.join([{"a": 0.5}, {"a": -1.0, "zz": 1.0}])
+        np.testing.assert_array_equal(joined, [[0.5, np.nan], [-1.0, np.nan]])
+
+    def test_empty_batch(self):
+        """An empty batch has well-formed zero-size arrays."""
+        batch = Batch.compile([], [])
+        assert batch.doc_codes.shape == (0, 0) and len(batch) == 0
+        assert batch.cutoffs().shape == (0,)
+
+    def test_misaligned_inputs(self):
+        """Samples and outputs must be aligned one to one."""
+        with pytest.raises(ValueError, match="aligned"):
+            Batch.compile([Sample(id="a")], [])
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.dictionaries(st.sampled_from("abcdefgh"), st.integers(-2, 3), max_size=6),
+            st.lists(st.sampled_from("abcdefghij"), max_size=12),
+        ),
+        max_size=8,
+    )
+)
+def test_matches_a_row_by_row_join(rows):
+    """The vectorised join equals a plain per-sample dictionary lookup."""
+    batch = _batch([(labels, ranking, None) for labels, ranking in rows])
+    for i, (labels, ranking) in enumerate(rows):
+        deduped = list(dict.fromkeys(ranking))
+        assert batch.lengths[i] == len(deduped)
+        expected = [labels.get(d, np.nan) for d in deduped]
+        np.testing.assert_array_equal(batch.ranked_labels[i, : len(deduped)], expected)
+        assert sorted(
+            batch.label_values[i][~np.isnan(batch.label_values[i])], reverse=True
+        ) == sorted(labels.values(), reverse=True)

@@ -1,0 +1,184 @@
+"""The slotwise command line: commands, formats, exit codes, and no tracebacks on user errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main, split_specs
+
+DATASET = """\
+name: tiny
+samples:
+  - id: q-1
+    input: {question: "What is our refund window?"}
+    expected_output: [doc-3, doc-9]
+  - id: q-2
+    expected_output: {doc-1: 2, doc-2: 1}
+    metadata: {stratum: graded}
+"""
+OUTPUTS = {"q-1": ["doc-7", "doc-3", "doc-1", "doc-9", "doc-2"], "q-2": ["doc-2", "doc-1"]}
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "data.yaml").write_text(DATASET)
+    (tmp_path / "outputs.json").write_text(json.dumps(OUTPUTS))
+    (tmp_path / "slotwise.yaml").write_text(
+        "datasets:\n  tiny:\n    path: data.yaml\n    outputs: outputs.json\n    metrics: [retrieval-mrr, retrieval-hit-at-k@1]\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+class TestRun:
+    def test_declared_dataset_needs_nothing_else(self, project, capsys):
+        """`slotwise run NAME` uses the declared outputs and metrics."""
+        assert main(["run", "tiny"]) == 0
+        out = capsys.readouterr().out
+        assert "retrieval-mrr" in out and "0.7500" in out  # (1/2 + 1/1) / 2
+        assert "retrieval-hit-at-k@1" in out and "0.5000" in out
+
+    def test_only_declared_dataset_is_the_default(self, project, capsys):
+        """With one declared dataset the name may be left out."""
+        assert main(["run", "--format", "json"]) == 0
+        assert json.loads(capsys.readouterr().out)["dataset"]["name"] == "tiny"
+
+    def test_file_dataset_with_metrics_and_k(self, project, capsys):
+        """A path, --metrics (commas inside parentheses kept) and --k for specs without k."""
+        code = main(
+            [
+                "run",
+                "data.yaml",
+                "--outputs",
+                "outputs.json",
+                "--metrics",
+                "retrieval-recall-at-k,retrieval-ndcg-at-k(k=2, gain=exponential)",
+                "--k",
+                "3",
+                "--format",
+                "json",
+            ]
+        )
+        assert code == 0
+        document = json.loads(capsys.readouterr().out)
+        labels = [m["label"] for m in document["metrics"]]
+        assert labels == ["retrieval-recall-at-k@3", "retrieval-ndcg-at-k@2(gain=exponential)"]
+        assert document["summary"]["retrieval-recall-at-k@3"]["mean"] == 0.75  # (1/2 + 2/2) / 2
+
+    def test_csv_to_file(self, project, capsys):
+        """--output writes the chosen format to a file."""
+        assert main(["run", "tiny", "--format", "csv", "--output", "scores.csv"]) == 0
+        assert (project / "scores.csv").read_text().splitlines()[
+            0
+        ] == "id,retrieval-mrr,retrieval-hit-at-k@1"
+
+    def test_table_reports_diagnostics(self, project, capsys):
+        """Missing outputs and duplicates are reported under the table."""
+        (project / "partial.json").write_text(json.dumps({"q-1": ["doc-3", "doc-3"]}))
+        assert main(["run", "tiny", "--outputs", "partial.json"]) == 0
+        out = capsys.readouterr().out
+        assert "1 sample(s) had no output" in out and "q-2" in out
+        assert "1 duplicate retrieved id(s) dropped" in out
+
+
+class TestExitCodes:
+    @pytest.mark.parametrize(
+        ("argv", "message"),
+        [
+            (
+                ["run", "tiny", "--metrics", "retrieval-ndgc-at-k"],
+                "Did you mean: retrieval-ndcg-at-k",
+            ),
+            (
+                ["run", "tiny", "--metrics", "retrieval-ndcg-at-k(k=x)"],
+                "k must be a positive integer, got 'x'",
+            ),
+            (["run", "tiny", "--k", "0"], "must be a positive integer"),
+            (
+                ["run", "missing.yaml", "--outputs", "outputs.json", "--metrics", "retrieval-mrr"],
+                "cannot read file",
+            ),
+            (["run", "nope"], "no dataset named 'nope'"),
+            (["run", "tiny", "--outputs", "broken.json"], "malformed JSON"),
+            (["run", "tiny", "--outputs", "strict.json", "--strict"], "not in the dataset"),
+            (["run", "tiny", "--metrics", "answer-containment-at-k"], "needs answers"),
+            (["validate", "bad.yaml"], "'oops' is not of type 'number'"),
+            (["frobnicate"], "invalid choice"),
+        ],
+    )
+    def test_user_errors_exit_2(self, project, capsys, argv, message):
+        """Bad input and usage exit 2 with a message on stderr and no traceback."""
+        (project / "broken.json").write_text('{"q-1": [')
+        (project / "strict.json").write_text('{"q-9": []}')
+        (project / "bad.yaml").write_text("samples:\n  - id: a\n    expected_output: {d: oops}\n")
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err
+        assert "Traceback" not in err
+
+    def test_help_and_version_exit_0(self, capsys):
+        """--help and --version exit 0."""
+        assert main(["--version"]) == 0
+        assert main(["run", "--help"]) == 0
+        assert "--outputs" in capsys.readouterr().out
+
+
+class TestOtherCommands:
+    def test_metrics_json(self, capsys):
+        """`slotwise metrics` lists aliases with family, distribution and description."""
+        assert main(["metrics", "--format", "json"]) == 0
+        infos = {i["alias"]: i for i in json.loads(capsys.readouterr().out)}
+        assert infos["retrieval-mrr"]["distribution"] == "slotwise"
+        assert infos["retrieval-mrr"]["family"] == "retrieval"
+        assert infos["retrieval-mrr"]["description"]
+
+    @pytest.mark.parametrize(
+        ("name", "kind"),
+        [
+            ("data.yaml", "dataset (2 samples)"),
+            ("outputs.json", "outputs (2 outputs)"),
+            ("slotwise.yaml", "config"),
+        ],
+    )
+    def test_validate_guesses_kind(self, project, capsys, name, kind):
+        """validate recognises datasets, outputs and config files."""
+        assert main(["validate", name]) == 0
+        assert f"valid {kind}" in capsys.readouterr().out
+
+    def test_validate_results(self, project, capsys):
+        """A results file written by `run` validates against the results schema."""
+        assert main(["run", "tiny", "--format", "json", "--output", "results.json"]) == 0
+        assert main(["validate", "results.json"]) == 0
+        assert "valid results" in capsys.readouterr().out
+
+    def test_validate_reports_config_problems(self, project, capsys):
+        """An invalid slotwise.yaml is reported with the offending key."""
+        (project / "slotwise.yaml").write_text("metrics:\n  retrieval:\n    default_k: -1\n")
+        assert main(["validate", "slotwise.yaml"]) == 2
+        assert "/metrics/retrieval/default_k" in capsys.readouterr().err
+
+
+def test_split_specs():
+    """Commas inside parentheses do not split metric specs."""
+    assert split_specs(["a,b(k=1, g=x)", " c "]) == ["a", "b(k=1, g=x)", "c"]
+
+
+def test_console_script_json_logs(project):
+    """The installed program runs, logs JSON events to stderr with --log-format json -v."""
+    program = shutil.which("slotwise") or str(Path(sys.executable).parent / "slotwise")
+    done = subprocess.run(
+        [program, "--log-format", "json", "-v", "run", "tiny", "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    json.loads(done.stdout)
+    events = [json.loads(line) for line in done.stderr.splitlines()]
+    assert any(e["event"] == "evaluation.finished" and e["samples"] == 2 for e in events)

@@ -1,0 +1,260 @@
+"""Evaluate and run end to end: the seed's worked example, run(system), results files."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+
+import jsonschema
+import numpy as np
+import pytest
+
+import engine
+from engine.schemas import load_schema, validator
+
+SEED = [
+    {
+        "id": "q-1",
+        "input": {"question": "What is our refund window?"},
+        "expected_output": ["doc-3", "doc-9"],
+    }
+]
+SEED_RUN = {"q-1": ["doc-7", "doc-3", "doc-1", "doc-9", "doc-2"]}
+
+
+class TestSeedExample:
+    def test_worked_example(self, eng):
+        """Rel {doc-3, doc-9}, k=5, [doc-7, doc-3, doc-1, doc-9, doc-2]: the course's numbers."""
+        results = (
+            eng.dataset(samples=SEED)
+            .with_metrics(
+                [
+                    "retrieval-hit-at-k",
+                    "retrieval-recall-at-k",
+                    "retrieval-mrr",
+                    "retrieval-ndcg-at-k",
+                ]
+            )
+            .evaluate(SEED_RUN)
+        )
+        means = {label: s["mean"] for label, s in results.summary().items()}
+        assert means["retrieval-hit-at-k"] == 1.0
+        assert means["retrieval-recall-at-k"] == 1.0
+        assert means["retrieval-mrr"] == 0.5
+        # hits at ranks 2 and 4 over the ideal ranks 1 and 2 (binary gains)
+        ndcg = (1 / math.log2(3) + 1 / math.log2(5)) / (1 + 1 / math.log2(3))
+        assert means["retrieval-ndcg-at-k"] == pytest.approx(ndcg, abs=1e-12)
+
+    def test_k_from_config_and_metadata(self, tmp_path):
+        """k: metadata.k beats the metric's k, which beats config default_k."""
+        eng = engine.Engine(config={"metrics": {"retrieval": {"default_k": 1}}})
+        samples = [dict(SEED[0]), {**SEED[0], "id": "q-2", "metadata": {"k": 2}}]
+        run = {"q-1": SEED_RUN["q-1"], "q-2": SEED_RUN["q-1"]}
+        results = (
+            eng.dataset(samples=samples)
+            .with_metrics(["retrieval-hit-at-k", "retrieval-recall-at-k@4"])
+            .evaluate(run)
+        )
+        assert results.scores["retrieval-hit-at-k"].tolist() == [
+            0.0,
+            1.0,
+        ]  # k=1 misses doc-3 at rank 2
+        assert results.scores["retrieval-recall-at-k@4"].tolist() == [
+            1.0,
+            0.5,
+        ]  # metadata.k=2 wins over @4
+        assert results.metrics[0].params["k"] == 1
+
+    def test_answer_containment_details(self, eng):
+        """Containment folds case and whitespace and records the matched rank."""
+        samples = [{"id": "a", "expected_output": {"answers": ["thirty  days"]}}]
+        outputs = {
+            "a": {
+                "retrieved": [
+                    {"id": "x", "text": "Nope."},
+                    {"id": "y", "text": "Refunds within\nThirty days."},
+                ]
+            }
+        }
+        results = (
+            eng.dataset(samples=samples)
+            .with_metrics(["answer-containment-at-k", "answer-containment-at-k@1"])
+            .evaluate(outputs)
+        )
+        row = results.per_sample()[0]
+        assert row["scores"] == {"answer-containment-at-k": 1.0, "answer-containment-at-k@1": 0.0}
+        assert row["details"]["answer-containment-at-k"] == {"matched_rank": 2}
+
+
+class TestRun:
+    def test_run_calls_system_concurrently_and_keeps_outputs(self, eng):
+        """run() calls the system for every sample on a pool and keeps outputs to re-score."""
+        samples = [
+            {"id": f"q-{i}", "input": {"n": i}, "expected_output": [f"d{i}"]} for i in range(20)
+        ]
+        active, peak, lock = 0, 0, threading.Lock()
+
+        def system(question):
+            nonlocal active, peak
+            with lock:
+                active += 1
+                peak = max(peak, active)
+            time.sleep(0.01)
+            with lock:
+                active -= 1
+            return ["other", f"d{question['n']}"] if question["n"] % 2 else [f"d{question['n']}"]
+
+        evaluation = eng.dataset(samples=samples).with_metrics(["retrieval-mrr"])
+        results = evaluation.run(system, concurrency=4, progress=False)
+        assert peak > 1
+        assert results.scores["retrieval-mrr"].tolist() == [
+            1.0 if i % 2 == 0 else 0.5 for i in range(20)
+        ]
+        assert results.outputs is not None and len(results.outputs) == 20
+        rescored = (
+            eng.dataset(samples=samples).with_metrics(["retrieval-hit-at-k@1"]).evaluate(results)
+        )
+        assert rescored.summary()["retrieval-hit-at-k@1"]["mean"] == 0.5
+
+    def test_failures_are_recorded(self, eng):
+        """A failing call or an invalid output becomes an error row with NA scores."""
+        samples = [{"id": str(i), "input": i, "expected_output": ["d"]} for i in range(4)]
+
+        def system(i):
+            if i == 1:
+                raise TimeoutError("upstream timed out")
+            return {"retrieved": "d"} if i == 2 else ["d"]
+
+        results = (
+            eng.dataset(samples=samples).with_metrics(["retrieval-mrr"]).run(system, progress=False)
+        )
+        values = results.scores["retrieval-mrr"]
+        assert values[0] == 1.0 and values[3] == 1.0 and np.isnan(values[1]) and np.isnan(values[2])
+        assert results.summary()["retrieval-mrr"] == {"mean": 1.0, "n": 2, "na": 2}
+        assert results.diagnostics.errors["1"] == "TimeoutError: upstream timed out"
+        assert results.diagnostics.errors["2"].startswith("invalid output")
+        assert results.diagnostics.missing_outputs == ()
+        assert results.per_sample()[1]["error"] == "TimeoutError: upstream timed out"
+
+    def test_on_error_raise(self, eng):
+        """on_error='raise' stops at the first failure with the original exception."""
+        dataset = eng.dataset(samples=[{"id": "a", "input": 1}])
+
+        def system(_):
+            raise KeyError("boom")
+
+        with pytest.raises(KeyError):
+            dataset.with_metrics(["retrieval-mrr"]).run(system, on_error="raise", progress=False)
+
+
+class TestResults:
+    def _results(self, eng):
+        samples = [
+            *SEED,
+            {"id": "q-2", "expected_output": []},
+            {"id": "q-3", "expected_output": ["a"]},
+        ]
+        return (
+            eng.dataset(samples=samples, name="seed")
+            .with_metrics(["retrieval-mrr", "retrieval-ndcg-at-k@10"])
+            .evaluate({"q-1": SEED_RUN["q-1"], "q-2": ["a"]})
+        )
+
+    def test_json_conforms_to_schema(self, eng, tmp_path):
+        """to_json writes a document valid against results.schema.json."""
+        path = tmp_path / "out" / "results.json"
+        self._results(eng).to_json(path)
+        document = json.loads(path.read_text())
+        validator("results").validate(document)
+        assert document["schema"] == "slotwise.results/v1"
+        assert document["dataset"]["name"] == "seed" and document["dataset"]["samples"] == 3
+        assert document["diagnostics"]["no_relevant"] == ["q-2"]
+        assert document["diagnostics"]["missing_outputs"] == ["q-3"]
+        assert document["metrics"][1]["params"] == {"k": 10, "gain": "linear"}
+        assert document["metrics"][1]["distribution"] == "slotwise"
+        assert document["samples"][0]["scores"]["retrieval-mrr"] == 0.5
+        assert list(tmp_path.joinpath("out").iterdir()) == [path]  # no temporary file left behind
+
+    def test_na_is_null(self, eng):
+        """NA values are JSON null, counted in na, and excluded from the mean."""
+        import attrs
+
+        @attrs.frozen
+        class OddNA(engine.MetricBase):
+            """NA for every other sample."""
+
+            alias = "odd-na-test"
+
+            def score(self, batch):
+                return np.where(
+                    np.arange(len(batch)) % 2 == 1, np.nan, np.arange(len(batch), dtype=float)
+                )
+
+        eng.register_metric(OddNA)
+        samples = [{"id": str(i)} for i in range(5)]
+        document = json.loads(
+            eng.dataset(samples=samples).with_metrics(["odd-na-test"]).evaluate({}).to_json()
+        )
+        assert [s["scores"]["odd-na-test"] for s in document["samples"]] == [
+            0.0,
+            None,
+            2.0,
+            None,
+            4.0,
+        ]
+        assert document["summary"]["odd-na-test"] == {"mean": 2.0, "n": 3, "na": 2}
+
+    def test_csv(self, eng):
+        """to_csv has one row per sample and an empty cell for NA."""
+        text = self._results(eng).to_csv()
+        lines = text.splitlines()
+        assert lines[0] == "id,retrieval-mrr,retrieval-ndcg-at-k@10"
+        assert lines[1].startswith("q-1,0.5,")
+        assert len(lines) == 4
+
+    def test_schema_is_valid_json_schema(self):
+        """Every shipped schema is itself a valid JSON Schema 2020-12 document."""
+        for name in ("sample", "dataset", "outputs", "results", "config"):
+            jsonschema.Draft202012Validator.check_schema(load_schema(name))
+
+
+class TestScoreFailures:
+    def test_plugin_raising_in_score_is_named(self, eng):
+        """A metric that raises inside score() fails with its label and distribution."""
+        import attrs
+
+        @attrs.frozen
+        class Exploding(engine.MetricBase):
+            """Raises."""
+
+            alias = "exploding-test"
+
+            def score(self, batch):
+                raise ZeroDivisionError("oops")
+
+        eng.register_metric(Exploding)
+        with pytest.raises(
+            engine.MetricScoreError,
+            match=r"'exploding-test' \(distribution <in-process>\).*ZeroDivisionError: oops",
+        ) as info:
+            eng.dataset(samples=SEED).with_metrics(["exploding-test"]).evaluate(SEED_RUN)
+        assert isinstance(info.value.__cause__, ZeroDivisionError)
+
+    def test_wrong_shape_is_rejected(self, eng):
+        """A metric returning the wrong shape is an error, not a silently wrong number."""
+        import attrs
+
+        @attrs.frozen
+        class Short(engine.MetricBase):
+            """Wrong shape."""
+
+            alias = "short-test"
+
+            def score(self, batch):
+                return np.zeros(len(batch) + 1)
+
+        eng.register_metric(Short)
+        with pytest.raises(engine.MetricScoreError, match="shape"):
+            eng.dataset(samples=SEED).with_metrics(["short-test"]).evaluate(SEED_RUN)
