@@ -1,7 +1,12 @@
-"""RAG ranking metrics: what the passages in the LLM's slots contain."""
+"""RAG ranking metrics: what the passages in the LLM's slots contain (see docs/metrics.md).
+
+A sample with no output is scored as an empty ranking (``D_k`` empty): context precision
+and coverage recall are then 0, chunk attribution is NA and answer containment is 0.
+"""
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -10,18 +15,128 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from engine import Batch, MetricBase, optional_k
+from engine import Batch, MetricBase, finite_number, optional_k
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 _SPACE = re.compile(r"\s+")
+_SHIFT = np.int64(32)  # key = sample_index << 32 | id_code
+
+
+def _threshold() -> float:
+    return attrs.field(default=1.0, validator=finite_number, kw_only=True)  # type: ignore[no-any-return]
+
+
+def _divide(numerator: FloatArray, denominator: FloatArray, empty: float) -> FloatArray:
+    """numerator / denominator, ``empty`` where the denominator is 0."""
+    out = np.full(np.broadcast(numerator, denominator).shape, empty)
+    np.divide(numerator, denominator, out=out, where=denominator != 0)
+    return out
+
+
+class _Rag(MetricBase):
+    family: ClassVar[str] = "rag"
 
 
 @attrs.frozen
-class AnswerContainmentAtK(MetricBase):
-    """1 if an expected answer appears in the text of a top-k passage, else 0."""
+class ContextPrecisionAtK(_Rag):
+    """Mean of P@i over the relevant ranks i <= k; 0 when no relevant item is in the top k
+    (RAGAS-style context precision). A sample with no output scores 0."""
+
+    alias: ClassVar[str] = "context-precision-at-k"
+    requires: ClassVar[frozenset[str]] = frozenset({"relevance"})
+    k: int | None = optional_k()
+    relevance_threshold: float = _threshold()
+
+    def score(self, batch: Batch) -> FloatArray:
+        hits = batch.relevant(self.relevance_threshold) & batch.top_k(self.k)
+        found = np.cumsum(hits, axis=1, dtype=np.float64)
+        precision_sum = np.where(hits, found / batch.ranks[None, :], 0.0).sum(axis=1)
+        return _divide(precision_sum, hits.sum(axis=1).astype(np.float64), empty=0.0)
+
+
+def _top_k_ids(batch: Batch, k: int | None) -> tuple[IntArray, list[str]]:
+    """The sample index and id of every document in ``D_k``, in no particular order."""
+    rows, cols = np.nonzero(batch.top_k(k))
+    retrieved = [o.retrieved if o is not None else () for o in batch.outputs]
+    lengths = np.fromiter(map(len, retrieved), dtype=np.int64, count=len(retrieved))
+    flat = list(itertools.chain.from_iterable(retrieved))
+    index = (np.cumsum(lengths) - lengths)[rows] + batch.positions[rows, cols]
+    return rows.astype(np.int64), [flat[i] for i in index.tolist()]
+
+
+@attrs.frozen
+class CoverageRecallAtK(_Rag):
+    """Fraction of the sample's groups (facets) with at least one id in the top k; NA when
+    the sample has no groups. A sample with no output scores 0."""
+
+    alias: ClassVar[str] = "coverage-recall-at-k"
+    k: int | None = optional_k()
+
+    def score(self, batch: Batch) -> FloatArray:
+        n = len(batch)
+        groups = [list(s.groups.values()) if s.groups else [] for s in batch.samples]
+        per_sample = np.fromiter(map(len, groups), dtype=np.int64, count=n)
+        group_owner = np.repeat(np.arange(n, dtype=np.int64), per_sample)
+        group_lists = list(itertools.chain.from_iterable(groups))
+        group_sizes = np.fromiter(map(len, group_lists), dtype=np.int64, count=len(group_lists))
+        # one (sample, group, id) triple per listed id; codes from a vocabulary of D_k ids
+        triple_group = np.repeat(np.arange(len(group_lists), dtype=np.int64), group_sizes)
+        top_rows, top_ids = _top_k_ids(batch, self.k)
+        vocabulary: dict[str, int] = {}
+        top_codes = np.fromiter(
+            (vocabulary.setdefault(d, len(vocabulary)) for d in top_ids),
+            dtype=np.int64,
+            count=len(top_ids),
+        )
+        triple_codes = np.fromiter(
+            (vocabulary.get(d, -1) for d in itertools.chain.from_iterable(group_lists)),
+            dtype=np.int64,
+            count=triple_group.size,
+        )
+        top_keys = (top_rows << _SHIFT) | top_codes
+        triple_keys = (group_owner[triple_group] << _SHIFT) | triple_codes
+        hit = (triple_codes >= 0) & np.isin(triple_keys, top_keys)
+        covered = np.bincount(triple_group, weights=hit, minlength=len(group_lists)) > 0
+        covered_count = np.bincount(group_owner, weights=covered, minlength=n)
+        return _divide(
+            covered_count.astype(np.float64), per_sample.astype(np.float64), empty=np.nan
+        )
+
+
+@attrs.frozen
+class NuggetRecallAtK(CoverageRecallAtK):
+    """Nugget recall at k: the same per-sample value as coverage-recall-at-k."""
+
+    alias: ClassVar[str] = "nugget-recall-at-k"
+
+
+@attrs.frozen
+class ChunkAttributionRate(_Rag):
+    """|cited ∩ top k| / |top k|: the share of the slots the answer cites; NA when the top k
+    is empty (including a sample with no output)."""
+
+    alias: ClassVar[str] = "chunk-attribution-rate"
+    requires: ClassVar[frozenset[str]] = frozenset({"cited"})
+    k: int | None = optional_k()
+
+    def score(self, batch: Batch) -> FloatArray:
+        top = batch.top_k(self.k)
+        cited = batch.member([o.cited if o is not None else None for o in batch.outputs])
+        return _divide(
+            (cited & top).sum(axis=1).astype(np.float64),
+            top.sum(axis=1).astype(np.float64),
+            empty=np.nan,
+        )
+
+
+@attrs.frozen
+class AnswerContainmentAtK(_Rag):
+    """1 if an expected answer appears in the text of a top-k passage, else 0 (0 for a
+    sample with no output)."""
 
     alias: ClassVar[str] = "answer-containment-at-k"
-    family: ClassVar[str] = "rag"
     requires: ClassVar[frozenset[str]] = frozenset({"answers", "texts"})
     k: int | None = optional_k()
     case_sensitive: bool = attrs.field(
@@ -33,20 +148,20 @@ class AnswerContainmentAtK(MetricBase):
         return text if self.case_sensitive else text.casefold()
 
     def matched_ranks(self, batch: Batch) -> list[int | None]:
-        """Per sample, the first rank (1-based, within the top k) whose text contains an answer."""
+        """Per sample, the first rank (1-based, within the top k) whose text contains an
+        answer; answers that normalise to the empty string never match."""
         matched: list[int | None] = []
         for sample, texts, cutoff in zip(
-            batch.samples, batch.ranked_texts, batch.cutoffs(self.k), strict=True
+            batch.samples, batch.ranked_texts, batch.cutoffs(self.k).tolist(), strict=True
         ):
-            answers = [self._normalise(a) for a in sample.answers or ()]
-            rank = next(
-                (
-                    r
-                    for r, text in enumerate(texts[:cutoff], start=1)
-                    if text is not None and any(a in self._normalise(text) for a in answers)
-                ),
-                None,
-            )
+            answers = [a for a in map(self._normalise, sample.answers or ()) if a]
+            rank = None
+            for r, text in enumerate(texts[:cutoff], start=1):
+                if text is not None:
+                    normalised = self._normalise(text)
+                    if any(a in normalised for a in answers):
+                        rank = r
+                        break
             matched.append(rank)
         return matched
 
