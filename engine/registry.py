@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import importlib.metadata
 from collections.abc import Callable, Iterable
-from functools import cache
 from typing import Any
 
 import attrs
@@ -49,31 +48,28 @@ class MetricInfo:
     error: str | None = None
 
 
-def _stevedore_entry_points() -> list[importlib.metadata.EntryPoint]:
-    """Every entry point of the group, read (not imported) by stevedore."""
+def _installed_entry_points() -> list[importlib.metadata.EntryPoint]:
+    """Every entry point of the group, read (not imported) through stevedore.
+
+    stevedore's on-disk cache keys on mtimes packed as 32-bit floats (about two minutes of
+    resolution today), so it can miss a plugin installed moments ago. The listing is
+    therefore checked against importlib.metadata, whose entry points also name their
+    distribution; when the two disagree, importlib.metadata wins.
+    """
     manager: NamedExtensionManager[Any] = NamedExtensionManager(
         GROUP, names=[], on_missing_entrypoints_callback=None
     )
-    return list(manager.list_entry_points())
-
-
-@cache
-def _owners() -> dict[tuple[str, str], tuple[str, str]]:
-    """(entry point name, value) -> (distribution name, version), for provenance."""
-    owners = {}
-    for dist in importlib.metadata.distributions():
-        for ep in dist.entry_points:
-            if ep.group == GROUP:
-                owners[(ep.name, ep.value)] = (dist.metadata["Name"], dist.version)
-    return owners
+    listed = {(ep.name, ep.value) for ep in manager.list_entry_points()}
+    current = list(importlib.metadata.entry_points(group=GROUP))
+    if listed != {(ep.name, ep.value) for ep in current}:
+        log.debug("plugin.cache_stale", group=GROUP)
+    return current
 
 
 def _candidate(ep: importlib.metadata.EntryPoint) -> Candidate:
     dist = getattr(ep, "dist", None)
-    if dist is not None:
-        name, version = dist.metadata["Name"], dist.version
-    else:
-        name, version = _owners().get((ep.name, ep.value), (None, None))
+    name = dist.metadata["Name"] if dist is not None else None
+    version = dist.version if dist is not None else None
     return Candidate(alias=ep.name, entry_point=ep, distribution=name, version=version)
 
 
@@ -87,7 +83,7 @@ class Registry:
     def __init__(
         self, entry_points: Callable[[], Iterable[importlib.metadata.EntryPoint]] | None = None
     ) -> None:
-        self._find_entry_points = entry_points or _stevedore_entry_points
+        self._find_entry_points = entry_points or _installed_entry_points
         self._candidates: dict[str, list[Candidate]] | None = None
         self._local: dict[str, type[Any]] = {}
         self._loaded: dict[str, type[Any]] = {}

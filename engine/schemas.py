@@ -111,6 +111,9 @@ def problems(
     prefix: Sequence[Any] = (),
 ) -> Iterator[Problem]:
     """Every way ``instance`` violates the schema, as :class:`Problem` records."""
+    shortcut = _SHORTCUTS.get((name, definition))
+    if shortcut is not None and shortcut(instance):
+        return
     for error in validator(name, definition).iter_errors(instance):
         message, path = _explain(error)
         yield Problem(
@@ -120,6 +123,78 @@ def problems(
             source=source,
             line=line,
         )
+
+
+# -- fast paths -----------------------------------------------------------------------------
+# Validating millions of ranked ids through jsonschema is slow. These checks accept only
+# shapes that certainly satisfy the schemas (string ids, finite numeric labels); anything
+# else goes through the schema, which then finds and words the problem.
+
+
+def _is_id(value: Any) -> bool:
+    return type(value) is str and value != ""
+
+
+def _is_label(value: Any) -> bool:
+    return (type(value) is int) or (type(value) is float and math.isfinite(value))
+
+
+def _plain_labels(value: Any) -> bool:
+    if type(value) is list:
+        return all(map(_is_id, value))
+    return (
+        type(value) is dict
+        and not (_LONG_FORM & value.keys())
+        and all(map(_is_label, value.values()))
+    )
+
+
+_LONG_FORM = frozenset({"relevance", "utility", "answers", "groups"})
+_SAMPLE_KEYS = frozenset({"id", "input", "expected_output", "metadata"})
+_ITEM_KEYS = frozenset({"id", "text", "score"})
+
+
+def certainly_valid_sample(raw: Any) -> bool:
+    """True only if ``raw`` satisfies ``sample.schema.json`` (False means: ask the schema)."""
+    if type(raw) is not dict or not raw.keys() <= _SAMPLE_KEYS or not _is_id(raw.get("id")):
+        return False
+    if "expected_output" in raw and not _plain_labels(raw["expected_output"]):
+        return False
+    metadata = raw.get("metadata", {})
+    if type(metadata) is not dict:
+        return False
+    k = metadata.get("k", 1)
+    return type(k) is int and k >= 1 and type(metadata.get("stratum", "")) is str
+
+
+def _plain_item(item: Any) -> bool:
+    if type(item) is str:
+        return item != ""
+    return (
+        type(item) is dict
+        and item.keys() <= _ITEM_KEYS
+        and _is_id(item.get("id"))
+        and type(item.get("text", "")) is str
+        and _is_label(item.get("score", 0))
+    )
+
+
+def certainly_valid_output(actual: Any) -> bool:
+    """True only if ``actual`` satisfies the ``actualOutput`` definition."""
+    if type(actual) is list:
+        return all(map(_plain_item, actual))
+    if type(actual) is not dict or type(actual.get("retrieved")) is not list:
+        return False
+    lists = (actual.get(key, []) for key in ("pool", "cited"))
+    return all(map(_plain_item, actual["retrieved"])) and all(
+        type(ids) is list and all(map(_is_id, ids)) for ids in lists
+    )
+
+
+_SHORTCUTS = {
+    ("sample", None): certainly_valid_sample,
+    ("outputs", "actualOutput"): certainly_valid_output,
+}
 
 
 def sample_id_of(raw: Any) -> str | None:

@@ -7,8 +7,11 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import engine
+from engine import schemas
 
 
 def _problems(error: engine.InputError) -> list[tuple[str | None, str, str]]:
@@ -298,3 +301,75 @@ def test_dataset_file_relative_to_config(tmp_path: Path, monkeypatch: pytest.Mon
     assert results.summary()["retrieval-mrr"]["mean"] == 0.5
     assert results.summary()["retrieval-hit-at-k@1"]["mean"] == 0.0
     assert eng.config.default_k == 3
+
+
+_json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from(["", "d1", "id", "relevance", "k"])
+)
+_json = st.recursive(
+    _json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "id",
+                    "text",
+                    "score",
+                    "retrieved",
+                    "pool",
+                    "cited",
+                    "input",
+                    "expected_output",
+                    "metadata",
+                    "k",
+                    "stratum",
+                    "d1",
+                    "relevance",
+                    "answers",
+                    "x",
+                ]
+            ),
+            inner,
+            max_size=5,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+class TestValidationShortcuts:
+    @given(_json)
+    @settings(max_examples=400)
+    def test_shortcuts_never_accept_what_the_schema_rejects(self, value):
+        """The fast shape checks accept only values the JSON Schemas accept."""
+        if schemas.certainly_valid_sample(value):
+            assert not list(schemas.validator("sample").iter_errors(value))
+        if schemas.certainly_valid_output(value):
+            assert not list(schemas.validator("outputs", "actualOutput").iter_errors(value))
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            {"id": "a", "expected_output": ["d1", "d2"], "metadata": {"k": 3, "stratum": "s"}},
+            {"id": "a", "expected_output": {"d1": 2, "d2": 0.5, "d3": -1}},
+        ],
+    )
+    def test_common_samples_take_the_shortcut(self, value):
+        """Plain samples skip jsonschema."""
+        assert schemas.certainly_valid_sample(value)
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            ["d1", "d2"],
+            {"retrieved": [{"id": "d1", "text": "t", "score": 1.5}], "pool": ["d1"], "cited": []},
+        ],
+    )
+    def test_common_outputs_take_the_shortcut(self, value):
+        """Plain outputs skip jsonschema."""
+        assert schemas.certainly_valid_output(value)
