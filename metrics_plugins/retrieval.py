@@ -2,19 +2,35 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
 import numpy.typing as npt
 
-from engine import Batch, MetricBase, choice, finite_number, optional_k
+from engine import Batch, MetricBase, MetricParameterError, choice, finite_number, optional_k
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+#: trec_eval's recall levels for iprec_at_recall (the same double literals it uses).
+RECALL_LEVELS: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
 def _threshold() -> float:
     return attrs.field(default=1.0, validator=finite_number, kw_only=True)  # type: ignore[no-any-return]
+
+
+def _gain_kind() -> str:
+    return attrs.field(  # type: ignore[no-any-return]
+        default="linear", validator=choice("linear", "exponential"), kw_only=True
+    )
+
+
+def _gain(labels: FloatArray, kind: str) -> FloatArray:
+    """Gain of non-negative labels: the label (``linear``) or ``2^label - 1`` (``exponential``)."""
+    return labels if kind == "linear" else np.exp2(labels) - 1.0
 
 
 def _discount(width: int) -> FloatArray:
@@ -27,6 +43,80 @@ def _divide(numerator: FloatArray, denominator: FloatArray) -> FloatArray:
     out = np.zeros(np.broadcast(numerator, denominator).shape)
     np.divide(numerator, denominator, out=out, where=denominator != 0)
     return out
+
+
+def _dcg(batch: Batch, k: int | None, kind: str) -> FloatArray:
+    """DCG over the top k of each sample's ranking."""
+    gains = np.where(batch.top_k(k), _gain(batch.gains, kind), 0.0)
+    return gains @ _discount(gains.shape[1]) if gains.shape[1] else np.zeros(len(batch))
+
+
+def _uncut_limit(batch: Batch, k: int | None) -> IntArray | None:
+    """Per-sample rank limit of a metric with no cutoff by default (MRR, AP): ``metadata.k``,
+    else the metric's ``k``; None when neither is set for any sample (no cutoff at all)."""
+    if k is None and not (batch.sample_k > 0).any():
+        return None
+    return np.where(batch.sample_k > 0, batch.sample_k, k or np.iinfo(np.int64).max)
+
+
+def _relevant_within(batch: Batch, threshold: float, limit: IntArray | None) -> BoolArray:
+    relevant = batch.relevant(threshold)
+    if limit is not None:
+        relevant &= batch.ranks[None, :] <= limit[:, None]
+    return relevant
+
+
+#: How each recall level c becomes a count m of relevant documents (|Rel| = n).
+ROUNDINGS: tuple[str, ...] = ("trec_eval9", "trec_eval10", "exact")
+
+
+def _needed(level: int, num_rel: IntArray, rounding: str) -> IntArray:
+    """Relevant documents needed to reach recall level ``level / 10``.
+
+    ``trec_eval9``: ``(long)(c * n + 0.9)`` in doubles (trec_eval <= 9.x, pytrec_eval);
+    ``trec_eval10``: ``lround(c * n)`` (trec_eval 10); ``exact``: ``ceil(c * n)`` computed
+    in integers, i.e. the first m with recall m / n >= c.
+    """
+    scaled = RECALL_LEVELS[level] * num_rel.astype(np.float64)
+    if rounding == "trec_eval9":
+        return (scaled + 0.9).astype(np.int64)
+    if rounding == "trec_eval10":
+        whole = np.floor(scaled)
+        return (whole + (scaled - whole >= 0.5)).astype(np.int64)
+    return (level * num_rel + 9) // 10
+
+
+def _iprec_at_recall(
+    batch: Batch, threshold: float = 1.0, rounding: str = "trec_eval9"
+) -> FloatArray:
+    """trec_eval's interpolated precision at the 11 :data:`RECALL_LEVELS`, shape ``(Q, 11)``.
+
+    Level c needs m relevant documents (see :func:`_needed`); its value is the largest
+    precision at or after the rank of the m-th relevant retrieved document (m = 0: the
+    first), 0 when fewer than m were retrieved.
+    """
+    relevant = batch.relevant(threshold)
+    found = np.cumsum(relevant, axis=1)
+    precision = np.where(relevant, found / batch.ranks[None, :], 0.0)
+    best_after = np.maximum.accumulate(precision[:, ::-1], axis=1)[:, ::-1]
+    num_rel = batch.num_relevant(threshold)
+    width = relevant.shape[1]
+    out = np.zeros((len(batch), len(RECALL_LEVELS)))
+    if width == 0:
+        return out
+    rows = np.arange(len(batch))
+    for level in range(len(RECALL_LEVELS)):
+        needed = np.maximum(_needed(level, num_rel, rounding), 1)
+        position = (found < needed[:, None]).sum(axis=1)
+        reached = position < width
+        out[rows[reached], level] = best_after[rows[reached], position[reached]]
+    return out
+
+
+def _positive_number(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    finite_number(instance, attribute, value)
+    if value <= 0:
+        raise MetricParameterError(f"{attribute.name} must be positive, got {value!r}")
 
 
 class _Ranked(MetricBase):
@@ -55,6 +145,19 @@ class HitRateAtK(HitAtK):
 
 
 @attrs.frozen
+class PrecisionAtK(_Ranked):
+    """|top k ∩ Rel| / k, dividing by k even when fewer were retrieved (trec_eval P_k)."""
+
+    alias: ClassVar[str] = "retrieval-precision-at-k"
+    k: int | None = optional_k()
+    relevance_threshold: float = _threshold()
+
+    def score(self, batch: Batch) -> FloatArray:
+        found = (batch.relevant(self.relevance_threshold) & batch.top_k(self.k)).sum(axis=1)
+        return found / batch.cutoffs(self.k).astype(np.float64)
+
+
+@attrs.frozen
 class RecallAtK(_Ranked):
     """|top k ∩ Rel| / |Rel|; 0 when there is no relevant document (trec_eval recall_k)."""
 
@@ -71,6 +174,20 @@ class RecallAtK(_Ranked):
 
 
 @attrs.frozen
+class RPrecision(_Ranked):
+    """|top R ∩ Rel| / R with R = |Rel|; 0 when R is 0 (trec_eval Rprec)."""
+
+    alias: ClassVar[str] = "retrieval-r-precision"
+    relevance_threshold: float = _threshold()
+
+    def score(self, batch: Batch) -> FloatArray:
+        num_rel = batch.num_relevant(self.relevance_threshold)
+        within = batch.ranks[None, :] <= num_rel[:, None]
+        found = (batch.relevant(self.relevance_threshold) & within).sum(axis=1)
+        return _divide(found.astype(np.float64), num_rel.astype(np.float64))
+
+
+@attrs.frozen
 class MRR(_Ranked):
     """1 / rank of the first relevant document, 0 if none; no cutoff unless k is given
     (trec_eval recip_rank)."""
@@ -81,13 +198,38 @@ class MRR(_Ranked):
     relevance_threshold: float = _threshold()
 
     def score(self, batch: Batch) -> FloatArray:
-        relevant = batch.relevant(self.relevance_threshold)
-        if self.k is not None or (batch.sample_k > 0).any():
-            limit = np.where(batch.sample_k > 0, batch.sample_k, self.k or np.iinfo(np.int64).max)
-            relevant &= batch.ranks[None, :] <= limit[:, None]
-        first = relevant.argmax(axis=1)
-        found = relevant.any(axis=1)
-        return np.where(found, 1.0 / (first + 1), 0.0)
+        relevant = _relevant_within(batch, self.relevance_threshold, _uncut_limit(batch, self.k))
+        first = np.where(relevant, batch.ranks[None, :], np.inf).min(axis=1, initial=np.inf)
+        return 1.0 / first  # 1 / inf = 0 when nothing relevant was retrieved
+
+
+@attrs.frozen
+class AveragePrecision(_Ranked):
+    """Σ P@i over relevant ranks i (up to k when given) / |Rel|; 0 when Rel is empty
+    (trec_eval map, map_cut_k)."""
+
+    alias: ClassVar[str] = "retrieval-map"
+    uncut_by_default: ClassVar[bool] = True
+    k: int | None = optional_k()
+    relevance_threshold: float = _threshold()
+
+    def score(self, batch: Batch) -> FloatArray:
+        relevant = _relevant_within(batch, self.relevance_threshold, _uncut_limit(batch, self.k))
+        precision = np.cumsum(relevant, axis=1) / batch.ranks[None, :]
+        total = np.where(relevant, precision, 0.0).sum(axis=1)
+        return _divide(total, batch.num_relevant(self.relevance_threshold).astype(np.float64))
+
+
+@attrs.frozen
+class DCGAtK(_Ranked):
+    """Σ_{i ≤ k} gain_i / log2(i + 1), linear or exponential gain."""
+
+    alias: ClassVar[str] = "retrieval-dcg-at-k"
+    k: int | None = optional_k()
+    gain: str = _gain_kind()
+
+    def score(self, batch: Batch) -> FloatArray:
+        return _dcg(batch, self.k, self.gain)
 
 
 @attrs.frozen
@@ -96,19 +238,63 @@ class NDCGAtK(_Ranked):
 
     alias: ClassVar[str] = "retrieval-ndcg-at-k"
     k: int | None = optional_k()
-    gain: str = attrs.field(
-        default="linear", validator=choice("linear", "exponential"), kw_only=True
-    )
-
-    def _gain(self, labels: FloatArray) -> FloatArray:
-        return labels if self.gain == "linear" else np.exp2(labels) - 1.0
+    gain: str = _gain_kind()
 
     def score(self, batch: Batch) -> FloatArray:
         cutoffs = batch.cutoffs(self.k)[:, None]
-        gains = np.where(batch.top_k(self.k), self._gain(batch.gains), 0.0)
-        dcg = gains @ _discount(gains.shape[1]) if gains.shape[1] else np.zeros(len(batch))
-        ideal = self._gain(batch.ideal_gains)
+        ideal = _gain(batch.ideal_gains, self.gain)
         width = ideal.shape[1]
         ideal = np.where(np.arange(1, width + 1)[None, :] <= cutoffs, ideal, 0.0)
         idcg = ideal @ _discount(width) if width else np.zeros(len(batch))
-        return _divide(dcg, idcg)
+        return _divide(_dcg(batch, self.k, self.gain), idcg)
+
+
+@attrs.frozen
+class ERRAtK(_Ranked):
+    """Expected reciprocal rank at k (Chapelle et al. 2009; gdeval ERR@k)."""
+
+    alias: ClassVar[str] = "retrieval-err-at-k"
+    k: int | None = optional_k()
+    mapping: str = attrs.field(
+        default="exponential", validator=choice("exponential", "linear"), kw_only=True
+    )
+    max_grade: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_positive_number), kw_only=True
+    )
+
+    def score(self, batch: Batch) -> FloatArray:
+        top = max(self.max_grade if self.max_grade is not None else batch.max_label, 0.0)
+        grades = np.minimum(batch.gains, top)  # grades above max_grade count as max_grade
+        if self.mapping == "exponential":
+            stop = (np.exp2(grades) - 1.0) / np.exp2(top)
+        else:
+            stop = grades / top if top > 0 else np.zeros_like(grades)
+        stop = np.where(batch.top_k(self.k), stop, 0.0)
+        survive = np.concatenate([np.ones((len(batch), 1)), 1.0 - stop], axis=1)
+        reach = np.cumprod(survive, axis=1)[:, :-1]  # P(the user reaches rank r)
+        return (stop * reach / batch.ranks[None, :]).sum(axis=1)
+
+
+@attrs.frozen
+class AUCPR(_Ranked):
+    """Trapezoid area under trec_eval's 11-point interpolated precision-recall curve."""
+
+    alias: ClassVar[str] = "retrieval-auc-pr"
+    relevance_threshold: float = _threshold()
+    rounding: str = attrs.field(default="trec_eval9", validator=choice(*ROUNDINGS), kw_only=True)
+
+    def score(self, batch: Batch) -> FloatArray:
+        points = _iprec_at_recall(batch, self.relevance_threshold, self.rounding)
+        return np.asarray(np.trapezoid(points, x=RECALL_LEVELS, axis=1), dtype=np.float64)
+
+
+@attrs.frozen
+class JudgedAtK(_Ranked):
+    """Fraction of the top k that is judged, dividing by k (ir_measures Judged@k)."""
+
+    alias: ClassVar[str] = "retrieval-judged-at-k"
+    k: int | None = optional_k()
+
+    def score(self, batch: Batch) -> FloatArray:
+        judged = (batch.judged & batch.top_k(self.k)).sum(axis=1)
+        return judged / batch.cutoffs(self.k).astype(np.float64)
