@@ -280,7 +280,7 @@ class Evaluation:
                 problems, summary="the samples lack what the metrics require"
             )
         failed = np.array([s.id in errors for s in samples], dtype=np.bool_)
-        scores, aggregates, details, records = {}, {}, {}, []
+        scores, aggregates, details, reports, records = {}, {}, {}, {}, []
         for metric, label in zip(self.metrics, labels, strict=True):
             distribution, version = self.engine.registry.provenance(metric.alias)
             values = _call_score(metric, label, distribution, batch)
@@ -290,6 +290,9 @@ class Evaluation:
             explained = getattr(metric, "details", lambda b: None)(batch)
             if explained is not None:
                 details[label] = list(explained)
+            report = getattr(metric, "summarize", lambda b, v: None)(batch, values)
+            if report is not None:
+                reports[label] = dict(report)
             records.append(
                 MetricRecord(
                     label=label,
@@ -314,6 +317,7 @@ class Evaluation:
             scores=scores,
             aggregates=aggregates,
             details=details,
+            reports=reports,
             diagnostics=Diagnostics(
                 missing_outputs=missing,
                 duplicate_ids_dropped=int(batch.duplicates_dropped.sum()),

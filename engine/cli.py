@@ -250,6 +250,10 @@ def _emit(results: Results, fmt: str, output: Path | None) -> None:
         console.print(results.table())
         for line in _diagnostic_lines(results):
             console.print(line, markup=False)
+        for label, report in results.reports.items():
+            console.print(
+                f"{label}: {json.dumps(report, default=str)}", markup=False, soft_wrap=True
+            )
         if output is not None:
             atomic_write(output, console.export_text())
         return

@@ -88,6 +88,11 @@ class MetricBase:
         """Optional per-sample explanations (e.g. the matched rank); None when there are none."""
         return None
 
+    def summarize(self, batch: Batch, values: npt.NDArray[np.float64]) -> Mapping[str, Any] | None:
+        """Optional run-level report beside the mean (e.g. counts per class and the worst
+        samples), JSON-serialisable; None when there is none."""
+        return None
+
 
 # -- parameter validators ---------------------------------------------------------------
 

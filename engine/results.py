@@ -70,6 +70,7 @@ class Results:
     diagnostics: Diagnostics
     provenance: Mapping[str, Any]
     details: Mapping[str, Sequence[Mapping[str, Any] | None]] = attrs.field(factory=dict)
+    reports: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
     outputs: Mapping[str, Any] | None = None
 
     @property
@@ -124,6 +125,8 @@ class Results:
             "diagnostics": self.diagnostics.to_dict(),
             "provenance": dict(self.provenance),
         }
+        if self.reports:
+            document["reports"] = {label: dict(report) for label, report in self.reports.items()}
         if self.outputs is not None:
             document["outputs"] = dict(self.outputs)
         return document

@@ -258,3 +258,33 @@ class TestScoreFailures:
         eng.register_metric(Short)
         with pytest.raises(engine.MetricScoreError, match="shape"):
             eng.dataset(samples=SEED).with_metrics(["short-test"]).evaluate(SEED_RUN)
+
+
+class TestReports:
+    def test_metric_report_reaches_results_and_json(self, eng):
+        """A metric's summarize() output is kept per label and written to the JSON."""
+        import attrs
+
+        @attrs.frozen
+        class Counted(engine.MetricBase):
+            """Counts positive values."""
+
+            alias = "counted-test"
+
+            def score(self, batch):
+                return batch.lengths.astype(float)
+
+            def summarize(self, batch, values):
+                return {"positive": int((values > 0).sum()), "ids": [s.id for s in batch.samples]}
+
+        eng.register_metric(Counted)
+        samples = [{"id": "a"}, {"id": "b"}]
+        results = (
+            eng.dataset(samples=samples)
+            .with_metrics(["counted-test"])
+            .evaluate({"a": ["x", "y"], "b": []})
+        )
+        assert results.reports == {"counted-test": {"positive": 1, "ids": ["a", "b"]}}
+        document = json.loads(results.to_json())
+        validator("results").validate(document)
+        assert document["reports"]["counted-test"]["positive"] == 1
