@@ -14,10 +14,10 @@ from typing import Any
 
 import attrs
 
-from engine import schemas
+from engine import schemas, trec
 from engine.api import Engine
 from engine.config import CONFIG_FILENAME
-from engine.dataset import load_samples
+from engine.dataset import load_samples, write_samples
 from engine.errors import InputError, MetricScoreError, SlotwiseError
 from engine.fileio import atomic_write, read_document, read_jsonl
 from engine.logs import configure
@@ -124,12 +124,49 @@ def _build_parser() -> argparse.ArgumentParser:
         help="duplicate retrieved ids and outputs for unknown samples are errors",
     )
 
+    run.add_argument(
+        "--qrels", type=Path, help="a TREC qrels file as the dataset (instead of DATASET)"
+    )
+    run.add_argument(
+        "--run",
+        type=Path,
+        dest="trec_run",
+        help="a TREC run file as the outputs (instead of --outputs)",
+    )
+
     listing = commands.add_parser(
         "metrics",
         help="list installed metrics",
         description="List installed metrics; broken plugins are listed with the reason.",
     )
     listing.add_argument("--format", choices=("table", "json"), default="table")
+
+    trec_command = commands.add_parser(
+        "trec",
+        help="convert between TREC qrels/run files and slotwise datasets/outputs",
+        description="Convert TREC qrels and runs to a slotwise dataset and outputs file, or back.",
+    )
+    direction = trec_command.add_subparsers(dest="direction", required=True, parser_class=_Parser)
+    to_slotwise = direction.add_parser("import", help="qrels (+ run) -> dataset (+ outputs)")
+    to_slotwise.add_argument("qrels", type=Path)
+    to_slotwise.add_argument("run", type=Path, nargs="?")
+    to_slotwise.add_argument(
+        "--dataset-out",
+        type=Path,
+        required=True,
+        help="a .jsonl, .yaml or .json dataset file to write",
+    )
+    to_slotwise.add_argument(
+        "--outputs-out", type=Path, help="a .json outputs file to write (needs RUN)"
+    )
+    to_trec = direction.add_parser("export", help="dataset (+ outputs) -> qrels (+ run)")
+    to_trec.add_argument(
+        "dataset", help=f"a dataset declared in {CONFIG_FILENAME}, or a dataset file"
+    )
+    to_trec.add_argument("--outputs", type=Path, help="outputs to write as a run")
+    to_trec.add_argument("--qrels-out", type=Path, required=True)
+    to_trec.add_argument("--run-out", type=Path, help="the run file to write (needs --outputs)")
+    to_trec.add_argument("--tag", default="slotwise", help="the run tag column")
 
     validate = commands.add_parser(
         "validate",
@@ -203,32 +240,46 @@ def _engine(args: argparse.Namespace) -> Engine:
 
 def _run(args: argparse.Namespace) -> int:
     engine = _engine(args)
-    name = args.dataset
-    if name is None:
-        declared = list(engine.config.datasets)
-        if len(declared) != 1:
-            raise _UsageError(
-                "name a dataset"
-                + (
-                    f" (declared: {', '.join(declared)})"
-                    if declared
-                    else f" (no {CONFIG_FILENAME} declares one)"
-                )
-            )
-        name = declared[0]
-    dataset = engine.dataset(name)
+    if args.qrels is not None:
+        if args.dataset is not None:
+            raise _UsageError("give either DATASET or --qrels, not both")
+        qrels = trec.read_qrels(args.qrels)
+        dataset = engine.dataset(samples=trec.qrels_to_samples(qrels), name=args.qrels.stem)
+    else:
+        dataset = engine.dataset(_dataset_name(engine, args.dataset))
     specs = split_specs(args.metrics) or list(dataset.metrics)
     if not specs:
         raise _UsageError(
             "no metrics: pass --metrics or declare them for the dataset in " + CONFIG_FILENAME
         )
     metrics = [_with_k(engine, spec, args.k) for spec in specs]
-    outputs = args.outputs or dataset.outputs
+    if args.trec_run is not None and args.outputs is not None:
+        raise _UsageError("give either --outputs or --run, not both")
+    outputs: Any = args.outputs or dataset.outputs
+    if args.trec_run is not None:
+        outputs = trec.run_to_outputs(trec.read_run(args.trec_run))
     if outputs is None:
-        raise _UsageError("no outputs: pass --outputs FILE or declare `outputs:` for the dataset")
+        raise _UsageError(
+            "no outputs: pass --outputs FILE (or --run FILE) or declare `outputs:` for the dataset"
+        )
     results = dataset.with_metrics(metrics).evaluate(outputs, strict=args.strict)
     _emit(results, args.format, args.output)
     return EXIT_OK
+
+
+def _dataset_name(engine: Engine, name: str | None) -> str:
+    """The dataset named on the command line, or the only one declared."""
+    if name is not None:
+        return name
+    declared = list(engine.config.datasets)
+    if len(declared) != 1:
+        hint = (
+            f" (declared: {', '.join(declared)})"
+            if declared
+            else f" (no {CONFIG_FILENAME} declares one)"
+        )
+        raise _UsageError("name a dataset" + hint)
+    return declared[0]
 
 
 def _with_k(engine: Engine, spec: str, k: int | None) -> Any:
@@ -315,6 +366,32 @@ def _metrics(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _trec(args: argparse.Namespace) -> int:
+    if args.direction == "import":
+        if args.outputs_out is not None and args.run is None:
+            raise _UsageError("--outputs-out needs a RUN file")
+        samples = trec.qrels_to_samples(trec.read_qrels(args.qrels))
+        write_samples(args.dataset_out, samples, name=args.qrels.stem)
+        written = [f"{args.dataset_out} ({len(samples)} samples)"]
+        if args.run is not None and args.outputs_out is not None:
+            outputs = trec.run_to_outputs(trec.read_run(args.run))
+            atomic_write(args.outputs_out, json.dumps(outputs, indent=1) + "\n")
+            written.append(f"{args.outputs_out} ({len(outputs)} outputs)")
+    else:
+        if args.run_out is not None and args.outputs is None:
+            raise _UsageError("--run-out needs --outputs")
+        dataset = _engine(args).dataset(args.dataset)
+        qrels = trec.samples_to_qrels(dataset.samples)
+        trec.write_qrels(args.qrels_out, qrels)
+        written = [f"{args.qrels_out} ({len(qrels)} queries)"]
+        if args.outputs is not None and args.run_out is not None:
+            run = trec.outputs_to_run(load_raw_outputs(args.outputs))
+            trec.write_run(args.run_out, run, tag=args.tag)
+            written.append(f"{args.run_out} ({len(run)} queries)")
+    print("wrote " + ", ".join(written))
+    return EXIT_OK
+
+
 def _guess_kind(path: Path) -> str:
     if path.name == CONFIG_FILENAME:
         return "config"
@@ -351,7 +428,7 @@ def _validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"run": _run, "metrics": _metrics, "validate": _validate}
+_COMMANDS = {"run": _run, "metrics": _metrics, "trec": _trec, "validate": _validate}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,7 +13,7 @@ import attrs
 
 from engine import schemas
 from engine.errors import InputError, Problem
-from engine.fileio import read_document, read_jsonl
+from engine.fileio import atomic_write, read_document, read_jsonl
 from engine.logs import log
 from engine.records import Sample
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from engine.metric import Metric
     from engine.results import Results
 
-__all__ = ["Dataset", "load_samples", "parse_samples"]
+__all__ = ["Dataset", "load_samples", "parse_samples", "write_samples"]
 
 
 DATASET_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
@@ -102,6 +102,35 @@ def load_samples(path: str | Path) -> tuple[str | None, list[Sample]]:
     return name, parse_samples(
         ((raw, None) for raw in document["samples"]), source, prefix="/samples"
     )
+
+
+def write_samples(
+    path: str | Path, samples: Sequence[Mapping[str, Any]], name: str | None = None
+) -> None:
+    """Write raw samples as JSONL (one per line) or, for ``.yaml``/``.yml``/``.json``, as a
+    dataset document; atomically."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        text = "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in samples)
+    else:
+        document = {"name": name or path.stem, "schema_version": 1, "samples": list(samples)}
+        if suffix in (".yaml", ".yml"):
+            import yaml
+
+            text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+        elif suffix == ".json":
+            text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+        else:
+            raise InputError(
+                [
+                    Problem(
+                        f"unknown dataset format {path.suffix!r}; use one of {', '.join(DATASET_SUFFIXES)}",
+                        source=str(path),
+                    )
+                ]
+            )
+    atomic_write(path, text)
 
 
 def content_hash(samples: Sequence[Sample]) -> str:

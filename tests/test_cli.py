@@ -182,3 +182,112 @@ def test_console_script_json_logs(project):
     json.loads(done.stdout)
     events = [json.loads(line) for line in done.stderr.splitlines()]
     assert any(e["event"] == "evaluation.finished" and e["samples"] == 2 for e in events)
+
+
+class TestTrecFiles:
+    def test_run_on_qrels_and_run_matches_trec_eval(
+        self, shared_data, tmp_path, monkeypatch, capsys
+    ):
+        """`run --qrels --run` reproduces trec_eval's `all` values from its own test suite."""
+        monkeypatch.chdir(tmp_path)
+        folder = shared_data / "trec_eval"
+        expected = {}
+        for line in (folder / "out.test.aq").read_text().splitlines():
+            name, query, value = line.split()
+            if query == "all" and name in ("map", "Rprec", "recip_rank", "P_10", "ndcg_cut_10"):
+                expected[name] = float(value)
+        specs = "retrieval-map,retrieval-r-precision,retrieval-mrr,retrieval-precision-at-k@10,retrieval-ndcg-at-k@10"
+        argv = [
+            "run",
+            "--qrels",
+            str(folder / "qrels.test"),
+            "--run",
+            str(folder / "results.test"),
+            "--metrics",
+            specs,
+            "--format",
+            "json",
+        ]
+        assert main(argv) == 0
+        summary = json.loads(capsys.readouterr().out)["summary"]
+        labels = dict(
+            zip(
+                ["map", "Rprec", "recip_rank", "P_10", "ndcg_cut_10"], specs.split(","), strict=True
+            )
+        )
+        for name, label in labels.items():
+            assert summary[label]["mean"] == pytest.approx(expected[name], abs=5e-5), name
+
+    def test_import_export_round_trip(self, shared_data, tmp_path, monkeypatch, capsys):
+        """qrels + run -> dataset + outputs -> qrels + run gives the same scores."""
+        monkeypatch.chdir(tmp_path)
+        folder = shared_data / "trec_eval"
+        assert (
+            main(
+                [
+                    "trec",
+                    "import",
+                    str(folder / "qrels.test"),
+                    str(folder / "results.test"),
+                    "--dataset-out",
+                    "d.yaml",
+                    "--outputs-out",
+                    "o.json",
+                ]
+            )
+            == 0
+        )
+        assert (
+            main(
+                [
+                    "trec",
+                    "export",
+                    "d.yaml",
+                    "--outputs",
+                    "o.json",
+                    "--qrels-out",
+                    "q",
+                    "--run-out",
+                    "r",
+                ]
+            )
+            == 0
+        )
+        capsys.readouterr()
+        scores = []
+        for argv in (
+            ["run", "d.yaml", "--outputs", "o.json"],
+            ["run", "--qrels", "q", "--run", "r"],
+        ):
+            assert (
+                main(
+                    [*argv, "--metrics", "retrieval-map,retrieval-ndcg-at-k@20", "--format", "csv"]
+                )
+                == 0
+            )
+            scores.append(capsys.readouterr().out)
+        assert scores[0] == scores[1]
+        assert len(scores[0].splitlines()) == 4  # header + 3 queries
+
+    @pytest.mark.parametrize(
+        ("argv", "message"),
+        [
+            (["run", "tiny", "--qrels", "q"], "either DATASET or --qrels"),
+            (
+                ["run", "tiny", "--run", "bad.run", "--outputs", "outputs.json"],
+                "either --outputs or --run",
+            ),
+            (["run", "tiny", "--run", "bad.run"], "bad.run:2"),
+            (
+                ["trec", "import", "q", "--dataset-out", "d.jsonl", "--outputs-out", "o.json"],
+                "needs a RUN",
+            ),
+        ],
+    )
+    def test_trec_usage_errors(self, project, capsys, argv, message):
+        """Conflicting options and malformed TREC lines exit 2 with a clear message."""
+        (project / "q").write_text("q-1 0 doc-3 1\n")
+        (project / "bad.run").write_text("q-1 Q0 doc-3 1 2.0 tag\nq-1 Q0 doc-9 two\n")
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err
