@@ -24,16 +24,17 @@ BoolArray = npt.NDArray[np.bool_]
 
 
 class _Vocabulary:
-    """Document id -> dense integer code, shared by rankings and every label kind."""
+    """Document id -> unique integer code (< 2**32), shared by rankings and every label kind."""
 
     def __init__(self) -> None:
         self._codes: dict[str, int] = {}
+        self._next = 0
 
     def codes(self, ids: Sequence[str]) -> IntArray:
-        table = self._codes
-        return np.fromiter(
-            (table.setdefault(d, len(table)) for d in ids), dtype=np.int64, count=len(ids)
-        )
+        # setdefault keeps an id's first code; fresh ids take the next unused numbers
+        fresh = itertools.count(self._next)
+        self._next += len(ids)
+        return np.fromiter(map(self._codes.setdefault, ids, fresh), dtype=np.int64, count=len(ids))
 
 
 def _flatten(lists: Sequence[Sequence[str]]) -> tuple[list[str], IntArray, IntArray]:
@@ -71,6 +72,9 @@ class Batch:
     duplicates_dropped: IntArray
     default_k: int = DEFAULT_K
     _vocab: _Vocabulary = attrs.field(factory=_Vocabulary, repr=False)
+    _label_counts: dict[tuple[float, ...], IntArray] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
 
     @classmethod
     def compile(
@@ -166,6 +170,19 @@ class Batch:
         """|Rel| per sample: judged documents with label >= threshold."""
         with np.errstate(invalid="ignore"):
             return (self.label_values >= threshold).sum(axis=1).astype(np.int64)
+
+    def label_counts(self, values: Sequence[float]) -> IntArray:
+        """How many judged labels of each sample equal each of ``values`` (e.g. per-sample
+        grade counts): shape ``(Q, len(values))``, read-only, cached per ``values``."""
+        key = tuple(map(float, values))
+        counts = self._label_counts.get(key)
+        if counts is None:
+            counts = np.zeros((len(self), len(key)), dtype=np.int64)
+            for column, value in enumerate(key):
+                counts[:, column] = (self.label_values == value).sum(axis=1)
+            counts.flags.writeable = False
+            self._label_counts[key] = counts
+        return counts
 
     @cached_property
     def ideal_gains(self) -> FloatArray:

@@ -93,6 +93,8 @@ class Output:
     @classmethod
     def from_raw(cls, raw: Any) -> Output:
         """Build from an ``actual_output`` that already passed ``outputs.schema.json``."""
+        if not isinstance(raw, Mapping) and set(map(type, raw)) <= {str}:
+            return cls(retrieved=tuple(raw))  # the common case: a bare list of string ids
         if isinstance(raw, Mapping):
             items, pool, cited = raw["retrieved"], raw.get("pool"), raw.get("cited")
         else:
