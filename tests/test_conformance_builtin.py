@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.testing import MetricConformance
-from metrics_plugins import rag, retrieval
+from metrics_plugins import rag, retrieval, utility
 
 
 def case(metric_class: type[Any], *, bounded: bool = True, **params: Any) -> dict[str, Any]:
@@ -38,6 +38,9 @@ CASES: list[dict[str, Any]] = [
     case(rag.CoverageRecallAtK),
     case(rag.NuggetRecallAtK),
     case(rag.ChunkAttributionRate),
+    case(utility.UDCG),
+    case(utility.UDCG, k=3, gamma=0.0),
+    # udcg-theta needs a parameter file: its conformance class is in tests/test_utility.py.
 ]
 
 
