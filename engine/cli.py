@@ -21,6 +21,7 @@ from engine.dataset import load_samples, write_samples
 from engine.errors import InputError, MetricScoreError, SlotwiseError
 from engine.fileio import atomic_write, read_document, read_jsonl
 from engine.logs import configure
+from engine.meta_cli import add_commands
 from engine.metric import parse_spec
 from engine.outputs import RESULTS_SCHEMA_ID, load_raw_outputs
 from engine.results import Results
@@ -179,6 +180,7 @@ def _build_parser() -> argparse.ArgumentParser:
         choices=("dataset", "outputs", "config", "results"),
         help="what the file is (default: guessed from its name and content)",
     )
+    _COMMANDS.update(add_commands(commands))
     return parser
 
 
