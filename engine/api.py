@@ -275,6 +275,8 @@ class Evaluation:
             for m, label in zip(self.metrics, labels, strict=True)
             for p in missing_requirements(m, label, batch)
         ]
+        checked = (getattr(m, "check", lambda b: ())(batch) for m in self.metrics)
+        problems += dict.fromkeys(p for found in checked for p in found)  # once, not per metric
         if problems:
             raise MetricRequirementError(
                 problems, summary="the samples lack what the metrics require"

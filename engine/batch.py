@@ -216,9 +216,12 @@ class Batch:
     def member(self, lists: Sequence[Sequence[str] | None]) -> BoolArray:
         """True where the ranked document is in its sample's list (e.g. pool, cited ids)."""
         flat, owners, _ = _flatten([lst or () for lst in lists])
-        list_keys = (owners << _SHIFT) | self._vocab.codes(flat)
+        list_keys = np.sort((owners << _SHIFT) | self._vocab.codes(flat))
         out = np.zeros(self.doc_codes.shape, dtype=np.bool_)
-        out[self.valid] = np.isin(self._ranked_keys(), list_keys)
+        if list_keys.size:  # sorted lookup: far faster than np.isin on int64 keys
+            ranked_keys = self._ranked_keys()
+            slot = np.minimum(np.searchsorted(list_keys, ranked_keys), list_keys.size - 1)
+            out[self.valid] = list_keys[slot] == ranked_keys
         return out
 
     @cached_property

@@ -84,6 +84,12 @@ class MetricBase:
             warnings.simplefilter("ignore", RuntimeWarning)
             return float(np.nanmean(values)) if values.size else math.nan
 
+    def check(self, batch: Batch) -> Iterable[Problem]:
+        """Optional input checks beyond ``requires`` (e.g. the label scale), run before any
+        metric scores; a problem per offending sample or document. Samples that lack what
+        ``requires`` names are reported elsewhere and should be skipped here."""
+        return ()
+
     def details(self, batch: Batch) -> Sequence[Mapping[str, Any] | None] | None:
         """Optional per-sample explanations (e.g. the matched rank); None when there are none."""
         return None

@@ -151,6 +151,16 @@ class Results:
             atomic_write(path, text)
         return text
 
+    def report_lines(self) -> list[str]:
+        """The metrics' run-level reports as indented text lines for the console: nested
+        mappings one key per line, a mapping of scalars or a list of scalars on one line,
+        a list of mappings one item per line (``key=value``; NA for None)."""
+        lines = []
+        for label, report in self.reports.items():
+            lines.append(f"{label}:")
+            lines += _report_lines(report, "  ")
+        return lines
+
     def table(self) -> Any:
         """A rich Table of the summary, for the console."""
         from rich.table import Table
@@ -168,3 +178,39 @@ class Results:
             mean = "NA" if stats["mean"] is None else f"{stats['mean']:.4f}"
             table.add_row(label, mean, str(stats["n"]), str(stats["na"]))
         return table
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "NA"
+    if isinstance(value, float):
+        return "NA" if math.isnan(value) else f"{value:.4g}"
+    return str(value)
+
+
+def _flat(value: Any) -> bool:
+    return not isinstance(value, Mapping | list | tuple)
+
+
+def _report_lines(value: Mapping[str, Any], indent: str) -> list[str]:
+    lines = []
+    for key, item in value.items():
+        if _flat(item):
+            lines.append(f"{indent}{key}: {_scalar(item)}")
+        elif isinstance(item, Mapping) and all(map(_flat, item.values())):
+            inline = " ".join(f"{k}={_scalar(v)}" for k, v in item.items())
+            lines.append(f"{indent}{key}: {inline or '-'}")
+        elif isinstance(item, Mapping):
+            lines.append(f"{indent}{key}:")
+            lines += _report_lines(item, indent + "  ")
+        elif all(map(_flat, item)):
+            lines.append(f"{indent}{key}: {', '.join(map(_scalar, item)) or '-'}")
+        else:
+            lines.append(f"{indent}{key}:")
+            for entry in item:
+                if isinstance(entry, Mapping) and all(map(_flat, entry.values())):
+                    text = " ".join(f"{k}={_scalar(v)}" for k, v in entry.items())
+                else:
+                    text = json.dumps(entry, default=str)
+                lines.append(f"{indent}  - {text}")
+    return lines

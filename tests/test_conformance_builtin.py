@@ -9,12 +9,40 @@ from __future__ import annotations
 from typing import Any
 
 from engine.testing import MetricConformance
-from metrics_plugins import rag, retrieval, utility
+from metrics_plugins import rag, retrieval, setbased, utility
 
 
 def case(metric_class: type[Any], *, bounded: bool = True, **params: Any) -> dict[str, Any]:
     """The class attributes of one MetricConformance subclass."""
     return {"metric_class": metric_class, "params": params, "bounded": bounded}
+
+
+#: Set-based metrics take grades 1..5 only: samples with such grades (none at grade 5 in
+#: ``no-five``, no labels in ``empty-slice``, ``metadata.k = 2`` in ``cutoff``) and
+#: outputs whose pools contain their top k (``no-output`` has none).
+GRADED_SAMPLES: tuple[dict[str, Any], ...] = (
+    {
+        "id": "seed",
+        "expected_output": {"a": 5, "b": 4, "c": 4, "d": 3, "e": 3, "f": 3, "g": 2, "h": 1},
+    },
+    {"id": "no-five", "expected_output": {"relevance": {"p": 4, "q": 3, "r": 1}, "answers": ["x"]}},
+    {"id": "empty-slice", "expected_output": []},
+    {"id": "cutoff", "expected_output": {"k1": 5, "k2": 2, "k3": 4}, "metadata": {"k": 2}},
+    {"id": "junk", "expected_output": {"j1": 1, "j2": 2}},
+    {"id": "no-output", "expected_output": {"m1": 5}},
+)
+GRADED_OUTPUTS: dict[str, Any] = {
+    "seed": {"retrieved": ["b", "z", "d", "e", "f", "a"], "pool": list("abcdefghz")},
+    "no-five": ["q", "p", "r", "p"],
+    "empty-slice": {"retrieved": ["u1", "u2"], "pool": ["u1", "u2", "u3"]},
+    "cutoff": {"retrieved": ["k2", "k1", "k3"], "pool": ["k1", "k2"]},
+    "junk": {"retrieved": [], "pool": []},
+}
+
+
+def graded(metric_class: type[Any], **params: Any) -> dict[str, Any]:
+    """A case on the graded fixture, for the set-based family."""
+    return {**case(metric_class, **params), "samples": GRADED_SAMPLES, "outputs": GRADED_OUTPUTS}
 
 
 CASES: list[dict[str, Any]] = [
@@ -38,6 +66,16 @@ CASES: list[dict[str, Any]] = [
     case(rag.CoverageRecallAtK),
     case(rag.NuggetRecallAtK),
     case(rag.ChunkAttributionRate),
+    graded(setbased.RANWGAtK),
+    graded(setbased.RANWGAtK, alpha=0.5, cap3=0.1),
+    graded(setbased.PROCAtK),
+    graded(setbased.PctPROCAtK),
+    graded(setbased.NRecall4PlusAtK),
+    graded(setbased.NRecall5AtK),
+    graded(setbased.Precision4PlusAtK),
+    graded(setbased.HarmAtK),
+    graded(setbased.HarmAtK, harm_grade=1),
+    graded(setbased.DiagnosisAtK),
     case(utility.UDCG),
     case(utility.UDCG, k=3, gamma=0.0),
     # udcg-theta needs a parameter file: its conformance class is in tests/test_utility.py.
