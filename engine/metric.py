@@ -158,7 +158,9 @@ def metric_label(metric: Any) -> str:
 
 
 def _format(value: Any) -> str:
-    return value if isinstance(value, str) and re.fullmatch(r"[\w.+-]+", value) else repr(value)
+    """A value as :func:`parse_spec` reads it back: bare identifiers stay bare."""
+    bare = isinstance(value, str) and value.isidentifier() and value not in ("True", "False", "None")
+    return value if bare else repr(value)
 
 
 def check_metric_class(cls: Any) -> list[str]:
@@ -182,15 +184,26 @@ def check_metric_class(cls: Any) -> list[str]:
 
 
 def missing_requirements(metric: Metric, label: str, batch: Batch) -> Iterable[Problem]:
-    """A problem for each sample that lacks something ``metric.requires``."""
-    for sample, output in zip(batch.samples, batch.outputs, strict=True):
-        for need in sorted(metric.requires):
-            if _lacks(need, sample, output):
-                yield Problem(
-                    message=f"metric {label!r} needs {REQUIREMENTS[need]}",
-                    sample_id=sample.id,
-                    pointer=_POINTERS[need],
-                )
+    """A problem for each sample that lacks something ``metric.requires``, in sample order."""
+    needs = sorted(metric.requires)
+    lacking = sorted(
+        (index, order)
+        for order, need in enumerate(needs)
+        for index in _lacking(need, batch.samples, batch.outputs)
+    )
+    for index, order in lacking:
+        yield Problem(
+            message=f"metric {label!r} needs {REQUIREMENTS[needs[order]]}",
+            sample_id=batch.samples[index].id,
+            pointer=_POINTERS[needs[order]],
+        )
+
+
+def _lacking(need: str, samples: Sequence[Any], outputs: Sequence[Any]) -> list[int]:
+    """Indices of the samples that lack ``need`` (one pass per requirement, not per pair)."""
+    if need == "relevance":  # the common case, at the speed of a comprehension
+        return [i for i, s in enumerate(samples) if s.relevance is None]
+    return [i for i, pair in enumerate(zip(samples, outputs, strict=True)) if _lacks(need, *pair)]
 
 
 _POINTERS = {

@@ -123,3 +123,27 @@ class TestLabel:
         dataset = eng.dataset(samples=[{"id": "a", "expected_output": ["d"]}])
         with pytest.raises(engine.MetricParameterError, match="more than once"):
             dataset.with_metrics(["retrieval-mrr", "retrieval-mrr"])
+
+
+def test_string_parameters_round_trip(eng):
+    """A string parameter that is not a bare identifier (a file name) is quoted in the label."""
+    import attrs
+    import numpy as np
+
+    @attrs.frozen
+    class Named(engine.MetricBase):
+        """Takes a file name."""
+
+        alias = "named-test"
+        path: str = "default"
+
+        def score(self, batch):
+            return np.zeros(len(batch))
+
+    eng.register_metric(Named)
+    for value in ("theta-k5.params.json", "dir/theta.json", "plain_name", "True"):
+        metric = eng.metric("named-test", path=value)
+        assert eng.metric(metric_label(metric)) == metric
+    assert (
+        metric_label(eng.metric("named-test", path="plain_name")) == "named-test(path=plain_name)"
+    )
