@@ -180,6 +180,23 @@ class Evaluation:
     metrics: tuple[Metric, ...]
     engine: Engine = attrs.field(repr=False)
 
+    def at_k(self, ks: Sequence[int]) -> Evaluation:
+        """The same evaluation with every metric that has a ``k`` parameter evaluated at
+        each of ``ks`` (labels ``alias@K``), in one pass: the curve Metric@K. Metrics
+        without ``k`` are kept once; a sample's ``metadata.k`` still overrides K."""
+        if isinstance(ks, int) or not ks:
+            raise TypeError("at_k takes a non-empty list of cutoffs, e.g. at_k([1, 3, 5, 10])")
+        cutoffs = list(dict.fromkeys(ks))
+        if any(isinstance(k, bool) or not isinstance(k, int) or k <= 0 for k in cutoffs):
+            raise MetricParameterError(f"at_k: cutoffs must be positive integers, got {ks!r}")
+        expanded: dict[str, Metric] = {}
+        for metric in self.metrics:
+            has_k = any(f.name == "k" for f in attrs.fields(type(metric)))  # type: ignore[arg-type]
+            variants = [attrs.evolve(metric, k=k) for k in cutoffs] if has_k else [metric]  # type: ignore[misc]
+            for instance in variants:
+                expanded.setdefault(metric_label(instance), instance)
+        return attrs.evolve(self, metrics=tuple(expanded.values()))
+
     def evaluate(
         self, outputs: Mapping[str, Any] | str | Path | Results, *, strict: bool = False
     ) -> Results:
@@ -334,6 +351,7 @@ class Evaluation:
                 "config_default_k": self.engine.config.default_k,
             },
             outputs=dict(keep) if keep is not None else None,
+            metadata=tuple(s.metadata for s in samples),
         )
         log.info(
             "evaluation.finished",

@@ -22,8 +22,10 @@ from engine.errors import InputError, MetricScoreError, SlotwiseError
 from engine.fileio import atomic_write, read_document, read_jsonl
 from engine.logs import configure
 from engine.meta_cli import add_commands
-from engine.metric import parse_spec
+from engine.metric import metric_label, parse_spec
 from engine.outputs import RESULTS_SCHEMA_ID, load_raw_outputs
+from engine.report_cli import add_commands as add_report_commands
+from engine.report_cli import parse_cutoffs, run_tables
 from engine.results import Results
 
 __all__ = ["main"]
@@ -107,8 +109,14 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--k",
-        type=_positive_int,
-        help="cutoff for every metric whose spec gives no k (a sample's metadata.k still wins)",
+        type=parse_cutoffs,
+        help="cutoff for every metric whose spec gives no k (a sample's metadata.k still wins); "
+        "several, comma-separated (1,3,5,10), evaluate each such metric at every K: a curve",
+    )
+    run.add_argument(
+        "--by",
+        metavar="KEY",
+        help="table format: also break the results down by metadata KEY (e.g. stratum)",
     )
     run.add_argument(
         "--format",
@@ -181,6 +189,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="what the file is (default: guessed from its name and content)",
     )
     _COMMANDS.update(add_commands(commands))
+    _COMMANDS.update(add_report_commands(commands))
     return parser
 
 
@@ -254,7 +263,8 @@ def _run(args: argparse.Namespace) -> int:
         raise _UsageError(
             "no metrics: pass --metrics or declare them for the dataset in " + CONFIG_FILENAME
         )
-    metrics = [_with_k(engine, spec, args.k) for spec in specs]
+    resolved = (_with_k(engine, spec, k) for spec in specs for k in args.k or [None])
+    metrics = list({metric_label(m): m for m in resolved}.values())
     if args.trec_run is not None and args.outputs is not None:
         raise _UsageError("give either --outputs or --run, not both")
     outputs: Any = args.outputs or dataset.outputs
@@ -265,7 +275,7 @@ def _run(args: argparse.Namespace) -> int:
             "no outputs: pass --outputs FILE (or --run FILE) or declare `outputs:` for the dataset"
         )
     results = dataset.with_metrics(metrics).evaluate(outputs, strict=args.strict)
-    _emit(results, args.format, args.output)
+    _emit(results, args.format, args.output, by=args.by)
     return EXIT_OK
 
 
@@ -293,14 +303,15 @@ def _with_k(engine: Engine, spec: str, k: int | None) -> Any:
     return engine.metric(spec)
 
 
-def _emit(results: Results, fmt: str, output: Path | None) -> None:
+def _emit(results: Results, fmt: str, output: Path | None, by: str | None = None) -> None:
     if fmt == "table":
         from rich.console import Console
 
         console = Console(
             file=sys.stdout, width=None if output is None else 120, record=output is not None
         )
-        console.print(results.table())
+        for table in run_tables(results, by):
+            console.print(table)
         for line in _diagnostic_lines(results):
             console.print(line, markup=False)
         for label, report in results.reports.items():

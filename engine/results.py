@@ -72,23 +72,46 @@ class Results:
     details: Mapping[str, Sequence[Mapping[str, Any] | None]] = attrs.field(factory=dict)
     reports: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
     outputs: Mapping[str, Any] | None = None
+    metadata: Sequence[Mapping[str, Any]] = ()  # per sample, in dataset order (or empty)
 
     @property
     def labels(self) -> list[str]:
         return [m.label for m in self.metrics]
 
-    def summary(self) -> dict[str, dict[str, Any]]:
-        """Per metric label: ``mean`` (the metric's aggregate; None if all NA), ``n``, ``na``."""
+    def summary(
+        self, *, level: float = 0.95, resamples: int = 1000, seed: int = 0
+    ) -> dict[str, dict[str, Any]]:
+        """Per metric label: ``mean`` (the metric's aggregate; None if all NA), ``n``, ``na``
+        and ``ci``, the percentile bootstrap interval of the mean of the non-NA values
+        (``[lo, hi]``; None when n < 2), seeded: see :func:`engine.stats.bootstrap_ci`."""
+        from engine.stats import bootstrap_ci
+
         out = {}
         for label in self.labels:
             values = self.scores[label]
             na = int(np.isnan(values).sum())
+            ci = bootstrap_ci(values, level=level, resamples=resamples, seed=seed)
             out[label] = {
                 "mean": _number(self.aggregates[label]),
                 "n": int(values.size - na),
                 "na": na,
+                "ci": None if ci is None else list(ci),
             }
         return out
+
+    def by(self, key: str, **options: Any) -> Any:
+        """Per-stratum n, mean and bootstrap CI of every metric, strata being the values of
+        ``metadata[key]`` (samples without it: ``"(none)"``); see :mod:`engine.breakdown`."""
+        from engine.breakdown import by
+
+        return by(self, key, **options)
+
+    def compare(self, *others: Results, **options: Any) -> Any:
+        """Paired comparison of these results with others on the same dataset; see
+        :func:`engine.compare.compare`."""
+        from engine.compare import compare
+
+        return compare([self, *others], **options)
 
     def per_sample(self) -> list[dict[str, Any]]:
         """One record per sample: ``{"id", "scores": {label: value or None}}`` (plus
@@ -107,6 +130,8 @@ class Results:
                 row["details"] = details
             if sample_id in self.diagnostics.errors:
                 row["error"] = self.diagnostics.errors[sample_id]
+            if self.metadata and self.metadata[i]:
+                row["metadata"] = dict(self.metadata[i])
             rows.append(row)
         return rows
 
@@ -170,13 +195,15 @@ class Results:
         for column, justify in (
             ("metric", "left"),
             ("mean", "right"),
+            ("95% CI", "right"),
             ("n", "right"),
             ("na", "right"),
         ):
             table.add_column(column, justify=justify)  # type: ignore[arg-type]
         for label, stats in self.summary().items():
             mean = "NA" if stats["mean"] is None else f"{stats['mean']:.4f}"
-            table.add_row(label, mean, str(stats["n"]), str(stats["na"]))
+            ci = "-" if stats["ci"] is None else f"[{stats['ci'][0]:.4f}, {stats['ci'][1]:.4f}]"
+            table.add_row(label, mean, ci, str(stats["n"]), str(stats["na"]))
         return table
 
 

@@ -132,7 +132,12 @@ class TestRun:
         )
         values = results.scores["retrieval-mrr"]
         assert values[0] == 1.0 and values[3] == 1.0 and np.isnan(values[1]) and np.isnan(values[2])
-        assert results.summary()["retrieval-mrr"] == {"mean": 1.0, "n": 2, "na": 2}
+        assert results.summary()["retrieval-mrr"] == {
+            "mean": 1.0,
+            "n": 2,
+            "na": 2,
+            "ci": [1.0, 1.0],
+        }
         assert results.diagnostics.errors["1"] == "TimeoutError: upstream timed out"
         assert results.diagnostics.errors["2"].startswith("invalid output")
         assert results.diagnostics.missing_outputs == ()
@@ -204,7 +209,12 @@ class TestResults:
             None,
             4.0,
         ]
-        assert document["summary"]["odd-na-test"] == {"mean": 2.0, "n": 3, "na": 2}
+        assert document["summary"]["odd-na-test"] == {
+            "mean": 2.0,
+            "n": 3,
+            "na": 2,
+            "ci": [0.0, 4.0],  # bootstrap of the non-NA values 0, 2, 4
+        }
 
     def test_csv(self, eng):
         """to_csv has one row per sample and an empty cell for NA."""

@@ -195,7 +195,12 @@ class TestCoverageRecall:
         samples = [grouped(groups, "na"), grouped({"a": ["d1"]}, "ok")]
         results = evaluate(eng, samples, {"na": ["d1"], "ok": ["d1"]}, ["coverage-recall-at-k"])
         assert values(results) == [NA, 1.0]
-        assert results.summary()["coverage-recall-at-k"] == {"mean": 1.0, "n": 1, "na": 1}
+        assert results.summary()["coverage-recall-at-k"] == {
+            "mean": 1.0,
+            "n": 1,
+            "na": 1,
+            "ci": None,
+        }
 
     def test_needs_no_relevance_labels(self, eng: engine.Engine) -> None:
         """Groups alone are enough; a sample with only relevance labels is NA."""

@@ -1,0 +1,348 @@
+"""Curves, strata, summaries with CIs, paired comparison, the regression gate, and the
+`slotwise compare` / `run --k 1,3 --by` command lines."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import attrs
+import numpy as np
+import pytest
+
+import engine
+from engine import schemas
+from engine.breakdown import NO_STRATUM, curves
+from engine.cli import main
+from engine.compare import compare, read_results, results_from_dict
+
+QUICKSTART = Path(__file__).resolve().parent.parent / "examples" / "quickstart"
+METRICS = ["retrieval-ndcg-at-k@10", "retrieval-recall-at-k", "retrieval-mrr", "retrieval-map"]
+
+
+def _samples(n: int = 12) -> list[dict]:
+    return [
+        {
+            "id": f"q-{i:02d}",
+            "expected_output": [f"d{i}", f"e{i}"],
+            **({"metadata": {"stratum": "odd" if i % 2 else "even"}} if i < n - 2 else {}),
+        }
+        for i in range(n)
+    ]
+
+
+def _outputs(n: int = 12, shift: int = 0) -> dict[str, list[str]]:
+    """Rankings where the relevant docs sit lower as ``shift`` grows."""
+    return {
+        f"q-{i:02d}": [f"x{j}" for j in range(shift + i % 3)] + [f"d{i}", f"e{i}"] for i in range(n)
+    }
+
+
+@pytest.fixture(scope="module")
+def quickstart_results() -> tuple[engine.Results, engine.Results]:
+    eng = engine.Engine(config=QUICKSTART / "slotwise.yaml")
+    dataset = eng.dataset("quickstart")
+    evaluation = dataset.with_metrics(METRICS)
+    return (
+        evaluation.evaluate(QUICKSTART / "outputs" / "bm25.json"),
+        evaluation.evaluate(QUICKSTART / "outputs" / "hybrid-rerank.json"),
+    )
+
+
+class TestSummaryCI:
+    def test_summary_has_bootstrap_ci(self, eng):
+        """Every summary entry has ci = [lo, hi] around the mean, None when n < 2."""
+        results = (
+            eng.dataset(samples=_samples()).with_metrics(["retrieval-mrr"]).evaluate(_outputs())
+        )
+        entry = results.summary()["retrieval-mrr"]
+        assert entry["ci"][0] <= entry["mean"] <= entry["ci"][1]
+        one = (
+            eng.dataset(samples=_samples()[:1]).with_metrics(["retrieval-mrr"]).evaluate(_outputs())
+        )
+        assert one.summary()["retrieval-mrr"]["ci"] is None
+
+    def test_json_ci_conforms_to_schema(self, eng):
+        """The JSON summary carries ci (or null) and validates; metadata is kept per sample."""
+        results = (
+            eng.dataset(samples=_samples()).with_metrics(["retrieval-mrr"]).evaluate(_outputs())
+        )
+        document = json.loads(results.to_json())
+        assert not list(schemas.problems(document, "results"))
+        assert len(document["summary"]["retrieval-mrr"]["ci"]) == 2
+        assert document["samples"][1]["metadata"] == {"stratum": "odd"}
+        one = (
+            eng.dataset(samples=_samples()[:1]).with_metrics(["retrieval-mrr"]).evaluate(_outputs())
+        )
+        document = json.loads(one.to_json())
+        assert document["summary"]["retrieval-mrr"]["ci"] is None
+        assert not list(schemas.problems(document, "results"))
+
+    def test_round_trip_through_json(self, eng, tmp_path):
+        """read_results gives back the scores, labels, metadata and summary."""
+        results = eng.dataset(samples=_samples()).with_metrics(METRICS).evaluate(_outputs())
+        results.to_json(tmp_path / "r.json")
+        again = read_results(tmp_path / "r.json")
+        assert again.labels == results.labels
+        for label in results.labels:
+            np.testing.assert_array_equal(again.scores[label], results.scores[label])
+        assert again.summary() == results.summary()
+        assert again.by("stratum").to_dict() == results.by("stratum").to_dict()
+
+
+class TestCurvesAndStrata:
+    def test_at_k_expands_every_cutoff(self, eng):
+        """at_k evaluates each metric with k at every K in one pass; others once."""
+        results = (
+            eng.dataset(samples=_samples())
+            .with_metrics(["retrieval-recall-at-k", "retrieval-ndcg-at-k", "retrieval-map"])
+            .at_k([1, 3, 5])
+            .evaluate(_outputs())
+        )
+        assert "retrieval-recall-at-k@3" in results.labels
+        assert "retrieval-ndcg-at-k@5" in results.labels
+        found = {c.name: c for c in curves(results)}
+        assert found["retrieval-recall-at-k"].ks == [1, 3, 5]
+        means = [p.mean for p in found["retrieval-recall-at-k"].points]
+        assert means == sorted(means)  # recall@K never falls as K grows
+
+    @pytest.mark.parametrize("ks", [[], [0, 3], 5])
+    def test_at_k_rejects_bad_cutoffs(self, eng, ks):
+        """at_k needs a non-empty list of positive integers."""
+        evaluation = eng.dataset(samples=_samples()).with_metrics(["retrieval-mrr"])
+        with pytest.raises((TypeError, engine.MetricParameterError)):
+            evaluation.at_k(ks)
+
+    def test_by_stratum(self, eng):
+        """Per-stratum n and mean; samples without the key go to '(none)', listed last."""
+        results = (
+            eng.dataset(samples=_samples()).with_metrics(["retrieval-mrr"]).evaluate(_outputs())
+        )
+        breakdown = results.by("stratum")
+        assert breakdown.strata == ("even", "odd", NO_STRATUM)
+        assert breakdown.sizes == {"even": 5, "odd": 5, NO_STRATUM: 2}
+        values = results.scores["retrieval-mrr"]
+        assert breakdown.row("odd", "retrieval-mrr").mean == pytest.approx(values[1:10:2].mean())
+        assert breakdown.row(NO_STRATUM, "retrieval-mrr").n == 2
+
+    def test_cli_curve_and_strata(self, capsys, monkeypatch):
+        """`run --k 1,3,5,10 --by stratum` prints one column per K and a stratum table."""
+        monkeypatch.chdir(QUICKSTART)
+        code = main(
+            [
+                "run",
+                "quickstart",
+                "--outputs",
+                "outputs/bm25.json",
+                "--metrics",
+                "retrieval-ndcg-at-k,retrieval-recall-at-k,retrieval-mrr@10",
+                "--k",
+                "1,3,5,10",
+                "--by",
+                "stratum",
+            ]
+        )
+        out = capsys.readouterr().out
+        assert code == 0
+        assert "@1" in out and "@10" in out and "retrieval-recall-at-k" in out
+        assert "multi-hop (10)" in out and "95% CI" in out
+
+    def test_cli_bad_cutoff_list(self, capsys, monkeypatch):
+        """A malformed --k list is a usage error."""
+        monkeypatch.chdir(QUICKSTART)
+        assert main(["run", "quickstart", "--k", "1,x"]) == 2
+
+
+class TestCompareAPI:
+    def test_quickstart_hybrid_beats_bm25(self, quickstart_results):
+        """hybrid-rerank is significantly better than bm25 on nDCG@10 after Holm."""
+        bm25, hybrid = quickstart_results
+        comparison = bm25.compare(hybrid, names=["bm25", "hybrid"])
+        row = comparison.row("retrieval-ndcg-at-k@10")
+        assert row.n == 46 and row.difference > 0 and row.significant and row.mark == "▲"
+        assert row.p_holm >= row.p
+        assert row.ci[0] < row.difference < row.ci[1]
+        assert row.movers and abs(row.movers[0].difference) >= abs(row.movers[-1].difference)
+        assert comparison.regressions() == []
+
+    @pytest.mark.parametrize("test", ["randomization", "bootstrap", "t"])
+    def test_every_test_runs(self, quickstart_results, test):
+        """All three tests give p-values in [0, 1] and Holm over the whole family."""
+        bm25, hybrid = quickstart_results
+        comparison = compare([bm25, hybrid], test=test)
+        raw = [r.p for r in comparison.rows]
+        assert all(0 <= p <= 1 for p in raw)
+        np.testing.assert_allclose([r.p_holm for r in comparison.rows], engine.stats.holm(raw))
+
+    def test_three_systems_all_pairs(self, quickstart_results):
+        """Three results: every pair, Holm over metrics x pairs."""
+        bm25, hybrid = quickstart_results
+        comparison = compare([bm25, hybrid, bm25], names=["a", "b", "c"])
+        assert {(r.a, r.b) for r in comparison.rows} == {("a", "b"), ("a", "c"), ("b", "c")}
+        assert len(comparison.rows) == 3 * len(METRICS)
+        same = comparison.row("retrieval-map", "a", "c")
+        assert same.difference == 0 and same.p == 1.0 and not same.significant
+
+    def test_renderers(self, quickstart_results):
+        """to_dict, Markdown, LaTeX and the rich table all name every metric."""
+        bm25, hybrid = quickstart_results
+        comparison = compare([bm25, hybrid], names=["bm25", "hybrid_rerank"])
+        document = comparison.to_dict()
+        assert document["schema"] == "slotwise.comparison/v1"
+        assert json.loads(json.dumps(document)) == document
+        markdown, latex = comparison.to_markdown(), comparison.to_latex()
+        for label in METRICS:
+            assert label in markdown and label in latex
+        assert "| metric |" in markdown and "▲" in markdown
+        assert r"\begin{tabular}" in latex and r"hybrid\_rerank" in latex and "▲" not in latex
+
+    def test_regression_respects_direction(self, eng):
+        """A metric where lower is better regresses when it rises."""
+        dataset = eng.dataset(samples=_samples(30)).with_metrics(["retrieval-mrr"])
+        good, worse = dataset.evaluate(_outputs(30)), dataset.evaluate(_outputs(30, shift=3))
+        found = compare([good, worse]).regressions()
+        assert [r.row.label for r in found] == ["retrieval-mrr"]
+        assert compare([worse, good]).regressions() == []
+        # flip the direction: the same change is now an improvement
+        flipped = [attrs.evolve(m, higher_is_better=False) for m in good.metrics]
+        good.metrics, worse.metrics = flipped, flipped
+        assert compare([good, worse]).regressions() == []
+        assert compare([worse, good]).regressions()
+
+    def test_max_drop(self, eng):
+        """A drop larger than max_drop fails even when not significant."""
+        dataset = eng.dataset(samples=_samples(3)).with_metrics(["retrieval-mrr"])
+        good, worse = dataset.evaluate(_outputs(3)), dataset.evaluate(_outputs(3, shift=1))
+        comparison = compare([good, worse])
+        assert not comparison.row("retrieval-mrr").significant
+        assert comparison.regressions() == []
+        assert comparison.regressions(max_drop=0.01)
+        assert comparison.regressions(max_drop=1.0) == []
+
+    def test_zero_variance_and_single_sample(self, eng):
+        """Identical systems: p = 1, no crash; one sample: n = 1, no CI, p = 1."""
+        dataset = eng.dataset(samples=_samples()).with_metrics(["retrieval-mrr"])
+        results = dataset.evaluate(_outputs())
+        for test in ("randomization", "bootstrap", "t"):
+            row = compare([results, results], test=test).row("retrieval-mrr")
+            assert row.p == 1.0 and row.dz is None and not row.significant
+        single = eng.dataset(samples=_samples()[:1]).with_metrics(["retrieval-mrr"])
+        a, b = single.evaluate(_outputs()), single.evaluate(_outputs(shift=2))
+        row = compare([a, b], test="t").row("retrieval-mrr")
+        assert row.n == 1 and row.ci is None and row.p == 1.0
+
+    def test_na_pairs_are_dropped_and_reported(self, eng):
+        """Samples NA in one system are left out of the pairs and counted in dropped."""
+        dataset = eng.dataset(samples=_samples()).with_metrics(["retrieval-mrr"])
+        a, b = dataset.evaluate(_outputs()), dataset.evaluate(_outputs(shift=1))
+        b.scores["retrieval-mrr"][:3] = np.nan
+        row = compare([a, b]).row("retrieval-mrr")
+        assert row.n == 9 and row.dropped == 3
+        assert row.mean_a == pytest.approx(a.scores["retrieval-mrr"][3:].mean())
+
+    def test_different_datasets_rejected(self, eng):
+        """Results of different datasets cannot be compared."""
+        a = eng.dataset(samples=_samples()).with_metrics(["retrieval-mrr"]).evaluate(_outputs())
+        b = eng.dataset(samples=_samples(11)).with_metrics(["retrieval-mrr"]).evaluate(_outputs())
+        with pytest.raises(engine.InputError, match="different dataset"):
+            compare([a, b])
+
+    def test_different_parameters_rejected(self, eng):
+        """The same label computed with different parameters is an error."""
+        dataset = eng.dataset(samples=_samples())
+        a = dataset.with_metrics(["retrieval-recall-at-k"]).evaluate(_outputs())
+        other = engine.Engine(config={"metrics": {"retrieval": {"default_k": 2}}})
+        b = (
+            other.dataset(samples=_samples())
+            .with_metrics(["retrieval-recall-at-k"])
+            .evaluate(_outputs())
+        )
+        with pytest.raises(engine.InputError, match="different parameters"):
+            compare([a, b])
+
+    def test_unshared_labels_skipped(self, eng):
+        """Labels in only one results are skipped and listed; none shared is an error."""
+        dataset = eng.dataset(samples=_samples())
+        a = dataset.with_metrics(["retrieval-mrr", "retrieval-map"]).evaluate(_outputs())
+        b = dataset.with_metrics(["retrieval-mrr"]).evaluate(_outputs())
+        assert compare([a, b]).skipped == ("retrieval-map",)
+        c = dataset.with_metrics(["retrieval-r-precision"]).evaluate(_outputs())
+        with pytest.raises(engine.InputError, match="share no metric"):
+            compare([b, c])
+
+
+@pytest.fixture
+def files(quickstart_results, tmp_path) -> tuple[Path, Path]:
+    bm25, hybrid = quickstart_results
+    bm25_path, hybrid_path = tmp_path / "bm25.json", tmp_path / "hybrid-rerank.json"
+    bm25.to_json(bm25_path)
+    hybrid.to_json(hybrid_path)
+    return bm25_path, hybrid_path
+
+
+class TestCompareCLI:
+    @pytest.mark.parametrize("fmt", ["table", "json", "markdown", "latex"])
+    def test_formats(self, files, capsys, fmt):
+        """Every format prints the comparison; names come from the file names."""
+        assert main(["compare", *map(str, files), "--format", fmt]) == 0
+        out = capsys.readouterr().out
+        assert "retrieval-ndcg-at-k@10" in out
+        if fmt == "json":
+            assert json.loads(out)["systems"] == ["bm25", "hybrid-rerank"]
+
+    def test_gate_passes_on_improvement(self, files, capsys):
+        """bm25 -> hybrid improves: exit 0."""
+        assert main(["compare", *map(str, files), "--fail-on-regression"]) == 0
+        assert "regression gate passed" in capsys.readouterr().err
+
+    def test_gate_fails_on_regression(self, files, capsys):
+        """hybrid -> bm25 regresses significantly: exit 1, naming the metrics and why."""
+        baseline, new = files[1], files[0]
+        code = main(["compare", str(baseline), str(new), "--fail-on-regression", "--test", "t"])
+        err = capsys.readouterr().err
+        assert code == 1
+        assert "FAILED" in err and "retrieval-ndcg-at-k@10" in err and "p (Holm)" in err
+
+    def test_gate_max_drop(self, files, capsys, tmp_path):
+        """--max-drop fails on any larger drop; a big allowance and no significance passes."""
+        document = json.loads(files[1].read_text())
+        for sample in document["samples"][:3]:
+            sample["scores"]["retrieval-map"] = max(0.0, sample["scores"]["retrieval-map"] - 0.5)
+        lowered = tmp_path / "lowered.json"
+        lowered.write_text(json.dumps(document))
+        args = ["compare", str(files[1]), str(lowered), "--fail-on-regression"]
+        assert main(args) == 0
+        assert main([*args, "--max-drop", "0.01"]) == 1
+        assert "drop" in capsys.readouterr().err
+
+    def test_output_file(self, files, tmp_path, capsys):
+        """--output writes the rendered comparison."""
+        target = tmp_path / "cmp.md"
+        assert (
+            main(["compare", *map(str, files), "--format", "markdown", "--output", str(target)])
+            == 0
+        )
+        assert target.read_text().count("|") > 10
+
+    def test_bad_inputs_exit_2(self, files, tmp_path, capsys, eng):
+        """Other dataset, a non-results file, one file, missing file: exit 2, no traceback."""
+        other = eng.dataset(samples=_samples()).with_metrics(METRICS).evaluate(_outputs())
+        other_path = tmp_path / "other.json"
+        other.to_json(other_path)
+        not_results = tmp_path / "outputs.json"
+        not_results.write_text(json.dumps({"q-1": ["d1"]}))
+        for args in (
+            [str(files[0]), str(other_path)],
+            [str(files[0]), str(not_results)],
+            [str(files[0])],
+            [str(files[0]), str(tmp_path / "missing.json")],
+            [*map(str, files), "--names", "x"],
+        ):
+            assert main(["compare", *args]) == 2, args
+            err = capsys.readouterr().err
+            assert "Traceback" not in err and "error" in err
+
+    def test_results_from_dict_rejects_other_documents(self):
+        """A document that is not slotwise results is an InputError."""
+        with pytest.raises(engine.InputError):
+            results_from_dict({"samples": []})
