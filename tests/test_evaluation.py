@@ -298,3 +298,24 @@ class TestReports:
         document = json.loads(results.to_json())
         validator("results").validate(document)
         assert document["reports"]["counted-test"]["positive"] == 1
+
+
+def test_atomic_write_keeps_usual_permissions(tmp_path):
+    """Results files get the umask's permissions (not mkstemp's 0600), or keep the old file's."""
+    import os
+    import stat
+
+    from engine.fileio import atomic_write
+
+    old_umask = os.umask(0o022)
+    try:
+        fresh = tmp_path / "fresh.json"
+        atomic_write(fresh, "{}")
+        assert stat.S_IMODE(fresh.stat().st_mode) == 0o644
+        kept = tmp_path / "kept.json"
+        kept.write_text("old")
+        kept.chmod(0o640)
+        atomic_write(kept, "new")
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o640 and kept.read_text() == "new"
+    finally:
+        os.umask(old_umask)
