@@ -14,6 +14,7 @@ from typing import Any, Literal
 import attrs
 import numpy as np
 
+from engine import trec
 from engine.batch import Batch
 from engine.config import Config
 from engine.dataset import DATASET_SUFFIXES, Dataset, load_samples
@@ -143,6 +144,31 @@ class Engine:
             )
         file_name, file_samples = load_samples(path)
         return Dataset(samples=tuple(file_samples), engine=self, name=name or file_name)
+
+    def evaluate_trec(
+        self,
+        qrels: Mapping[str, Mapping[str, float]] | str | Path,
+        run: Mapping[str, Mapping[str, float]] | Mapping[str, Sequence[str]] | str | Path,
+        metrics: Sequence[str | Metric],
+        *,
+        strict: bool = False,
+    ) -> Results:
+        """Score a TREC run against qrels, each a file path or a mapping in pytrec_eval's
+        shape: ``{qid: {docid: label}}`` and ``{qid: {docid: score}}`` (or already ranked
+        ``{qid: [docid, ...]}``). Documents are ranked as trec_eval ranks them; input is
+        validated as for any dataset and outputs."""
+        name = None
+        if not isinstance(qrels, Mapping):
+            name = Path(qrels).stem
+            qrels = trec.read_qrels(qrels)
+        if not isinstance(run, Mapping):
+            ranked: Mapping[str, Any] = trec.read_run(run)
+        elif run and all(isinstance(v, Mapping) for v in run.values()):
+            ranked = trec.rank_scored(run)  # type: ignore[arg-type]
+        else:
+            ranked = run
+        dataset = self.dataset(samples=trec.qrels_to_samples(qrels), name=name)
+        return dataset.with_metrics(metrics).evaluate(ranked, strict=strict)
 
     def evaluation(self, dataset: Dataset, metrics: Sequence[str | Metric]) -> Evaluation:
         """Bind resolved metric instances to a dataset."""

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import cached_property
 
 import attrs
@@ -30,19 +32,48 @@ class _Vocabulary:
         self._codes: dict[str, int] = {}
         self._next = 0
 
-    def codes(self, ids: Sequence[str]) -> IntArray:
+    def codes(self, ids: Iterable[str], count: int) -> IntArray:
+        """Codes of ``count`` ids, in one C-level pass (no intermediate list)."""
         # setdefault keeps an id's first code; fresh ids take the next unused numbers
         fresh = itertools.count(self._next)
-        self._next += len(ids)
-        return np.fromiter(map(self._codes.setdefault, ids, fresh), dtype=np.int64, count=len(ids))
+        self._next += count
+        return np.fromiter(map(self._codes.setdefault, ids, fresh), dtype=np.int64, count=count)
 
 
-def _flatten(lists: Sequence[Sequence[str]]) -> tuple[list[str], IntArray, IntArray]:
-    """Concatenate per-sample lists: (flat items, owning sample index, per-sample lengths)."""
+def _flatten(
+    lists: Sequence[Sequence[str] | Mapping[str, float]],
+) -> tuple[Iterator[str], IntArray, IntArray]:
+    """Concatenate per-sample lists: (an iterator over all items, owning sample index,
+    per-sample lengths); the item count is ``lengths.sum()``."""
     lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-    flat = list(itertools.chain.from_iterable(lists))
+    flat = itertools.chain.from_iterable(lists)
     owners = np.repeat(np.arange(len(lists), dtype=np.int64), lengths)
     return flat, owners, lengths
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector: compiling allocates millions of acyclic objects,
+    which would otherwise trigger repeated full collections over the whole heap."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _first_occurrences(keys: IntArray) -> BoolArray:
+    """True at the first occurrence of each key; a sort-and-compare shortcut when no key
+    repeats (the common case), else np.unique's first indices."""
+    keep = np.ones(keys.size, dtype=np.bool_)
+    ordered = np.sort(keys)
+    if keys.size < 2 or not (ordered[1:] == ordered[:-1]).any():
+        return keep
+    keep[:] = False
+    keep[np.unique(keys, return_index=True)[1]] = True
+    return keep
 
 
 def _columns(owners: IntArray, n_rows: int) -> tuple[IntArray, IntArray]:
@@ -86,21 +117,31 @@ class Batch:
         """Join each sample's ranking (``outputs[i]``, None = no output) with its labels."""
         if len(samples) != len(outputs):
             raise ValueError("samples and outputs must be aligned")
+        with _no_gc():
+            return cls._compile(samples, outputs, default_k)
+
+    @classmethod
+    def _compile(
+        cls, samples: Sequence[Sample], outputs: Sequence[Output | None], default_k: int
+    ) -> Batch:
         n = len(samples)
         vocab = _Vocabulary()
-        flat, owners, _ = _flatten([o.retrieved if o else () for o in outputs])
-        codes = vocab.codes(flat)
-        keys = (owners << _SHIFT) | codes
-        first = np.unique(keys, return_index=True)[1]
-        keep = np.zeros(keys.size, dtype=np.bool_)
-        keep[first] = True
-        original_col, _ = _columns(owners, n)
-        col, lengths = _columns(owners[keep], n)
-        width = int(lengths.max()) if n else 0
-        doc_codes = np.full((n, width), -1, dtype=np.int64)
-        doc_codes[owners[keep], col] = codes[keep]
-        positions = np.full((n, width), -1, dtype=np.int64)
-        positions[owners[keep], col] = original_col[keep]
+        flat, owners, raw_lengths = _flatten([o.retrieved if o else () for o in outputs])
+        codes = vocab.codes(flat, int(raw_lengths.sum()))
+        keep = _first_occurrences((owners << _SHIFT) | codes)
+        width = int(raw_lengths.max()) if n else 0
+        if keep.all() and n and (raw_lengths == width).all():  # rectangular: no scatter
+            lengths = raw_lengths
+            doc_codes = codes.reshape(n, width)
+            positions = np.broadcast_to(np.arange(width, dtype=np.int64), (n, width))
+        else:
+            original_col, _ = _columns(owners, n)
+            col, lengths = _columns(owners[keep], n)
+            width = int(lengths.max()) if n else 0
+            doc_codes = np.full((n, width), -1, dtype=np.int64)
+            doc_codes[owners[keep], col] = codes[keep]
+            positions = np.full((n, width), -1, dtype=np.int64)
+            positions[owners[keep], col] = original_col[keep]
         relevance = [s.relevance or {} for s in samples]
         batch = cls(
             samples=tuple(samples),
@@ -200,7 +241,7 @@ class Batch:
     def join(self, maps: Sequence[Mapping[str, float] | None]) -> FloatArray:
         """Look up each ranked document in its sample's map: shape ``(Q, L)``, NaN if absent."""
         flat_ids, owners, values = _flatten_maps(maps)
-        map_keys = (owners << _SHIFT) | self._vocab.codes(flat_ids)
+        map_keys = (owners << _SHIFT) | self._vocab.codes(flat_ids, values.size)
         order = np.argsort(map_keys, kind="stable")
         map_keys, values = map_keys[order], values[order]
         out = np.full(self.doc_codes.shape, np.nan)
@@ -215,8 +256,8 @@ class Batch:
 
     def member(self, lists: Sequence[Sequence[str] | None]) -> BoolArray:
         """True where the ranked document is in its sample's list (e.g. pool, cited ids)."""
-        flat, owners, _ = _flatten([lst or () for lst in lists])
-        list_keys = np.sort((owners << _SHIFT) | self._vocab.codes(flat))
+        flat, owners, lengths = _flatten([lst or () for lst in lists])
+        list_keys = np.sort((owners << _SHIFT) | self._vocab.codes(flat, int(lengths.sum())))
         out = np.zeros(self.doc_codes.shape, dtype=np.bool_)
         if list_keys.size:  # sorted lookup: far faster than np.isin on int64 keys
             ranked_keys = self._ranked_keys()
@@ -248,13 +289,14 @@ class Batch:
 
 def _flatten_maps(
     maps: Sequence[Mapping[str, float] | None],
-) -> tuple[list[str], IntArray, FloatArray]:
-    key_lists = [list(m) if m else [] for m in maps]
-    flat, owners, _ = _flatten(key_lists)
+) -> tuple[Iterator[str], IntArray, FloatArray]:
+    """(an iterator over all keys, owning sample index, all values) of per-sample maps."""
+    present = [m or {} for m in maps]
+    flat, owners, lengths = _flatten(present)  # iterating a mapping yields its keys
     values = np.fromiter(
-        itertools.chain.from_iterable(m.values() for m in maps if m),
+        itertools.chain.from_iterable(m.values() for m in present),
         dtype=np.float64,
-        count=len(flat),
+        count=int(lengths.sum()),
     )
     return flat, owners, values
 

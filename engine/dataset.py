@@ -43,6 +43,10 @@ def parse_samples(
     samples: list[Sample] = []
     seen: dict[str, int] = {}
     for index, (raw, line) in enumerate(raws):
+        if schemas.certainly_valid_sample(raw) and raw["id"] not in seen:  # the fast path
+            seen[raw["id"]] = index
+            samples.append(Sample.from_raw(raw))
+            continue
         sample_id = schemas.sample_id_of(raw)
         path = [] if line is not None else [*filter(None, prefix.split("/")), index]
         found = list(
@@ -135,12 +139,15 @@ def write_samples(
 
 def content_hash(samples: Sequence[Sample]) -> str:
     """sha256 of the normalised samples: equal content gives an equal hash, whatever the file format."""
-    encode = json.JSONEncoder(sort_keys=True, default=str, separators=(",", ":")).encode
+    encoder = json.JSONEncoder(sort_keys=True, default=str, separators=(",", ":"))
     digest = hashlib.sha256()
-    for s in samples:
-        fields = [s.id, s.input, s.relevance, s.utility, s.answers, s.groups, s.metadata]
-        digest.update(encode(fields).encode())
-        digest.update(b"\n")
+    step = 4096  # many samples per encoder call: one C-level pass instead of one each
+    for start in range(0, len(samples), step):
+        rows = [
+            [s.id, s.input, s.relevance, s.utility, s.answers, s.groups, s.metadata]
+            for s in samples[start : start + step]
+        ]
+        digest.update(encoder.encode(rows).encode())
     return "sha256:" + digest.hexdigest()
 
 

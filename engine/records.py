@@ -20,7 +20,7 @@ def _ids(values: Any) -> tuple[str, ...]:
 def _labels(value: Any) -> dict[str, float]:
     """A list of ids means label 1 for each; a map id -> number is graded."""
     if isinstance(value, Mapping):
-        return {str(k): float(v) for k, v in value.items()}
+        return dict(zip(map(str, value), map(float, value.values()), strict=True))
     return dict.fromkeys(_ids(value), 1.0)
 
 

@@ -142,11 +142,17 @@ def _is_label(value: Any) -> bool:
 def _plain_labels(value: Any) -> bool:
     if type(value) is list:
         return _all_ids(value)
-    return (
-        type(value) is dict
-        and not (_LONG_FORM & value.keys())
-        and all(map(_is_label, value.values()))
-    )
+    return type(value) is dict and not (_LONG_FORM & value.keys()) and _all_labels(value.values())
+
+
+def _all_labels(values: Iterable[Any]) -> bool:
+    """All finite numbers (ints at C speed; floats also checked for finiteness)."""
+    types = set(map(type, values))
+    if types <= {int}:
+        return True
+    if types <= {float}:
+        return all(map(math.isfinite, values))
+    return types <= {int, float} and all(map(_is_label, values))
 
 
 _LONG_FORM = frozenset({"relevance", "utility", "answers", "groups"})
