@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["Dataset", "load_samples", "parse_samples", "write_samples"]
 
 
-DATASET_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
+DATASET_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl", ".parquet", ".arrow", ".feather")
 
 
 def parse_samples(
@@ -91,6 +91,11 @@ def load_samples(path: str | Path) -> tuple[str | None, list[Sample]]:
         )
     if path.suffix.lower() == ".jsonl":
         return path.stem, parse_samples(((raw, line) for line, raw in read_jsonl(path)), source)
+    if path.suffix.lower() in (".parquet", ".arrow", ".feather"):  # long-format labels
+        from engine import columnar
+
+        raws = columnar.labels_to_samples(columnar.read_frame(path), source)
+        return path.stem, parse_samples(((raw, None) for raw in raws), source)
     document = read_document(path)
     envelope = (
         {k: v for k, v in document.items() if k != "samples"}

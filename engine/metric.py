@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import math
 import re
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -79,10 +78,10 @@ class MetricBase:
         raise NotImplementedError
 
     def aggregate(self, values: npt.NDArray[np.float64]) -> float:
-        """The mean over non-NA values (NaN when every value is NA)."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return float(np.nanmean(values)) if values.size else math.nan
+        """The mean over non-NA values (NaN when every value is NA), summed exactly
+        (``math.fsum``): independent of order, so chunked and in-memory runs agree bitwise."""
+        present = values[~np.isnan(values)]
+        return math.fsum(present.tolist()) / present.size if present.size else math.nan
 
     def check(self, batch: Batch) -> Iterable[Problem]:
         """Optional input checks beyond ``requires`` (e.g. the label scale), run before any

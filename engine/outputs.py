@@ -100,6 +100,11 @@ def load_raw_outputs(path: Path) -> dict[str, Any]:
     """Validated raw outputs from a ``.json``/``.jsonl`` file or a results file."""
     if path.suffix.lower() == ".jsonl":
         return _from_jsonl(path)
+    if path.suffix.lower() in (".parquet", ".arrow", ".feather"):  # a long-format run
+        from engine import columnar
+
+        ranked = columnar.run_to_outputs(columnar.read_frame(path), str(path))
+        return parse_outputs(((k, v, None) for k, v in ranked.items()), str(path))
     document = read_document(path)
     if isinstance(document, dict) and document.get("schema") == RESULTS_SCHEMA_ID:
         if "outputs" not in document:
