@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.batch import _no_gc
 from engine.errors import InputError, Problem
 from engine.fileio import atomic_write
 from engine.records import Output, Sample
@@ -188,12 +189,14 @@ def _number(text: str) -> float | None:
 def read_qrels(path: str | os.PathLike[str]) -> Qrels:
     """``{qid: {docid: label}}`` from a qrels file, in file order."""
     path = Path(path)
-    columns = _bulk_fields(path, 4)
-    labels = _bulk_numbers(columns[3]) if columns is not None else None
-    if columns is not None and labels is not None:
-        grouped = _grouped(columns[0], columns[2], labels)
-        if grouped is not None:  # else a document judged twice: reported below
-            return grouped
+    with _no_gc():
+        columns = _bulk_fields(path, 4)
+        labels = _bulk_numbers(columns[3]) if columns is not None else None
+        grouped = None
+        if columns is not None and labels is not None:
+            grouped = _grouped(columns[0], columns[2], labels)
+    if grouped is not None:  # else not canonical, or a document judged twice: see below
+        return grouped
     qrels: Qrels = {}
     problems: list[Problem] = []
     for number, fields in _lines(path):
@@ -219,12 +222,14 @@ def read_run(path: str | os.PathLike[str]) -> Run:
     """``{qid: [docid, ...]}`` from a run file, each list in trec_eval order (see
     :func:`rank_by_score`). Repeated doc ids are kept; the engine drops and counts them."""
     path = Path(path)
-    columns = _bulk_fields(path, 6)
-    scores = _bulk_numbers(columns[4]) if columns is not None else None
-    if columns is not None and scores is not None:
-        grouped = _grouped(columns[0], columns[2], scores)
-        if grouped is not None:  # else a repeated doc id: every line is kept, below
-            return rank_scored(grouped)
+    with _no_gc():
+        columns = _bulk_fields(path, 6)
+        scores = _bulk_numbers(columns[4]) if columns is not None else None
+        run = None
+        if columns is not None and scores is not None:
+            run = _grouped(columns[0], columns[2], scores)
+    if run is not None:  # else not canonical, or a repeated doc id (every line is kept)
+        return rank_scored(run)
     scored: dict[str, list[tuple[str, float]]] = {}
     problems: list[Problem] = []
     for number, fields in _lines(path):
