@@ -121,13 +121,13 @@ def _run_problems(run: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
 _BLOCK_LINES = 1 << 20
 
 
-def _bulk_fields(path: Path, width: int) -> list[list[str]] | None:
-    """Every line's fields, column by column (``width`` lists), read in bulk when the file
+def _bulk_fields(path: Path, width: int, keep: tuple[int, ...]) -> list[list[str]] | None:
+    """The ``keep`` columns of every line (``width`` fields), read in bulk when the file
     is canonically formatted: fields separated by single spaces, ``\n`` line ends, no
     blank lines or other whitespace. That is checked exactly, with numpy, on the
     separators of each block; None means "use the line-by-line reader" (which words
     any problem)."""
-    columns: list[list[str]] = [[] for _ in range(width)]
+    columns: list[list[str]] = [[] for _ in keep]
     pattern = np.array([ord(" ")] * (width - 1) + [ord("\n")], dtype=np.uint8)
     try:
         with path.open("rb") as handle:
@@ -146,8 +146,9 @@ def _bulk_fields(path: Path, width: int) -> list[list[str]] | None:
                 if b"  " in block or b"\n " in block or b" \n" in block or block[:1] == b" ":
                     return None  # an empty field
                 tokens = block.decode("utf-8").split()
-                for column, values in enumerate(columns):
+                for column, values in zip(keep, columns, strict=True):
                     values.extend(tokens[column::width])
+                del tokens
     except (OSError, UnicodeDecodeError):
         return None
     return columns
@@ -190,11 +191,11 @@ def read_qrels(path: str | os.PathLike[str]) -> Qrels:
     """``{qid: {docid: label}}`` from a qrels file, in file order."""
     path = Path(path)
     with _no_gc():
-        columns = _bulk_fields(path, 4)
-        labels = _bulk_numbers(columns[3]) if columns is not None else None
+        columns = _bulk_fields(path, 4, keep=(0, 2, 3))
+        labels = _bulk_numbers(columns[2]) if columns is not None else None
         grouped = None
         if columns is not None and labels is not None:
-            grouped = _grouped(columns[0], columns[2], labels)
+            grouped = _grouped(columns[0], columns[1], labels)
     if grouped is not None:  # else not canonical, or a document judged twice: see below
         return grouped
     qrels: Qrels = {}
@@ -223,11 +224,11 @@ def read_run(path: str | os.PathLike[str]) -> Run:
     :func:`rank_by_score`). Repeated doc ids are kept; the engine drops and counts them."""
     path = Path(path)
     with _no_gc():
-        columns = _bulk_fields(path, 6)
-        scores = _bulk_numbers(columns[4]) if columns is not None else None
+        columns = _bulk_fields(path, 6, keep=(0, 2, 4))
+        scores = _bulk_numbers(columns[2]) if columns is not None else None
         run = None
         if columns is not None and scores is not None:
-            run = _grouped(columns[0], columns[2], scores)
+            run = _grouped(columns[0], columns[1], scores)
     if run is not None:  # else not canonical, or a repeated doc id (every line is kept)
         return rank_scored(run)
     scored: dict[str, list[tuple[str, float]]] = {}
