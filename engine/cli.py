@@ -193,16 +193,6 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``slotwise`` program; returns the exit code."""
     parser = _build_parser()
@@ -314,10 +304,8 @@ def _emit(results: Results, fmt: str, output: Path | None, by: str | None = None
             console.print(table)
         for line in _diagnostic_lines(results):
             console.print(line, markup=False)
-        for label, report in results.reports.items():
-            console.print(
-                f"{label}: {json.dumps(report, default=str)}", markup=False, soft_wrap=True
-            )
+        for line in results.report_lines():
+            console.print(line, markup=False, soft_wrap=True)
         if output is not None:
             atomic_write(output, console.export_text())
         return
