@@ -26,7 +26,15 @@ from engine.errors import (
     SlotwiseError,
     UnknownMetricError,
 )
-from engine.metric import Metric, MetricBase, choice, finite_number, optional_k, positive_int
+from engine.metric import (
+    Metric,
+    MetricBase,
+    bounded_number,
+    choice,
+    finite_number,
+    optional_k,
+    positive_int,
+)
 from engine.records import Output, Sample
 from engine.registry import MetricInfo
 from engine.results import Results
@@ -59,6 +67,7 @@ __all__ = [
     "SlotwiseError",
     "UnknownMetricError",
     "__version__",
+    "bounded_number",
     "choice",
     "dataset",
     "default_engine",

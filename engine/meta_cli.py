@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.api import Engine
+from engine.argtypes import positive_float, positive_int
 from engine.config import CONFIG_FILENAME
 from engine.dataset import Dataset
 from engine.errors import InputError, Problem
@@ -59,8 +60,8 @@ def add_commands(commands: Any) -> dict[str, Handler]:
     )
     fit.add_argument("metric", choices=("udcg-theta",), help="the metric to fit")
     _inputs(fit)
-    fit.add_argument("--k", type=_positive_int, required=True, help="context size to fit for")
-    fit.add_argument("--c", type=_positive_float, default=1.0, help="SVM C (default 1.0)")
+    fit.add_argument("--k", type=positive_int, required=True, help="context size to fit for")
+    fit.add_argument("--c", type=positive_float, default=1.0, help="SVM C (default 1.0)")
     fit.add_argument("--output", type=Path, required=True, help="the parameter file to write")
 
     calibrate = commands.add_parser(
@@ -114,28 +115,8 @@ def _inputs(parser: argparse.ArgumentParser) -> None:
 
 def _statistics(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="bootstrap (and split) seed")
-    parser.add_argument("--resamples", type=_positive_int, default=1000, help="bootstrap resamples")
+    parser.add_argument("--resamples", type=positive_int, default=1000, help="bootstrap resamples")
     parser.add_argument("--confidence", type=float, default=0.95, help="CI level (default 0.95)")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
 
 
 def _grid(text: str) -> list[float]:

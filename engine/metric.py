@@ -22,6 +22,7 @@ __all__ = [
     "Metric",
     "MetricBase",
     "MetricSpec",
+    "bounded_number",
     "check_metric_class",
     "choice",
     "finite_number",
@@ -114,6 +115,24 @@ def finite_number(instance: Any, attribute: attrs.Attribute[Any], value: Any) ->
         raise MetricParameterError(f"{attribute.name} must be a finite number, got {value!r}")
 
 
+def bounded_number(
+    minimum: float = -math.inf, maximum: float = math.inf, *, exclusive_minimum: bool = False
+) -> Any:
+    """attrs validator: a finite number in ``[minimum, maximum]`` (``(minimum, ...`` when
+    ``exclusive_minimum``)."""
+
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        finite_number(instance, attribute, value)
+        too_low = value <= minimum if exclusive_minimum else value < minimum
+        if too_low or value > maximum:
+            low = "(" if exclusive_minimum else "["
+            raise MetricParameterError(
+                f"{attribute.name} must lie in {low}{minimum:g}, {maximum:g}], got {value!r}"
+            )
+
+    return check
+
+
 def choice(*options: str) -> Any:
     """attrs validator: one of ``options``."""
 
@@ -158,7 +177,9 @@ def metric_label(metric: Any) -> str:
 
 def _format(value: Any) -> str:
     """A value as :func:`parse_spec` reads it back: bare identifiers stay bare."""
-    bare = isinstance(value, str) and value.isidentifier() and value not in ("True", "False", "None")
+    bare = (
+        isinstance(value, str) and value.isidentifier() and value not in ("True", "False", "None")
+    )
     return value if bare else repr(value)
 
 

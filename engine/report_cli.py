@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.argtypes import non_negative, positive_int, probability
 from engine.breakdown import by, curve_labels, curve_table
 from engine.compare import Comparison, compare, read_results
 from engine.errors import InputError, Problem
@@ -77,36 +78,6 @@ def _summary_table(results: Results, exclude: set[str]) -> Any:
     return rest
 
 
-def _probability(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text!r}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
 def _names(text: str) -> list[str]:
     return [name.strip() for name in text.split(",")]
 
@@ -121,13 +92,13 @@ def _statistics(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--alpha",
-        type=_probability,
+        type=probability,
         default=0.05,
         help="significance level after Holm's correction (default 0.05)",
     )
     parser.add_argument(
         "--resamples",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_TEST_RESAMPLES,
         help=f"resamples of the randomization/bootstrap test (default {DEFAULT_TEST_RESAMPLES})",
     )
@@ -179,7 +150,7 @@ def add_commands(commands: Any) -> dict[str, Handler]:
     )
     comparing.add_argument(
         "--max-drop",
-        type=_non_negative,
+        type=non_negative,
         help="with --fail-on-regression: also fail when a metric drops by more than this "
         "absolute amount, significant or not",
     )

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import attrs
 import numpy as np
 import numpy.typing as npt
 
-from engine import Batch, MetricBase, MetricParameterError, choice, finite_number, optional_k
+from engine import Batch, MetricBase, bounded_number, choice, finite_number, optional_k
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -111,12 +111,6 @@ def _iprec_at_recall(
         reached = position < width
         out[rows[reached], level] = best_after[rows[reached], position[reached]]
     return out
-
-
-def _positive_number(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    finite_number(instance, attribute, value)
-    if value <= 0:
-        raise MetricParameterError(f"{attribute.name} must be positive, got {value!r}")
 
 
 class _Ranked(MetricBase):
@@ -259,7 +253,9 @@ class ERRAtK(_Ranked):
         default="exponential", validator=choice("exponential", "linear"), kw_only=True
     )
     max_grade: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(_positive_number), kw_only=True
+        default=None,
+        validator=attrs.validators.optional(bounded_number(0, exclusive_minimum=True)),
+        kw_only=True,
     )
 
     def score(self, batch: Batch) -> FloatArray:

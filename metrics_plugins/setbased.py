@@ -17,7 +17,15 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from engine import Batch, MetricBase, MetricParameterError, Output, Problem, optional_k
+from engine import (
+    Batch,
+    MetricBase,
+    MetricParameterError,
+    Output,
+    Problem,
+    bounded_number,
+    optional_k,
+)
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -31,27 +39,8 @@ WORST = 5  # samples listed per problem class by DiagnosisAtK.summarize
 # -- parameters ---------------------------------------------------------------------------
 
 
-def _at_least(minimum: float, *, strict: bool = False) -> Any:
-    """attrs validator: a finite number >= minimum (> minimum when ``strict``)."""
-
-    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if (
-            not number
-            or not math.isfinite(value)
-            or value < minimum
-            or (strict and value == minimum)
-        ):
-            bound = f"> {minimum}" if strict else f">= {minimum}"
-            raise MetricParameterError(
-                f"{attribute.name} must be a finite number {bound}, got {value!r}"
-            )
-
-    return check
-
-
 def _number(default: float, minimum: float | None = 0.0, *, strict: bool = False) -> Any:
-    validator = _at_least(-math.inf if minimum is None else minimum, strict=strict)
+    validator = bounded_number(-math.inf if minimum is None else minimum, exclusive_minimum=strict)
     return attrs.field(default=default, validator=validator, kw_only=True)
 
 

@@ -17,7 +17,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from engine import Batch, MetricBase, MetricParameterError, finite_number, optional_k
+from engine import Batch, MetricBase, MetricParameterError, bounded_number, optional_k
 
 __all__ = ["UDCG", "ThetaParams", "UDCGTheta", "read_theta", "utility_parts"]
 
@@ -49,12 +49,6 @@ def _row_sums(values: FloatArray) -> FloatArray:
     return sums
 
 
-def _unit_interval(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    finite_number(instance, attribute, value)
-    if not 0.0 <= value <= 1.0:
-        raise MetricParameterError(f"{attribute.name} must lie in [0, 1], got {value!r}")
-
-
 class _Utility(MetricBase):
     family: ClassVar[str] = "utility"
     requires: ClassVar[frozenset[str]] = frozenset({"utility"})
@@ -66,7 +60,7 @@ class UDCG(_Utility):
 
     alias: ClassVar[str] = "udcg"
     k: int | None = optional_k()
-    gamma: float = attrs.field(default=1 / 3, validator=_unit_interval, kw_only=True)
+    gamma: float = attrs.field(default=1 / 3, validator=bounded_number(0, 1), kw_only=True)
 
     def score(self, batch: Batch) -> FloatArray:
         positive, negative, m = utility_parts(batch, self.k)
