@@ -145,6 +145,40 @@ def _plain_labels(value: Any) -> bool:
     return type(value) is dict and not (_LONG_FORM & value.keys()) and _all_labels(value.values())
 
 
+def _plain_utility(value: Any) -> bool:
+    """id -> u in [-1, 1], or -> {relevant: bool, p_no_response: [0, 1]}."""
+    if type(value) is not dict:
+        return False
+    for label in value.values():
+        if type(label) is dict:
+            p = label.get("p_no_response")
+            if label.keys() != {"relevant", "p_no_response"} or type(label["relevant"]) is not bool:
+                return False
+        else:
+            p = (label + 1) / 2 if type(label) in (int, float) else None
+        if not (type(p) in (int, float) and 0 <= p <= 1):  # also rejects NaN
+            return False
+    return True
+
+
+def _plain_long_form(value: dict[str, Any]) -> bool:
+    """The long form ``{relevance?, utility?, answers?, groups?}`` with plain contents."""
+    if not value.keys() <= _LONG_FORM:
+        return False
+    answers = value.get("answers", "x")
+    groups = value.get("groups", {})
+    return (
+        ("relevance" not in value or _plain_labels(value["relevance"]))
+        and ("utility" not in value or _plain_utility(value["utility"]))
+        and (
+            (type(answers) is str and answers != "")
+            or (type(answers) is list and answers != [] and _all_ids(answers))
+        )
+        and type(groups) is dict
+        and all(type(ids) is list and _all_ids(ids) for ids in groups.values())
+    )
+
+
 def _all_labels(values: Iterable[Any]) -> bool:
     """All finite numbers (ints at C speed; floats also checked for finiteness)."""
     types = set(map(type, values))
@@ -164,7 +198,9 @@ def certainly_valid_sample(raw: Any) -> bool:
     """True only if ``raw`` satisfies ``sample.schema.json`` (False means: ask the schema)."""
     if type(raw) is not dict or not raw.keys() <= _SAMPLE_KEYS or not _is_id(raw.get("id")):
         return False
-    if "expected_output" in raw and not _plain_labels(raw["expected_output"]):
+    expected = raw.get("expected_output", [])
+    long_form = type(expected) is dict and bool(_LONG_FORM & expected.keys())
+    if not (_plain_long_form(expected) if long_form else _plain_labels(expected)):
         return False
     metadata = raw.get("metadata", {})
     if type(metadata) is not dict:

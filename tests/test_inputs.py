@@ -352,11 +352,47 @@ class TestValidationShortcuts:
         if schemas.certainly_valid_output(value):
             assert not list(schemas.validator("outputs", "actualOutput").iter_errors(value))
 
+    @given(
+        st.fixed_dictionaries(
+            {"id": st.just("a")},
+            optional={
+                "expected_output": st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "relevance": _json,
+                        "utility": st.dictionaries(
+                            st.sampled_from(["d1", "d2"]),
+                            _json
+                            | st.fixed_dictionaries({"relevant": _json, "p_no_response": _json}),
+                            max_size=3,
+                        ),
+                        "answers": _json,
+                        "groups": st.dictionaries(st.sampled_from(["g", "h"]), _json, max_size=2),
+                    },
+                )
+            },
+        )
+    )
+    @settings(max_examples=400)
+    def test_long_form_shortcut_never_accepts_what_the_schema_rejects(self, value):
+        """The long-form fast check (utility, answers, groups) agrees with the schema."""
+        if schemas.certainly_valid_sample(value):
+            assert not list(schemas.validator("sample").iter_errors(value))
+
     @pytest.mark.parametrize(
         "value",
         [
             {"id": "a", "expected_output": ["d1", "d2"], "metadata": {"k": 3, "stratum": "s"}},
             {"id": "a", "expected_output": {"d1": 2, "d2": 0.5, "d3": -1}},
+            {
+                "id": "a",
+                "expected_output": {
+                    "relevance": ["d1"],
+                    "utility": {"d1": 0.5, "d2": {"relevant": False, "p_no_response": 0.25}},
+                    "answers": ["Paris"],
+                    "groups": {"g": ["d1"]},
+                },
+            },
         ],
     )
     def test_common_samples_take_the_shortcut(self, value):
