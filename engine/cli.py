@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from engine import schemas, trec
+from engine.annotate_cli import add_commands as add_annotate_commands
 from engine.api import Engine
 from engine.config import CONFIG_FILENAME
 from engine.dataset import load_samples, write_samples
@@ -190,6 +191,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _COMMANDS.update(add_commands(commands))
     _COMMANDS.update(add_report_commands(commands))
+    _COMMANDS.update(add_annotate_commands(commands))
     return parser
 
 

@@ -1,0 +1,42 @@
+"""Utility and relevance annotation with LLMs (``slotwise annotate``).
+
+Annotators are plugins in the entry-point group ``slotwise.annotators``: ``transformers``
+(a local causal LM, p(NO-RESPONSE) from its logits, as the UDCG reference computes it)
+and ``openai-compatible`` (a chat-completions endpoint: logprobs, or Monte-Carlo
+sampling). Both also generate, for the LLM-as-judge relevance annotator and the answer
+grader. Results are cached in SQLite (:class:`Cache`), so runs resume and re-runs are free.
+"""
+
+from engine.annotate.base import (
+    GROUP,
+    AnnotationError,
+    Annotator,
+    AnnotatorLoadError,
+    AnnotatorRegistry,
+    BatchResult,
+    RetryableError,
+    UnknownAnnotatorError,
+    UtilityItem,
+)
+from engine.annotate.cache import Cache
+from engine.annotate.runner import AnnotationInterrupted, Runner, Stats
+from engine.annotate.tasks import TASKS, Report, annotate_samples
+
+__all__ = [
+    "GROUP",
+    "TASKS",
+    "AnnotationError",
+    "AnnotationInterrupted",
+    "Annotator",
+    "AnnotatorLoadError",
+    "AnnotatorRegistry",
+    "BatchResult",
+    "Cache",
+    "Report",
+    "RetryableError",
+    "Runner",
+    "Stats",
+    "UnknownAnnotatorError",
+    "UtilityItem",
+    "annotate_samples",
+]

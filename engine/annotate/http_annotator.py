@@ -1,0 +1,257 @@
+"""The ``openai-compatible`` annotator: any HTTP endpoint that speaks the chat-completions
+API (OpenAI, vLLM, llama.cpp's server, TGI, Ollama...).
+
+p(NO-RESPONSE) is read from ``logprobs`` when the server returns them: one request with
+``max_tokens=1``, ``temperature=0``, ``logprobs=true`` and ``top_logprobs`` (20), and
+p = the sum of exp(logprob) over the top tokens that are the start of ``NO-RESPONSE``
+(the token, leading blanks and ``Ġ``/``▁`` removed, is a prefix of it of at least two
+characters -- normally just ``NO``), 0 when none is among the top tokens (the true
+probability is then below the smallest one listed). ``no_response_token`` names the token
+exactly instead.
+
+Without logprobs (a black-box API), the Monte-Carlo estimate of the paper's appendix D:
+``samples`` answers at ``temperature``, and p = the fraction of them that abstain (contain
+NO-RESPONSE). ``method="auto"`` (the default) asks for logprobs and falls back to sampling,
+for good, the first time the server answers without them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import threading
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from engine.annotate.base import (
+    AnnotationError,
+    BatchResult,
+    RetryableError,
+    Throttle,
+    UtilityItem,
+)
+from engine.annotate.prompts import NO_RESPONSE, utility_messages
+
+__all__ = ["ABSTENTION", "OpenAICompatibleAnnotator", "abstains"]
+
+_METHODS = ("auto", "logprobs", "sampling")
+ABSTENTION = re.compile(r"NO[-\s_]?RESPONSE", re.IGNORECASE)
+
+
+def abstains(text: str) -> bool:
+    """Whether a sampled answer is an abstention (says NO-RESPONSE)."""
+    return ABSTENTION.search(text) is not None
+
+
+class OpenAICompatibleAnnotator:
+    """A chat-completions endpoint at ``base_url`` (e.g. ``http://localhost:8000/v1``)."""
+
+    name: ClassVar[str] = "openai-compatible"
+    default_batch_size: ClassVar[int] = 1
+    default_concurrency: ClassVar[int] = 4
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key_env: str | None = None,
+        method: str = "auto",
+        samples: int = 10,
+        temperature: float = 1.0,
+        max_tokens: int = 16,
+        top_logprobs: int = 20,
+        timeout: float = 60.0,
+        no_response_token: str | None = None,
+    ) -> None:
+        try:
+            import httpx
+        except ImportError as error:
+            raise AnnotationError(
+                f"the openai-compatible annotator needs httpx: pip install 'slotwise[llm]' ({error})"
+            ) from error
+        if not base_url:
+            raise AnnotationError("the openai-compatible annotator needs --base-url")
+        if method not in _METHODS:
+            raise AnnotationError(f"method must be one of {', '.join(_METHODS)}, got {method!r}")
+        if samples < 1:
+            raise AnnotationError(f"samples must be at least 1, got {samples}")
+        headers = {}
+        if api_key_env:
+            key = os.environ.get(api_key_env)
+            if not key:
+                raise AnnotationError(
+                    f"the environment variable {api_key_env} (the API key) is not set"
+                )
+            headers["Authorization"] = f"Bearer {key}"
+        self._httpx: Any = httpx
+        self.model = model
+        self.base_url = base_url.rstrip("/") + "/"
+        self.method = method
+        self.samples = samples
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.top_logprobs = top_logprobs
+        self.no_response_token = no_response_token
+        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+        self._lock = threading.Lock()
+        self._logprobs = method != "sampling"
+
+    def cache_key(self) -> str:
+        sampling = (
+            f"samples={self.samples};temperature={self.temperature};max_tokens={self.max_tokens}"
+        )
+        if self.method == "sampling":
+            return f"sampling;{sampling}"
+        token = self.no_response_token or "prefix"
+        return f"{self.method};token={token};top={self.top_logprobs};{sampling}"
+
+    # -- requests ------------------------------------------------------------------------
+
+    def _post(self, body: dict[str, Any], throttle: Throttle) -> dict[str, Any]:
+        httpx = self._httpx
+        url = self.base_url + "chat/completions"
+        throttle()
+        try:
+            response = self._client.post("chat/completions", json={"model": self.model, **body})
+        except httpx.TransportError as error:
+            raise RetryableError(f"cannot reach {url}: {type(error).__name__}: {error}") from error
+        if response.status_code == 429 or response.status_code >= 500:
+            raise RetryableError(
+                f"{url} answered HTTP {response.status_code}: {response.text[:200]}"
+            )
+        if response.status_code >= 400:
+            raise AnnotationError(
+                f"{url} answered HTTP {response.status_code}: {response.text[:300]}"
+            )
+        try:
+            document = response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise RetryableError(
+                f"{url} answered malformed JSON ({error}): {response.text[:200]!r}"
+            ) from error
+        if not isinstance(document, dict) or not isinstance(document.get("choices"), list):
+            raise RetryableError(f"{url} answered without a choices list: {response.text[:200]!r}")
+        return document
+
+    @staticmethod
+    def _usage(document: dict[str, Any]) -> tuple[int, int]:
+        usage = document.get("usage") or {}
+        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+
+    def _is_no_response(self, token: str) -> bool:
+        if self.no_response_token is not None:
+            return token == self.no_response_token
+        core = token.lstrip().lstrip("Ġ▁")
+        return len(core) >= 2 and NO_RESPONSE.startswith(core)
+
+    def _from_logprobs(self, document: dict[str, Any]) -> float | None:
+        """p(NO-RESPONSE) from the first position's top logprobs; None if there are none."""
+        choices = document["choices"]
+        logprobs = choices[0].get("logprobs") if choices and isinstance(choices[0], dict) else None
+        content = logprobs.get("content") if isinstance(logprobs, dict) else None
+        if not content:
+            return None
+        first = content[0]
+        entries = {first.get("token"): first.get("logprob")}
+        for entry in first.get("top_logprobs") or []:
+            entries.setdefault(entry.get("token"), entry.get("logprob"))
+        try:
+            total = sum(
+                math.exp(float(logprob))
+                for token, logprob in entries.items()
+                if isinstance(token, str) and self._is_no_response(token)
+            )
+        except (TypeError, ValueError) as error:
+            raise RetryableError(f"unreadable logprobs: {error}") from error
+        return min(1.0, total)
+
+    def _sample(
+        self, messages: list[dict[str, str]], throttle: Throttle
+    ) -> tuple[float, int, int, int]:
+        """(abstention frequency, requests, prompt tokens, completion tokens)."""
+        texts: list[str] = []
+        calls = prompt = completion = 0
+        while len(texts) < self.samples and calls < self.samples:
+            document = self._post(
+                {
+                    "messages": messages,
+                    "max_tokens": self.max_tokens,
+                    "temperature": self.temperature,
+                    "n": self.samples - len(texts),
+                },
+                throttle,
+            )
+            calls += 1
+            p, c = self._usage(document)
+            prompt, completion = prompt + p, completion + c
+            texts.extend(_text(choice) for choice in document["choices"])
+        texts = texts[: self.samples]
+        if not texts:
+            raise AnnotationError("the server returned no choices to sample from")
+        return sum(map(abstains, texts)) / len(texts), calls, prompt, completion
+
+    # -- the protocol --------------------------------------------------------------------
+
+    def p_no_response(self, items: Sequence[UtilityItem], throttle: Throttle) -> BatchResult:
+        values: list[float] = []
+        calls = prompt = completion = 0
+        for item in items:
+            messages = utility_messages(item.question, item.passage)
+            value: float | None = None
+            if self._logprobs:
+                document = self._post(
+                    {
+                        "messages": messages,
+                        "max_tokens": 1,
+                        "temperature": 0,
+                        "logprobs": True,
+                        "top_logprobs": self.top_logprobs,
+                    },
+                    throttle,
+                )
+                calls += 1
+                p, c = self._usage(document)
+                prompt, completion = prompt + p, completion + c
+                value = self._from_logprobs(document)
+                if value is None and self.method == "logprobs":
+                    raise AnnotationError(
+                        f"{self.base_url} returned no logprobs; use --method sampling (Monte-Carlo) or auto"
+                    )
+                if value is None:
+                    with self._lock:
+                        self._logprobs = False
+            if value is None:
+                value, n, p, c = self._sample(messages, throttle)
+                calls, prompt, completion = calls + n, prompt + p, completion + c
+            values.append(value)
+        return BatchResult(values, calls=calls, prompt_tokens=prompt, completion_tokens=completion)
+
+    def generate(
+        self, prompts: Sequence[list[dict[str, str]]], max_tokens: int, throttle: Throttle
+    ) -> BatchResult:
+        texts = []
+        prompt = completion = 0
+        for messages in prompts:
+            document = self._post(
+                {"messages": messages, "max_tokens": max_tokens, "temperature": 0}, throttle
+            )
+            p, c = self._usage(document)
+            prompt, completion = prompt + p, completion + c
+            if not document["choices"]:
+                raise RetryableError("the server returned no choices")
+            texts.append(_text(document["choices"][0]))
+        return BatchResult(
+            texts, calls=len(prompts), prompt_tokens=prompt, completion_tokens=completion
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _text(choice: Any) -> str:
+    message = choice.get("message") if isinstance(choice, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else ""

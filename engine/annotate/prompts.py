@@ -1,0 +1,191 @@
+"""The prompts of the UDCG paper (Trappolini et al., arXiv 2510.21440), verbatim, each
+with a version id that is part of every cache key: changing a prompt's text must change
+its version, so that no cached answer to an older prompt is ever reused.
+
+- :data:`UTILITY_SYSTEM` (Figure 4): the system prompt under which the probability of
+  ``NO-RESPONSE`` is read (and answers are generated); the user message is
+  :func:`utility_user_message`, as in the reference implementation.
+- :data:`RELEVANCE_TEMPLATE` (Figure 5): LLM-as-judge passage relevance, JSON answer
+  with ``grade`` A (RELEVANT) or B (IRRELEVANT).
+- :data:`GRADE_TEMPLATE` (Figure 6): answer grading, JSON answer with ``grade``
+  A (CORRECT), B (INCORRECT) or C (ABSTAINED).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "GRADE_TEMPLATE",
+    "GRADE_VERSION",
+    "NO_RESPONSE",
+    "RELEVANCE_TEMPLATE",
+    "RELEVANCE_VERSION",
+    "UTILITY_SYSTEM",
+    "UTILITY_VERSION",
+    "grade_prompt",
+    "relevance_prompt",
+    "utility_messages",
+    "utility_user_message",
+]
+
+#: The abstention answer the Figure 4 prompt asks for.
+NO_RESPONSE = "NO-RESPONSE"
+
+UTILITY_VERSION = "udcg-fig4-v1"
+UTILITY_SYSTEM = (
+    "You are given a question and you must respond based on the provided documents. "
+    "Respond directly without providing any premise or explanation. If none of the "
+    "documents contain the answer, please respond with NO-RESPONSE. Do not try to respond "
+    "based on your own knowledge."
+)
+
+RELEVANCE_VERSION = "udcg-fig5-v1"
+RELEVANCE_TEMPLATE = """Determine if a document is RELEVANT or IRRELEVANT for answering a question. A document is RELEVANT if it contains information that directly supports at least one acceptable answer.
+
+RELEVANT examples:
+
+- Q: "where does the story the great gatsby take place" | Answers: ['Long Island of 1922']
+Doc: "The Great Gatsby...follows characters living in West Egg on Long Island in summer of 1922"
+→ Contains the exact answer
+- Q: "when did korn's follow the leader come out" | Answers: ['August 18, 1998', 'Summer 1998']
+Doc: "Follow the Leader...was released on August 18, 1998"
+→ Contains the exact release date
+
+IRRELEVANT examples:
+
+- Q: "where does the story the great gatsby take place" | Answers: ['Long Island of 1922']
+Doc: "While Long Island features prominently in American literature, the socioeconomic dynamics..."
+→ Mentions Long Island but not as the story's setting
+- Q: "who played bobby byrd in get on up" | Answers: ['Nelsan Ellis']
+Doc: "Critics praised the casting of Bobby Byrd and the chemistry between the main characters..."
+→ Discusses casting but doesn't name the specific actor
+
+Evaluation steps:
+
+1. Find the specific information needed to match an acceptable answer. Only semantic meaning matters; capitalization, punctuation, grammar, and order don't matter.
+2. Check if the document contains this information directly or through clear inference
+3. Check for these common errors:
+  - The document contains similar keywords/themes but not the actual answer
+  - The document contains partial information that would need to be combined with external knowledge
+  - The document discusses related topics but doesn't specifically answer the question
+
+Here is a new example. Don't apologize or correct yourself if there was a mistake; we are just trying to evaluate the relevance of the document.
+
+```
+Question: {question}
+Acceptable answers list: {answers}
+Document: {document}
+```
+
+Evaluate the document for this new question as one of:
+
+A: RELEVANT
+B: IRRELEVANT
+
+Return a JSON object with the following format:
+
+```
+{{
+  "motivation": "Brief explanation (max 2 sentences)",
+  "grade": "A" or "B"
+}}
+```"""
+
+GRADE_VERSION = "udcg-fig6-v1"
+GRADE_TEMPLATE = """Your job is to grade a predicted answer as CORRECT, INCORRECT, or ABSTAINED against a list of acceptable answers.
+
+## Grading Rules
+
+A predicted answer is CORRECT if:
+- It contains the essential information from at least one acceptable answer
+- It contains no contradictory information
+- When the acceptable answer is a list, at least one item from that list is present
+
+A predicted answer is INCORRECT if:
+- It contradicts any acceptable answer
+- It contains factually wrong information (even with hedging like "I think" or "possibly")
+
+A predicted answer is ABSTAINED if:
+- It explicitly refuses to answer or states uncertainty without providing substantive information
+- It contains phrases like "I don't know", "I'm not sure", "I cannot answer", "NO-RESPONSE", "I'm uncertain"
+
+## Examples
+
+**CORRECT answers:**
+...
+Question: What are Barack Obama's children's names?
+Acceptable: ['Malia Obama and Sasha Obama', 'Natasha Marian and Malia Ann']
+"Malia and Sasha" (essential info present)
+"I believe it's Malia and Sasha Obama" (hedging with correct info)
+...
+
+**INCORRECT answers:**
+...
+Question: What are Barack Obama's children's names?
+Acceptable: ['Malia Obama and Sasha Obama']
+"Only Malia" (incomplete when both required)
+"Malia, Sasha, and Susan" (contains wrong info)
+"He has no children" (contradicts acceptable answer)
+...
+
+**ABSTAINED answers:**
+...
+Question: What are Barack Obama's children's names?
+"I don't know the names of his children"
+"I'm not sure about this information"
+"I cannot provide that information"
+"I'm uncertain and don't want to guess"
+"NO-RESPONSE"
+...
+
+## Important Notes
+- Ignore capitalization, punctuation, grammar, and order.
+- Don't penalize omitted information that's clearly inferred from the question.
+- Don't penalize minor typos in names.
+- Grade using only the question and acceptable answers provided, even if you know the answer is factually wrong.
+
+---
+
+Here is a new example. Don't apologize or correct yourself if there was a mistake; we are just trying to grade the answer.
+...
+Question: {question}
+Acceptable answers list: {target}
+Predicted answer: {predicted_answer}
+...
+
+Grade the predicted answer of this new question as one of:
+A: CORRECT
+B: INCORRECT
+C: ABSTAINED
+
+Return a JSON object with the following format:
+{{
+  "motivation": "Your concise motivation for the grade here. Use maximum 2 sentences.",
+  "grade": "A", "B", or "C"
+}}"""
+
+
+def utility_user_message(question: str, passage: str) -> str:
+    """The user turn of the utility prompt, as the reference implementation builds it."""
+    return f"Document: {passage}\nQuestion: {question}\nAnswer:"
+
+
+def utility_messages(question: str, passage: str) -> list[dict[str, str]]:
+    """System (Figure 4) and user messages for one (question, passage)."""
+    return [
+        {"role": "system", "content": UTILITY_SYSTEM},
+        {"role": "user", "content": utility_user_message(question, passage)},
+    ]
+
+
+def relevance_prompt(question: str, answers: Sequence[str], document: str) -> str:
+    """Figure 5 filled in; answers are shown as a Python list, as in the paper's examples."""
+    return RELEVANCE_TEMPLATE.format(question=question, answers=list(answers), document=document)
+
+
+def grade_prompt(question: str, answers: Sequence[str], predicted_answer: str) -> str:
+    """Figure 6 filled in."""
+    return GRADE_TEMPLATE.format(
+        question=question, target=list(answers), predicted_answer=predicted_answer
+    )

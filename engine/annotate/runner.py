@@ -1,0 +1,237 @@
+"""Running an annotation task over many items: cache look-up first, then the missing
+items in batches on a thread pool, each batch retried with exponential backoff on
+retryable failures, requests throttled to a rate limit, a progress bar on a terminal,
+and a tally of calls and tokens.
+
+Each finished batch is written to the cache before the next result is awaited, so an
+interrupted or failed run loses at most the batches in flight.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+import attrs
+
+from engine.annotate.base import AnnotationError, BatchResult, RetryableError, Throttle
+from engine.annotate.cache import Cache, Entry
+from engine.logs import log
+
+__all__ = ["AnnotationInterrupted", "Job", "RateLimiter", "Runner", "Stats"]
+
+
+class AnnotationInterrupted(AnnotationError):
+    """The run was interrupted (Ctrl-C); finished batches are in the cache."""
+
+
+@attrs.define
+class Stats:
+    """What a run did and cost."""
+
+    items: int = 0
+    cached: int = 0
+    computed: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    truncated: int = 0
+    retries: int = 0
+    seconds: float = 0.0
+
+    def add(self, other: Stats) -> None:
+        for field in attrs.fields(Stats):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+    def line(self) -> str:
+        return (
+            f"{self.items} annotations: {self.cached} from the cache, {self.computed} computed "
+            f"with {self.calls} model calls ({self.prompt_tokens} prompt + "
+            f"{self.completion_tokens} completion tokens), {self.truncated} passages "
+            f"truncated, {self.retries} retries, {self.seconds:.1f}s"
+        )
+
+
+class RateLimiter:
+    """At most ``rate`` requests per second across all threads (None: unlimited)."""
+
+    def __init__(self, rate: float | None) -> None:
+        self.interval = 1.0 / rate if rate else 0.0
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        if not self.interval:
+            return
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next)
+            self._next = start + self.interval
+        if start > now:
+            time.sleep(start - now)
+
+
+@attrs.frozen
+class Job:
+    """One task over items: their cache entries (without values) in order, and the call
+    that computes a batch of them."""
+
+    task: str
+    entries: Sequence[Entry]
+    compute: Callable[[Sequence[int], Throttle], BatchResult]
+    """Computes the values of the items at these indices (into ``entries``)."""
+
+
+class Runner:
+    """Runs jobs against a cache with batching, concurrency, retries and a rate limit."""
+
+    def __init__(
+        self,
+        cache: Cache,
+        *,
+        batch_size: int = 1,
+        concurrency: int = 1,
+        retries: int = 4,
+        backoff: float = 0.5,
+        rate_limit: float | None = None,
+        progress: bool | None = None,
+    ) -> None:
+        self.cache = cache
+        self.batch_size = batch_size
+        self.concurrency = concurrency
+        self.retries = retries
+        self.backoff = backoff
+        self.throttle = RateLimiter(rate_limit)
+        self.progress = sys.stderr.isatty() if progress is None else progress
+        self.stats = Stats()
+        self._stats_lock = threading.Lock()
+
+    def run(self, job: Job) -> list[tuple[Any, bool]]:
+        """(value, truncated) for every entry of the job, in order."""
+        started = time.monotonic()
+        stats = Stats(items=len(job.entries))
+        results: dict[str, tuple[Any, bool]] = self.cache.get_many(e.key for e in job.entries)
+        stats.cached = sum(1 for e in job.entries if e.key in results)
+        pending: dict[str, int] = {}
+        for index, entry in enumerate(job.entries):
+            if entry.key not in results:
+                pending.setdefault(entry.key, index)
+        indices = list(pending.values())
+        batches = [
+            indices[i : i + self.batch_size] for i in range(0, len(indices), self.batch_size)
+        ]
+        try:
+            self._run_batches(job, batches, results, stats)
+        finally:
+            stats.seconds = time.monotonic() - started
+            stats.computed = sum(1 for i in indices if job.entries[i].key in results)
+            with self._stats_lock:
+                self.stats.add(stats)
+            log.info("annotate.job_finished", task=job.task, **attrs.asdict(stats))
+        return [results[e.key] for e in job.entries]
+
+    def _run_batches(
+        self,
+        job: Job,
+        batches: list[list[int]],
+        results: dict[str, tuple[Any, bool]],
+        stats: Stats,
+    ) -> None:
+        if not batches:
+            return
+        progress, bar = self._progress(job.task, sum(map(len, batches)))
+        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="annotate")
+        futures: dict[Future[BatchResult], list[int]] = {}
+        try:
+            futures = {pool.submit(self._attempt, job, b, stats): b for b in batches}
+            remaining = set(futures)
+            while remaining:
+                done, remaining = wait(remaining, timeout=0.2, return_when=FIRST_EXCEPTION)
+                # successful batches first: finished work reaches the cache before an error
+                for future in sorted(done, key=lambda f: f.exception() is not None):
+                    batch = futures[future]
+                    result = future.result()  # raises the batch's final error
+                    entries = [
+                        attrs.evolve(job.entries[i], value=v, truncated=t)
+                        for i, v, t in zip(
+                            batch,
+                            result.values,
+                            result.truncated or [False] * len(batch),
+                            strict=True,
+                        )
+                    ]
+                    self.cache.put_many(entries)
+                    for entry in entries:
+                        results[entry.key] = (entry.value, entry.truncated)
+                    stats.calls += result.calls
+                    stats.prompt_tokens += result.prompt_tokens
+                    stats.completion_tokens += result.completion_tokens
+                    stats.truncated += sum(e.truncated for e in entries)
+                    if progress is not None:
+                        progress.advance(bar, len(batch))
+        except KeyboardInterrupt:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise AnnotationInterrupted("interrupted") from None
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+            if progress is not None:
+                progress.stop()
+
+    def _attempt(self, job: Job, batch: list[int], stats: Stats) -> BatchResult:
+        """One batch, retried with exponential backoff on retryable failures."""
+        for attempt in range(self.retries + 1):
+            try:
+                result = job.compute(batch, self.throttle)
+            except RetryableError as error:
+                if attempt == self.retries:
+                    raise AnnotationError(
+                        f"{job.task}: giving up after {attempt + 1} attempts: {error}"
+                    ) from error
+                delay = self.backoff * 2**attempt
+                log.warning(
+                    "annotate.retry",
+                    task=job.task,
+                    attempt=attempt + 1,
+                    delay=delay,
+                    reason=str(error),
+                )
+                with self._stats_lock:
+                    stats.retries += 1
+                time.sleep(delay)
+                continue
+            if len(result.values) != len(batch):
+                raise AnnotationError(
+                    f"{job.task}: the annotator returned {len(result.values)} values for a batch of {len(batch)}"
+                )
+            return result
+        raise AssertionError("unreachable")
+
+    def _progress(self, task: str, total: int) -> tuple[Any, Any]:
+        if not self.progress:
+            return None, None
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        progress = Progress(
+            TextColumn(f"annotate {task}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=Console(file=sys.stderr),
+            transient=True,
+        )
+        progress.start()
+        return progress, progress.add_task(task, total=total)

@@ -1,0 +1,391 @@
+"""The openai-compatible annotator, the judge, the grader and the cache against a real
+local chat-completions server (tests/llm_server.py, a subprocess on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from engine.annotate.base import UtilityItem
+from engine.annotate.http_annotator import OpenAICompatibleAnnotator
+from engine.annotate.prompts import utility_user_message
+from engine.cli import main
+from engine.dataset import load_samples
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from llm_server import expected_p  # noqa: E402
+
+QUESTIONS = {
+    "q1": ("What is the capital of France?", ["Paris"]),
+    "q2": ("When was Follow the Leader released?", ["August 18, 1998"]),
+    "q3": ("Where does The Great Gatsby take place?", ["Long Island"]),
+}
+PASSAGES = {
+    "d1": "Paris is the capital and largest city of France.",
+    "d2": "Lyon is a city in France known for its food.",
+    "d3": "Follow the Leader was released on August 18, 1998.",
+    "d4": "Korn is a nu metal band from Bakersfield.",
+    "d5": "The Great Gatsby is set on Long Island in 1922.",
+    "d6": "F. Scott Fitzgerald wrote several novels.",
+}
+RETRIEVED = {"q1": ["d1", "d2", "d4"], "q2": ["d3", "d4", "d6"], "q3": ["d5", "d6", "d2"]}
+RELEVANT = {"q1": ["d1"], "q2": ["d3"], "q3": ["d5"]}
+
+
+class Server:
+    def __init__(self, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(HERE / "llm_server.py"), *args],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        self.port = int(line.split()[1])
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+
+    def stats(self) -> dict[str, object]:
+        return httpx.get(f"http://127.0.0.1:{self.port}/stats").json()  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+@pytest.fixture
+def server_factory() -> Iterator[object]:
+    servers: list[Server] = []
+
+    def start(*args: str) -> Server:
+        servers.append(Server(*args))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    samples = [
+        {
+            "id": sid,
+            "input": {"question": question},
+            "expected_output": {"relevance": RELEVANT[sid], "answers": answers},
+        }
+        for sid, (question, answers) in QUESTIONS.items()
+    ]
+    outputs = {
+        sid: {"retrieved": [{"id": d, "text": PASSAGES[d]} for d in docs]}
+        for sid, docs in RETRIEVED.items()
+    }
+    dataset, out = tmp_path / "data.jsonl", tmp_path / "outputs.json"
+    dataset.write_text("".join(json.dumps(s) + "\n" for s in samples))
+    out.write_text(json.dumps(outputs))
+    return {"dataset": dataset, "outputs": out, "labelled": tmp_path / "labelled.jsonl"}
+
+
+def _expected(sid: str, doc: str) -> float:
+    return expected_p(utility_user_message(QUESTIONS[sid][0], PASSAGES[doc]))
+
+
+def _annotate(files: dict[str, Path], url: str, *extra: str) -> int:
+    return main(
+        [
+            "annotate",
+            str(files["dataset"]),
+            "--outputs",
+            str(files["outputs"]),
+            "--output",
+            str(files["labelled"]),
+            "--annotator",
+            "openai-compatible",
+            "--base-url",
+            url,
+            "--model",
+            "tiny-chat",
+            "--backoff",
+            "0.01",
+            *extra,
+        ]
+    )
+
+
+def _utility(path: Path) -> dict[str, dict[str, dict[str, object]]]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return {r["id"]: r["expected_output"]["utility"] for r in rows}
+
+
+class TestLogprobs:
+    def test_p_is_exp_logprob_of_the_no_token(self, server_factory: object) -> None:
+        """p = exp(logprob) of `NO`; a one-letter prefix (` N`) does not count."""
+        server = server_factory("--mode", "logprobs")  # type: ignore[operator]
+        annotator = OpenAICompatibleAnnotator("tiny-chat", base_url=server.url)
+        items = [UtilityItem(QUESTIONS["q1"][0], PASSAGES[d]) for d in ("d1", "d2")]
+        result = annotator.p_no_response(items, lambda: None)
+        assert result.values == pytest.approx(
+            [_expected("q1", "d1"), _expected("q1", "d2")], abs=1e-12
+        )
+        assert result.calls == 2 and result.prompt_tokens > 0
+        annotator.close()
+
+    def test_annotate_writes_utility_labels_that_feed_udcg(
+        self, server_factory: object, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """annotate, then `slotwise run --metrics udcg` scores the labelled dataset."""
+        server = server_factory("--mode", "logprobs")  # type: ignore[operator]
+        assert _annotate(files, server.url) == 0
+        utility = _utility(files["labelled"])
+        for sid, docs in RETRIEVED.items():
+            for doc in docs:
+                label = utility[sid][doc]
+                assert label["relevant"] is (doc in RELEVANT[sid])
+                assert label["p_no_response"] == pytest.approx(_expected(sid, doc), abs=1e-12)
+        load_samples(files["labelled"])  # validates against the schemas
+        capsys.readouterr()
+        code = main(
+            [
+                "run",
+                str(files["labelled"]),
+                "--outputs",
+                str(files["outputs"]),
+                "--metrics",
+                "udcg",
+                "--format",
+                "json",
+            ]
+        )
+        assert code == 0
+        summary = json.loads(capsys.readouterr().out)["summary"]["udcg"]
+        assert summary["n"] == 3 and 0 < summary["mean"] < 1
+
+    def test_rerun_makes_no_calls(
+        self, server_factory: object, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A second run is answered from the cache: the server sees no request."""
+        server = server_factory("--mode", "logprobs")  # type: ignore[operator]
+        assert _annotate(files, server.url) == 0
+        first = server.stats()["requests"]
+        assert first == 9
+        capsys.readouterr()
+        assert _annotate(files, server.url) == 0
+        assert server.stats()["requests"] == first
+        assert "9 from the cache, 0 computed with 0 model calls" in capsys.readouterr().err
+
+
+class TestSampling:
+    def test_monte_carlo_frequency_without_logprobs(self, server_factory: object) -> None:
+        """No logprobs: n samples, p = the fraction that say NO-RESPONSE."""
+        server = server_factory("--mode", "sampling")  # type: ignore[operator]
+        annotator = OpenAICompatibleAnnotator("m", base_url=server.url, samples=20)
+        item = UtilityItem(QUESTIONS["q2"][0], PASSAGES["d3"])
+        result = annotator.p_no_response([item, item], lambda: None)
+        p = _expected("q2", "d3")
+        assert result.values == [round(p * 20) / 20] * 2
+        # the first item asked for logprobs, then sampled; the second sampled at once
+        assert result.calls == 3
+        annotator.close()
+
+    def test_logprobs_method_is_a_clear_error(self, server_factory: object) -> None:
+        """--method logprobs against a server without them says what to do."""
+        from engine.annotate.base import AnnotationError
+
+        server = server_factory("--mode", "sampling")  # type: ignore[operator]
+        annotator = OpenAICompatibleAnnotator("m", base_url=server.url, method="logprobs")
+        with pytest.raises(AnnotationError, match="no logprobs; use --method sampling"):
+            annotator.p_no_response([UtilityItem("q", "p")], lambda: None)
+        annotator.close()
+
+
+class TestFailures:
+    def test_retries_with_backoff_then_succeed(
+        self, server_factory: object, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """503s are retried; the run completes and counts the retries."""
+        server = server_factory("--mode", "logprobs", "--fail-first", "3")  # type: ignore[operator]
+        assert _annotate(files, server.url, "--concurrency", "1") == 0
+        assert "3 retries" in capsys.readouterr().err
+        assert len(_utility(files["labelled"])) == 3
+
+    @pytest.mark.parametrize(
+        ("mode", "message"), [("malformed", "malformed JSON"), ("fail", "HTTP 503")]
+    )
+    def test_bad_server_is_a_clear_error(
+        self,
+        server_factory: object,
+        files: dict[str, Path],
+        capsys: pytest.CaptureFixture[str],
+        mode: str,
+        message: str,
+    ) -> None:
+        """Malformed JSON or 503s: exit 2 after the retries, with the reason and how to resume."""
+        server = server_factory("--mode", mode)  # type: ignore[operator]
+        assert _annotate(files, server.url, "--retries", "2") == 2
+        err = capsys.readouterr().err
+        assert message in err and "giving up after 3 attempts" in err
+        assert "run the same command again to resume" in err
+        assert not files["labelled"].exists()
+
+    def test_unreachable_endpoint_keeps_finished_work(
+        self, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Nothing listens: exit 2, `cannot reach`, and the cache still holds earlier work."""
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        cache = files["labelled"].with_suffix(".cache.sqlite")
+        assert _annotate(files, f"http://127.0.0.1:{port}/v1", "--retries", "1") == 2
+        err = capsys.readouterr().err
+        assert "cannot reach" in err and str(cache) in err
+        assert cache.exists()
+
+    def test_missing_api_key_variable(
+        self, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """--api-key-env naming an unset variable is a usage error."""
+        os.environ.pop("SLOTWISE_TEST_NO_KEY", None)
+        code = _annotate(files, "http://127.0.0.1:9/v1", "--api-key-env", "SLOTWISE_TEST_NO_KEY")
+        assert code == 2
+        assert "SLOTWISE_TEST_NO_KEY" in capsys.readouterr().err
+
+
+class TestJudges:
+    def test_relevance_judge_then_utility(
+        self, server_factory: object, files: dict[str, Path]
+    ) -> None:
+        """--task relevance,utility: the judge (Figure 5) decides `relevant`."""
+        server = server_factory("--mode", "logprobs")  # type: ignore[operator]
+        # forget the given relevance labels: the judge must supply them
+        rows = [json.loads(line) for line in files["dataset"].read_text().splitlines()]
+        for row in rows:
+            del row["expected_output"]["relevance"]
+        files["dataset"].write_text("".join(json.dumps(r) + "\n" for r in rows))
+        assert _annotate(files, server.url, "--task", "relevance,utility") == 0
+        labelled = [json.loads(line) for line in files["labelled"].read_text().splitlines()]
+        for row in labelled:
+            sid = row["id"]
+            relevance = row["expected_output"]["relevance"]
+            assert relevance == {d: int(d in RELEVANT[sid]) for d in RETRIEVED[sid]}
+            assert {d: u["relevant"] for d, u in row["expected_output"]["utility"].items()} == {
+                d: d in RELEVANT[sid] for d in RETRIEVED[sid]
+            }
+
+    def test_utility_without_relevance_labels_is_an_input_error(
+        self, server_factory: object, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """No relevance labels and no judge: a clear error before any model call."""
+        server = server_factory("--mode", "logprobs")  # type: ignore[operator]
+        rows = [json.loads(line) for line in files["dataset"].read_text().splitlines()]
+        del rows[0]["expected_output"]["relevance"]
+        files["dataset"].write_text("".join(json.dumps(r) + "\n" for r in rows))
+        assert _annotate(files, server.url) == 2
+        assert "--task relevance" in capsys.readouterr().err
+        assert server.stats()["requests"] == 0
+
+    def test_grader_outcomes_feed_correlate(self, server_factory: object, tmp_path: Path) -> None:
+        """--task grade turns metadata.response into metadata.outcome (Figure 6)."""
+        server = server_factory("--mode", "logprobs")  # type: ignore[operator]
+        responses = {"c1": "It is Paris.", "c2": "NO-RESPONSE", "c3": "Lyon"}
+        samples = [
+            {
+                "id": cid,
+                "input": {"question": "What is the capital of France?"},
+                "expected_output": {"relevance": ["d1"], "answers": ["Paris"]},
+                "metadata": {"question": "q1", "response": response},
+            }
+            for cid, response in responses.items()
+        ]
+        dataset, labelled = tmp_path / "contexts.json", tmp_path / "graded.json"
+        dataset.write_text(json.dumps({"samples": samples}))
+        code = main(
+            [
+                "annotate",
+                str(dataset),
+                "--task",
+                "grade",
+                "--output",
+                str(labelled),
+                "--annotator",
+                "openai-compatible",
+                "--base-url",
+                server.url,
+                "--model",
+                "judge",
+            ]
+        )
+        assert code == 0
+        _, graded = load_samples(labelled)
+        assert {s.id: s.metadata["outcome"] for s in graded} == {
+            "c1": "correct",
+            "c2": "abstained",
+            "c3": "wrong",
+        }
+
+
+class TestKillAndResume:
+    def test_sigkill_then_resume_then_free(
+        self, server_factory: object, files: dict[str, Path]
+    ) -> None:
+        """SIGKILL mid-run keeps the finished work; the rerun computes only the rest and is
+        complete and correct; a third run makes no model call."""
+        server = server_factory("--mode", "logprobs", "--delay", "0.15")  # type: ignore[operator]
+        cache = files["labelled"].with_suffix(".cache.sqlite")
+        command = [
+            sys.executable, "-m", "engine.cli", "annotate", str(files["dataset"]),
+            "--outputs", str(files["outputs"]), "--output", str(files["labelled"]),
+            "--annotator", "openai-compatible", "--base-url", server.url, "--model", "tiny-chat",
+            "--concurrency", "1",
+        ]  # fmt: skip
+        process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        done = 0
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if cache.exists():
+                try:
+                    with sqlite3.connect(cache) as connection:
+                        (done,) = connection.execute("SELECT COUNT(*) FROM annotations").fetchone()
+                except sqlite3.OperationalError:
+                    done = 0
+                if done >= 3:
+                    break
+            time.sleep(0.02)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(10)
+        assert 3 <= done < 9 and not files["labelled"].exists()
+        with sqlite3.connect(cache) as connection:
+            (kept,) = connection.execute("SELECT COUNT(*) FROM annotations").fetchone()
+        before = server.stats()["requests"]
+
+        rerun = subprocess.run(command, stderr=subprocess.PIPE, text=True, check=False)
+        assert rerun.returncode == 0, rerun.stderr
+        assert (
+            f"{kept} from the cache, {9 - kept} computed with {9 - kept} model calls"
+            in rerun.stderr
+        )
+        stats = server.stats()
+        assert stats["requests"] - before == 9 - kept
+        # every prompt was computed once, but for at most the one in flight when killed
+        assert sum(stats["by_prompt"].values()) <= 10 and len(stats["by_prompt"]) == 9
+        utility = _utility(files["labelled"])
+        for sid, docs in RETRIEVED.items():
+            for doc in docs:
+                assert utility[sid][doc]["p_no_response"] == pytest.approx(
+                    _expected(sid, doc), abs=1e-12
+                )
+
+        third = subprocess.run(command, stderr=subprocess.PIPE, text=True, check=False)
+        assert third.returncode == 0
+        assert "0 computed with 0 model calls" in third.stderr
+        assert server.stats()["requests"] == stats["requests"]
