@@ -158,6 +158,7 @@ def main() -> None:
     args = parser.parse_args()
     state = State(args.mode, args.delay, args.fail_first)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(state))
+    server.handle_error = lambda *_: None  # type: ignore[method-assign]  # clients that hang up
     print(f"PORT {server.server_address[1]}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()

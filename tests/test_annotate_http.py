@@ -389,3 +389,27 @@ class TestKillAndResume:
         assert third.returncode == 0
         assert "0 computed with 0 model calls" in third.stderr
         assert server.stats()["requests"] == stats["requests"]
+
+    def test_ctrl_c_says_how_to_resume(
+        self, server_factory: object, files: dict[str, Path]
+    ) -> None:
+        """SIGINT: exit 130, the cache keeps finished work, the message says how to resume."""
+        server = server_factory("--mode", "logprobs", "--delay", "0.15")  # type: ignore[operator]
+        cache = files["labelled"].with_suffix(".cache.sqlite")
+        command = [
+            sys.executable, "-m", "engine.cli", "annotate", str(files["dataset"]),
+            "--outputs", str(files["outputs"]), "--output", str(files["labelled"]),
+            "--annotator", "openai-compatible", "--base-url", server.url, "--model", "tiny-chat",
+            "--concurrency", "1",
+        ]  # fmt: skip
+        process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and server.stats()["requests"] < 3:
+            time.sleep(0.02)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=20)
+        assert process.returncode == 130
+        assert "interrupted" in err and "run the same command again to resume" in err
+        with sqlite3.connect(cache) as connection:
+            (kept,) = connection.execute("SELECT COUNT(*) FROM annotations").fetchone()
+        assert kept >= 1

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
 import attrs
@@ -144,49 +144,38 @@ class Runner:
         if not batches:
             return
         progress, bar = self._progress(job.task, sum(map(len, batches)))
+        stop = threading.Event()
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="annotate")
-        futures: dict[Future[BatchResult], list[int]] = {}
+        interrupted = False
         try:
-            futures = {pool.submit(self._attempt, job, b, stats): b for b in batches}
+            futures = {pool.submit(self._attempt, job, b, stats, stop): b for b in batches}
             remaining = set(futures)
             while remaining:
                 done, remaining = wait(remaining, timeout=0.2, return_when=FIRST_EXCEPTION)
-                # successful batches first: finished work reaches the cache before an error
+                # successful batches first, so that an error leaves the others recorded
                 for future in sorted(done, key=lambda f: f.exception() is not None):
-                    batch = futures[future]
-                    result = future.result()  # raises the batch's final error
-                    entries = [
-                        attrs.evolve(job.entries[i], value=v, truncated=t)
-                        for i, v, t in zip(
-                            batch,
-                            result.values,
-                            result.truncated or [False] * len(batch),
-                            strict=True,
-                        )
-                    ]
-                    self.cache.put_many(entries)
-                    for entry in entries:
+                    for entry in future.result():  # raises the batch's final error
                         results[entry.key] = (entry.value, entry.truncated)
-                    stats.calls += result.calls
-                    stats.prompt_tokens += result.prompt_tokens
-                    stats.completion_tokens += result.completion_tokens
-                    stats.truncated += sum(e.truncated for e in entries)
                     if progress is not None:
-                        progress.advance(bar, len(batch))
+                        progress.advance(bar, len(futures[future]))
         except KeyboardInterrupt:
-            pool.shutdown(wait=False, cancel_futures=True)
+            interrupted = True
             raise AnnotationInterrupted("interrupted") from None
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
         finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+            stop.set()
+            # after an error, batches in flight finish (and are cached); Ctrl-C does not wait
+            pool.shutdown(wait=not interrupted, cancel_futures=True)
             if progress is not None:
                 progress.stop()
 
-    def _attempt(self, job: Job, batch: list[int], stats: Stats) -> BatchResult:
-        """One batch, retried with exponential backoff on retryable failures."""
+    def _attempt(
+        self, job: Job, batch: list[int], stats: Stats, stop: threading.Event
+    ) -> list[Entry]:
+        """One batch, retried with exponential backoff on retryable failures, and cached
+        (from this worker thread, on its own connection) as soon as it is done."""
         for attempt in range(self.retries + 1):
+            if stop.is_set():
+                raise AnnotationInterrupted("stopped")
             try:
                 result = job.compute(batch, self.throttle)
             except RetryableError as error:
@@ -204,13 +193,24 @@ class Runner:
                 )
                 with self._stats_lock:
                     stats.retries += 1
-                time.sleep(delay)
+                stop.wait(delay)
                 continue
             if len(result.values) != len(batch):
                 raise AnnotationError(
                     f"{job.task}: the annotator returned {len(result.values)} values for a batch of {len(batch)}"
                 )
-            return result
+            truncated = result.truncated or [False] * len(batch)
+            entries = [
+                attrs.evolve(job.entries[i], value=v, truncated=t)
+                for i, v, t in zip(batch, result.values, truncated, strict=True)
+            ]
+            self.cache.put_many(entries)
+            with self._stats_lock:
+                stats.calls += result.calls
+                stats.prompt_tokens += result.prompt_tokens
+                stats.completion_tokens += result.completion_tokens
+                stats.truncated += sum(truncated)
+            return entries
         raise AssertionError("unreachable")
 
     def _progress(self, task: str, total: int) -> tuple[Any, Any]:
