@@ -25,6 +25,7 @@ from engine.errors import (
     MetricScoreError,
     Problem,
 )
+from engine.executors import Executor, resolve_executor
 from engine.logs import log
 from engine.metric import (
     Metric,
@@ -56,12 +57,16 @@ class Engine:
 
     ``config`` is a :class:`Config`, a mapping in the ``slotwise.yaml`` shape, a path to
     such a file, or None to use the nearest ``slotwise.yaml`` (or the defaults).
+    ``executor`` scores chunks of samples: ``"local"`` (this process), ``"ray"`` (a Ray
+    cluster) or an :class:`~engine.executors.Executor`; any but local makes
+    :meth:`Evaluation.evaluate` score in chunks (see :mod:`engine.streaming`).
     """
 
     def __init__(
         self,
         config: Config | Mapping[str, Any] | str | Path | None = None,
         registry: Registry | None = None,
+        executor: str | Executor | None = None,
     ) -> None:
         if isinstance(config, Config):
             self.config = config
@@ -72,6 +77,7 @@ class Engine:
         else:
             self.config = Config.discover()
         self.registry = registry or Registry()
+        self.executor = resolve_executor(executor)
 
     # -- metrics -------------------------------------------------------------------------
 
@@ -224,16 +230,30 @@ class Evaluation:
         return attrs.evolve(self, metrics=tuple(expanded.values()))
 
     def evaluate(
-        self, outputs: Mapping[str, Any] | str | Path | Results, *, strict: bool = False
+        self,
+        outputs: Mapping[str, Any] | str | Path | Results,
+        *,
+        strict: bool = False,
+        chunk_size: int | None = None,
     ) -> Results:
         """Score outputs (id -> actual_output, an outputs file, or earlier results).
 
         ``strict`` turns duplicate retrieved ids and outputs for unknown samples into errors.
+        ``chunk_size`` (or an engine executor other than local) scores the samples in
+        chunks on the engine's executor: the same per-sample values and aggregates, no
+        run-level reports; see :mod:`engine.streaming` (and ``evaluate_stream`` for
+        datasets larger than memory).
         """
         if isinstance(outputs, Results):
             if outputs.outputs is None:
                 raise InputError([Problem("these results kept no outputs to re-score")])
             outputs = outputs.outputs
+        if chunk_size is not None or self.engine.executor.name != "local":
+            from engine.streaming import evaluate_chunked
+
+            return evaluate_chunked(
+                self, load_outputs(outputs), strict=strict, chunk_size=chunk_size
+            )
         return self._score(load_outputs(outputs), strict=strict)
 
     def run(

@@ -143,6 +143,24 @@ def _build_parser() -> argparse.ArgumentParser:
         dest="trec_run",
         help="a TREC run file as the outputs (instead of --outputs)",
     )
+    run.add_argument(
+        "--stream",
+        action="store_true",
+        help="score in chunks with bounded memory, reading JSONL/TREC/Parquet inputs as a "
+        "stream (two passes); json/csv rows are written as they are scored; no CI",
+    )
+    run.add_argument(
+        "--chunk-size",
+        type=int,
+        metavar="N",
+        help="samples per chunk for --stream or --executor (default 16384, rounded up to a multiple of 64)",
+    )
+    run.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where chunks are scored: this process, or a Ray cluster (RAY_ADDRESS; needs slotwise[ray])",
+    )
 
     listing = commands.add_parser(
         "metrics",
@@ -242,7 +260,9 @@ def _engine(args: argparse.Namespace) -> Engine:
 
 
 def _run(args: argparse.Namespace) -> int:
-    engine = _engine(args)
+    engine = Engine(config=args.config, executor=args.executor)
+    if args.stream:
+        return _run_stream(engine, args)
     if args.qrels is not None:
         if args.dataset is not None:
             raise _UsageError("give either DATASET or --qrels, not both")
@@ -266,8 +286,47 @@ def _run(args: argparse.Namespace) -> int:
         raise _UsageError(
             "no outputs: pass --outputs FILE (or --run FILE) or declare `outputs:` for the dataset"
         )
-    results = dataset.with_metrics(metrics).evaluate(outputs, strict=args.strict)
+    chunked = args.chunk_size if args.chunk_size is not None or args.executor != "local" else None
+    results = dataset.with_metrics(metrics).evaluate(
+        outputs, strict=args.strict, chunk_size=chunked
+    )
     _emit(results, args.format, args.output, by=args.by)
+    return EXIT_OK
+
+
+def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
+    """``run --stream``: inputs read as streams, rows written as they are scored."""
+    from engine.streaming import DEFAULT_CHUNK_SIZE, evaluate_stream
+
+    if args.by is not None:
+        raise _UsageError("--by needs every sample in memory; leave out --stream")
+    if (args.qrels is None) == (args.dataset is None):
+        raise _UsageError("--stream needs a DATASET file or --qrels")
+    if (args.trec_run is None) == (args.outputs is None):
+        raise _UsageError("--stream needs --outputs FILE or --run FILE")
+    specs = split_specs(args.metrics)
+    if not specs:
+        raise _UsageError("no metrics: pass --metrics")
+    resolved = (_with_k(engine, spec, k) for spec in specs for k in args.k or [None])
+    metrics = list({metric_label(m): m for m in resolved}.values())
+    rows = args.format in ("json", "csv")
+    results = evaluate_stream(
+        metrics,
+        dataset=args.dataset,
+        qrels=args.qrels,
+        outputs=args.outputs,
+        run=args.trec_run,
+        engine=engine,
+        chunk_size=args.chunk_size or DEFAULT_CHUNK_SIZE,
+        strict=args.strict,
+        scores=(args.output or sys.stdout) if rows else None,
+        scores_format=args.format if rows else None,
+    )
+    if rows:
+        if args.output is not None:
+            print(f"wrote {args.output}", file=sys.stderr)
+        return EXIT_OK
+    _emit(results, "table", args.output)  # type: ignore[arg-type]
     return EXIT_OK
 
 
@@ -302,7 +361,7 @@ def _emit(results: Results, fmt: str, output: Path | None, by: str | None = None
         console = Console(
             file=sys.stdout, width=None if output is None else 120, record=output is not None
         )
-        for table in run_tables(results, by):
+        for table in run_tables(results, by) if isinstance(results, Results) else [results.table()]:
             console.print(table)
         for line in _diagnostic_lines(results):
             console.print(line, markup=False)

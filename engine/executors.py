@@ -1,0 +1,103 @@
+"""Where chunks of samples are scored: in this process (``local``) or on a Ray cluster
+(``ray``, the optional extra ``ray``: ``pip install 'slotwise[ray]'``).
+
+An executor maps a function over tasks and yields the results in task order, holding a
+bounded number of tasks in flight, so streamed evaluations keep bounded memory whichever
+executor runs them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+__all__ = ["Executor", "LocalExecutor", "RayExecutor", "resolve_executor"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_INSTALL = "pip install 'slotwise[ray]'"
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs ``fn`` over ``tasks`` (picklable, for remote executors) and yields the
+    results in task order."""
+
+    name: str
+
+    def map(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[R]: ...
+
+
+class LocalExecutor:
+    """Scores every task in this process, one at a time."""
+
+    name = "local"
+
+    def map(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[R]:
+        return map(fn, tasks)
+
+    def __repr__(self) -> str:
+        return "LocalExecutor()"
+
+
+class RayExecutor:
+    """Scores tasks as Ray tasks on a cluster.
+
+    ``address`` is passed to ``ray.init`` when Ray is not initialised yet: None uses
+    ``RAY_ADDRESS`` if set, else starts a local instance; ``"auto"`` joins a running
+    cluster. ``in_flight`` bounds the tasks submitted and not yet collected (default:
+    twice the cluster's CPUs), which bounds the driver's memory.
+    """
+
+    name = "ray"
+
+    def __init__(
+        self, address: str | None = None, *, in_flight: int | None = None, **init_options: Any
+    ) -> None:
+        if in_flight is not None and in_flight < 1:
+            raise ValueError("in_flight must be at least 1")
+        self.address = address
+        self.in_flight = in_flight
+        self.init_options = init_options
+
+    def map(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[R]:
+        ray = _ray()
+        if not ray.is_initialized():
+            address = self.address or os.environ.get("RAY_ADDRESS")
+            ray.init(address=address, **self.init_options)
+        limit = self.in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
+        remote = ray.remote(fn)
+        pending: deque[Any] = deque()
+        for task in tasks:
+            pending.append(remote.remote(task))
+            if len(pending) >= limit:
+                yield ray.get(pending.popleft())
+        while pending:
+            yield ray.get(pending.popleft())
+
+    def __repr__(self) -> str:
+        return f"RayExecutor(address={self.address!r})"
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as error:
+        raise ImportError(f"the ray executor needs Ray: {_INSTALL}") from error
+    return ray
+
+
+def resolve_executor(executor: str | Executor | None) -> Executor:
+    """``"local"`` (or None), ``"ray"``, or an executor object."""
+    if executor is None or executor == "local":
+        return LocalExecutor()
+    if executor == "ray":
+        return RayExecutor()
+    if isinstance(executor, str):
+        raise ValueError(f"unknown executor {executor!r}; use 'local', 'ray' or an executor object")
+    if not callable(getattr(executor, "map", None)):
+        raise TypeError(f"{executor!r} is not an executor (it has no map(fn, tasks) method)")
+    return executor

@@ -1,0 +1,116 @@
+"""Executors: chunks scored locally or on a Ray cluster give identical results."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import engine
+from engine.executors import LocalExecutor, RayExecutor, resolve_executor
+from engine.streaming import evaluate_stream
+
+METRICS = ["retrieval-ndcg-at-k@10", "retrieval-map", "retrieval-err-at-k"]
+
+
+def _data(count: int) -> tuple[list[dict[str, object]], dict[str, list[str]]]:
+    samples = [
+        {"id": f"q{i}", "expected_output": {f"d{(i * j) % 17}": j % 4 for j in range(1, i % 7 + 2)}}
+        for i in range(count)
+    ]
+    outputs = {
+        f"q{i}": [f"d{(i + j) % 17}" for j in range(i % 11 + 1)] for i in range(count) if i % 13
+    }
+    return samples, outputs
+
+
+class TestResolve:
+    @pytest.mark.parametrize("spec", [None, "local"])
+    def test_local(self, spec: str | None) -> None:
+        """None and 'local' are the in-process executor."""
+        assert isinstance(resolve_executor(spec), LocalExecutor)
+
+    def test_ray_by_name(self) -> None:
+        """'ray' is a Ray executor (Ray is imported only when it runs)."""
+        assert isinstance(resolve_executor("ray"), RayExecutor)
+
+    def test_unknown(self) -> None:
+        """An unknown executor name is a clear error."""
+        with pytest.raises(ValueError, match="unknown executor 'spark'"):
+            resolve_executor("spark")
+
+    def test_missing_ray_names_the_extra(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without Ray installed the error names the install command."""
+        monkeypatch.setitem(sys.modules, "ray", None)
+        with pytest.raises(ImportError, match=r"pip install 'slotwise\[ray\]'"):
+            list(RayExecutor().map(str, [1]))
+
+    def test_engine_takes_an_executor_object(self) -> None:
+        """Engine(executor=...) accepts any object with map(fn, tasks)."""
+
+        class Counting(LocalExecutor):
+            name = "counting"
+            calls = 0
+
+            def map(self, fn, tasks):  # type: ignore[no-untyped-def]
+                Counting.calls += 1
+                return super().map(fn, tasks)
+
+        eng = engine.Engine(config={}, executor=Counting())
+        samples, outputs = _data(200)
+        chunked = eng.dataset(samples=samples).with_metrics(METRICS).evaluate(outputs)
+        local = engine.Engine(config={}).dataset(samples=samples).with_metrics(METRICS)
+        whole = local.evaluate(outputs)
+        assert Counting.calls == 1
+        assert chunked.aggregates == whole.aggregates
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[None]:
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+class TestRay:
+    def test_in_memory_identical(self, ray_cluster: None, tmp_path: Path) -> None:
+        """Partitions scored on Ray give the local executor's per-sample values and aggregates."""
+        samples, outputs = _data(3000)
+        local = engine.Engine(config={}).dataset(samples=samples).with_metrics(METRICS)
+        remote = engine.Engine(config={}, executor="ray").dataset(samples=samples)
+        expected = local.evaluate(outputs, chunk_size=256)
+        got = remote.with_metrics(METRICS).evaluate(outputs, chunk_size=256)
+        for label in expected.labels:
+            assert (got.scores[label].view(np.int64) == expected.scores[label].view(np.int64)).all()
+            assert got.aggregates[label] == expected.aggregates[label]
+        assert got.aggregates == local.evaluate(outputs).aggregates
+        assert got.diagnostics == expected.diagnostics
+
+    def test_stream_identical(self, ray_cluster: None, tmp_path: Path) -> None:
+        """A streamed evaluation on Ray writes the local executor's rows and summary."""
+        samples, outputs = _data(2000)
+        dataset, run = tmp_path / "d.jsonl", tmp_path / "o.jsonl"
+        dataset.write_text("".join(json.dumps(s) + "\n" for s in samples))
+        run.write_text(
+            "".join(json.dumps({"id": k, "actual_output": v}) + "\n" for k, v in outputs.items())
+        )
+        results = {}
+        for name in ("local", "ray"):
+            results[name] = evaluate_stream(
+                METRICS,
+                dataset=dataset,
+                outputs=run,
+                engine=engine.Engine(config={}, executor=name),
+                chunk_size=128,
+                scores=tmp_path / f"{name}.jsonl",
+            )
+        assert results["ray"].summary() == results["local"].summary()
+        assert (tmp_path / "ray.jsonl").read_text() == (tmp_path / "local.jsonl").read_text()
+        assert results["ray"].provenance["executor"] == "ray"
