@@ -156,8 +156,8 @@ def _plain_utility(value: Any) -> bool:
                 return False
         else:
             p = (label + 1) / 2 if type(label) in (int, float) else None
-        if not (type(p) in (int, float) and 0 <= p <= 1):  # also rejects NaN
-            return False
+        if not (isinstance(p, int | float) and type(p) is not bool and 0 <= p <= 1):
+            return False  # the range test also rejects NaN
     return True
 
 
