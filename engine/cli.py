@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from engine import schemas, trec
+from engine import columnar, schemas, trec
 from engine.annotate_cli import add_commands as add_annotate_commands
 from engine.api import Engine
 from engine.config import CONFIG_FILENAME
@@ -121,9 +121,10 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--format",
-        choices=("table", "json", "csv"),
+        choices=("table", "json", "csv", "parquet"),
         default="table",
-        help="table: summary; json: results document; csv: per-sample scores",
+        help="table: summary; json: results document; csv: per-sample scores; parquet: "
+        "per-sample scores as a Parquet file (needs --output and slotwise[columnar])",
     )
     run.add_argument(
         "--output", type=Path, help="write the result here (atomically) instead of stdout"
@@ -298,6 +299,8 @@ def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
     """``run --stream``: inputs read as streams, rows written as they are scored."""
     from engine.streaming import DEFAULT_CHUNK_SIZE, evaluate_stream
 
+    if args.format == "parquet":
+        raise _UsageError("--stream writes table, json or csv; leave out --stream for parquet")
     if args.by is not None:
         raise _UsageError("--by needs every sample in memory; leave out --stream")
     if (args.qrels is None) == (args.dataset is None):
@@ -369,6 +372,12 @@ def _emit(results: Results, fmt: str, output: Path | None, by: str | None = None
             console.print(line, markup=False, soft_wrap=True)
         if output is not None:
             atomic_write(output, console.export_text())
+        return
+    if fmt == "parquet":
+        if output is None:
+            raise _UsageError("--format parquet writes a file: add --output FILE.parquet")
+        columnar.write_frame(results.to_pandas(), output)
+        print(f"wrote {output}", file=sys.stderr)
         return
     text = results.to_json() if fmt == "json" else results.to_csv()
     if output is None:

@@ -3,7 +3,8 @@ Parquet/Arrow files (the optional extra ``columnar``: ``pip install 'slotwise[co
 
 Long format, one row per (query, document):
 
-- labels: ``query_id``, ``doc_id``, ``relevance`` (graded label);
+- labels: ``query_id``, ``doc_id`` and ``relevance`` (graded label) and/or ``utility``
+  (u in [-1, 1]); a missing value (NaN) means "no such label for this document";
 - runs: ``query_id``, ``doc_id`` and ``rank`` (1 first) or ``score`` (ranked as trec_eval
   ranks: score descending, ties by doc id descending);
 - results: ``query_id`` plus one column per metric label (NaN = NA).
@@ -14,11 +15,14 @@ same validation as every other source.
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import InputError, Problem
+from engine.records import Output, Sample
 from engine.trec import rank_by_score
 
 if TYPE_CHECKING:
@@ -29,9 +33,11 @@ if TYPE_CHECKING:
 __all__ = [
     "COLUMNAR_SUFFIXES",
     "labels_to_samples",
+    "outputs_to_frame",
     "read_frame",
     "results_to_frame",
     "run_to_outputs",
+    "samples_to_frame",
     "write_frame",
 ]
 
@@ -65,13 +71,21 @@ def read_frame(path: str | os.PathLike[str]) -> pd.DataFrame:
 
 
 def write_frame(frame: pd.DataFrame, path: str | os.PathLike[str]) -> None:
-    """Write a DataFrame as ``.parquet`` or ``.arrow``/``.feather``."""
+    """Write a DataFrame as ``.parquet`` or ``.arrow``/``.feather``, atomically."""
     _pandas()
     path = Path(path)
-    if path.suffix.lower() == ".parquet":
-        frame.to_parquet(path, index=False)
-    else:
-        frame.reset_index(drop=True).to_feather(path)
+    if path.suffix.lower() not in COLUMNAR_SUFFIXES:
+        raise InputError([Problem(f"use one of {', '.join(COLUMNAR_SUFFIXES)}", source=str(path))])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        if path.suffix.lower() == ".parquet":
+            frame.to_parquet(partial, index=False)
+        else:
+            frame.reset_index(drop=True).to_feather(partial)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _require(frame: pd.DataFrame, columns: tuple[str, ...], what: str, source: str | None) -> None:
@@ -89,31 +103,75 @@ def _require(frame: pd.DataFrame, columns: tuple[str, ...], what: str, source: s
 
 
 def labels_to_samples(frame: pd.DataFrame, source: str | None = None) -> list[dict[str, Any]]:
-    """Raw samples ``{"id", "expected_output": {doc: label}}`` from a labels frame; a query
-    whose documents include a long-form key gets the long form."""
+    """Raw samples from a labels frame: ``{"id", "expected_output": {doc: label}}`` for
+    relevance alone, the long form ``{relevance?, utility}`` when a ``utility`` column is
+    present (and for queries judging a document named like a long-form key)."""
     from engine.trec import qrels_to_samples
 
-    _require(frame, ("query_id", "doc_id", "relevance"), "labels", source)
-    qrels: dict[str, dict[str, float]] = {}
+    kinds = [c for c in ("relevance", "utility") if c in frame.columns]
+    _require(frame, ("query_id", "doc_id", *(kinds or ["relevance"])), "labels", source)
+    labels: dict[str, dict[str, dict[str, float]]] = {kind: {} for kind in kinds}
     problems = []
-    rows = zip(
-        frame["query_id"].tolist(),
-        frame["doc_id"].tolist(),
-        frame["relevance"].tolist(),
-        strict=True,
-    )
-    for index, (qid, doc, label) in enumerate(rows):
-        judged = qrels.setdefault(str(qid), {})
-        if str(doc) in judged:
-            problems.append(
-                Problem(
-                    f"row {index}: document {doc!r} judged twice", sample_id=str(qid), source=source
-                )
-            )
-        judged[str(doc)] = label
+    columns = [frame["query_id"].tolist(), frame["doc_id"].tolist()]
+    columns += [frame[kind].tolist() for kind in kinds]
+    for index, (qid, doc, *values) in enumerate(zip(*columns, strict=True)):
+        for kind, value in zip(kinds, values, strict=True):
+            if value != value:  # NaN: this document has no label of this kind
+                continue
+            judged = labels[kind].setdefault(str(qid), {})
+            if str(doc) in judged:
+                message = f"row {index}: document {doc!r} has two {kind} labels"
+                problems.append(Problem(message, sample_id=str(qid), source=source))
+            judged[str(doc)] = value
     if problems:
         raise InputError(problems, summary=f"invalid labels{f' {source}' if source else ''}")
-    return qrels_to_samples(qrels)
+    if "utility" not in labels:
+        return qrels_to_samples(labels["relevance"])
+    queries = dict.fromkeys([*labels.get("relevance", {}), *labels["utility"]])
+    return [
+        {
+            "id": qid,
+            "expected_output": {kind: labels[kind][qid] for kind in kinds if qid in labels[kind]},
+        }
+        for qid in queries
+    ]
+
+
+def samples_to_frame(samples: Iterable[Sample | Mapping[str, Any]]) -> pd.DataFrame:
+    """A labels frame (``query_id``, ``doc_id``, ``relevance``, ``utility``; NaN where a
+    document has no label of that kind) from samples or raw sample dicts."""
+    pandas = _pandas()
+    rows: dict[tuple[str, str], dict[str, float]] = {}
+    for item in samples:
+        sample = item if isinstance(item, Sample) else Sample.from_raw(item)
+        for kind in ("relevance", "utility"):
+            for doc, value in (getattr(sample, kind) or {}).items():
+                rows.setdefault((sample.id, doc), {})[kind] = value
+    return pandas.DataFrame(
+        {
+            "query_id": [q for q, _ in rows],
+            "doc_id": [d for _, d in rows],
+            "relevance": [r.get("relevance", math.nan) for r in rows.values()],
+            "utility": [r.get("utility", math.nan) for r in rows.values()],
+        }
+    )
+
+
+def outputs_to_frame(outputs: Mapping[str, Any]) -> pd.DataFrame:
+    """A run frame (``query_id``, ``doc_id``, ``rank``) from raw outputs or :class:`Output`
+    objects, ranks as given (1 first)."""
+    pandas = _pandas()
+    query: list[str] = []
+    doc: list[str] = []
+    rank: list[int] = []
+    for sample_id, actual in outputs.items():
+        if actual is None:
+            continue
+        ranked = (actual if isinstance(actual, Output) else Output.from_raw(actual)).retrieved
+        query += [str(sample_id)] * len(ranked)
+        doc += list(ranked)
+        rank += range(1, len(ranked) + 1)
+    return pandas.DataFrame({"query_id": query, "doc_id": doc, "rank": rank})
 
 
 def run_to_outputs(frame: pd.DataFrame, source: str | None = None) -> dict[str, list[str]]:

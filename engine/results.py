@@ -163,6 +163,13 @@ class Results:
             atomic_write(path, text)
         return text
 
+    def to_pandas(self) -> Any:
+        """Per-sample scores as a DataFrame (``query_id`` + one column per label; needs the
+        ``columnar`` extra). Write it with ``engine.columnar.write_frame(frame, path)``."""
+        from engine.columnar import results_to_frame
+
+        return results_to_frame(self)
+
     def to_csv(self, path: str | os.PathLike[str] | None = None) -> str:
         """One row per sample, one column per metric label (empty cell = NA)."""
         buffer = io.StringIO()

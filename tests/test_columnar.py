@@ -68,3 +68,74 @@ class TestColumnar:
         )
         with pytest.raises(InputError):
             engine.Engine(config={}).dataset(tmp_path / "bad.parquet")
+
+
+class TestWriters:
+    def test_samples_and_outputs_round_trip(self, tmp_path: Path) -> None:
+        """Samples and outputs written as frames read back to the same samples and rankings."""
+        samples = [
+            {
+                "id": "q1",
+                "expected_output": {
+                    "relevance": {"a": 2, "b": 0},
+                    "utility": {"a": 0.5, "z": -0.25},
+                },
+            },
+            {"id": "q2", "expected_output": {"relevance": ["c"], "utility": {"c": 1}}},
+        ]
+        outputs = {"q1": ["b", "a", "z"], "q2": {"retrieved": [{"id": "d"}, {"id": "c"}]}}
+        labels = columnar.samples_to_frame(samples)
+        assert sorted(zip(labels["query_id"], labels["doc_id"], strict=True)) == [
+            ("q1", "a"),
+            ("q1", "b"),
+            ("q1", "z"),
+            ("q2", "c"),
+        ]
+        row = labels[(labels["query_id"] == "q1") & (labels["doc_id"] == "z")].iloc[0]
+        assert np.isnan(row["relevance"]) and row["utility"] == -0.25
+        columnar.write_frame(labels, tmp_path / "labels.parquet")
+        columnar.write_frame(columnar.outputs_to_frame(outputs), tmp_path / "run.parquet")
+        eng = engine.Engine(config={})
+        dataset = eng.dataset(tmp_path / "labels.parquet")
+        assert dataset.samples[0].relevance == {"a": 2.0, "b": 0.0}
+        assert dataset.samples[0].utility == {"a": 0.5, "z": -0.25}
+        assert dataset.samples[1].relevance == {"c": 1.0} and dataset.samples[1].utility == {
+            "c": 1.0
+        }
+        results = dataset.with_metrics(["retrieval-mrr", "udcg@3"]).evaluate(
+            tmp_path / "run.parquet"
+        )
+        # q1 ranks [b, a, z]: first relevant (a, label 2) at rank 2; q2 ranks [d, c]: c at rank 2
+        assert results.scores["retrieval-mrr"].tolist() == [0.5, 0.5]
+        # q1 udcg: u = [nan->0, 0.5, -0.25] over m = 3 -> sigmoid(0.5/3 - (1/3)(0.25)/3)
+        expected = 1 / (1 + np.exp(-(0.5 / 3 - (1 / 3) * 0.25 / 3)))
+        assert results.scores["udcg@3"][0] == pytest.approx(expected, abs=1e-12)
+
+    def test_results_to_parquet_from_the_cli(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """`run --format parquet --output F` writes per-sample scores; without --output it is a usage error."""
+        from engine.cli import main
+
+        monkeypatch.chdir(tmp_path)
+        columnar.write_frame(pd.DataFrame(LABELS), tmp_path / "labels.parquet")
+        columnar.write_frame(pd.DataFrame(RUN), tmp_path / "run.parquet")
+        argv = [
+            "run",
+            "labels.parquet",
+            "--outputs",
+            "run.parquet",
+            "--metrics",
+            "retrieval-mrr",
+            "--format",
+            "parquet",
+        ]
+        assert main([*argv, "--output", "scores.parquet"]) == 0
+        frame = pd.read_parquet(tmp_path / "scores.parquet")
+        # q1 ranks [b, a]: a (label 2) at rank 2; q2 ranks [d, c]: c at rank 2
+        assert frame["query_id"].tolist() == ["q1", "q2"] and frame["retrieval-mrr"].tolist() == [
+            0.5,
+            0.5,
+        ]
+        assert main(argv) == 2
+        assert not list(tmp_path.glob(".*partial"))
