@@ -20,7 +20,7 @@ from engine.errors import DuplicateMetricError, MetricLoadError, UnknownMetricEr
 from engine.logs import log
 from engine.metric import check_metric_class
 
-__all__ = ["GROUP", "Candidate", "MetricInfo", "Registry"]
+__all__ = ["GROUP", "Candidate", "MetricInfo", "Registry", "installed_entry_points"]
 
 GROUP = "slotwise.metrics"
 IN_PROCESS = "<in-process>"
@@ -48,8 +48,8 @@ class MetricInfo:
     error: str | None = None
 
 
-def _installed_entry_points() -> list[importlib.metadata.EntryPoint]:
-    """Every entry point of the group, read (not imported) through stevedore.
+def installed_entry_points(group: str = GROUP) -> list[importlib.metadata.EntryPoint]:
+    """Every entry point of ``group``, read (not imported) through stevedore.
 
     stevedore's on-disk cache keys on mtimes packed as 32-bit floats (about two minutes of
     resolution today), so it can miss a plugin installed moments ago. The listing is
@@ -57,12 +57,12 @@ def _installed_entry_points() -> list[importlib.metadata.EntryPoint]:
     distribution; when the two disagree, importlib.metadata wins.
     """
     manager: NamedExtensionManager[Any] = NamedExtensionManager(
-        GROUP, names=[], on_missing_entrypoints_callback=None
+        group, names=[], on_missing_entrypoints_callback=None
     )
     listed = {(ep.name, ep.value) for ep in manager.list_entry_points()}
-    current = list(importlib.metadata.entry_points(group=GROUP))
+    current = list(importlib.metadata.entry_points(group=group))
     if listed != {(ep.name, ep.value) for ep in current}:
-        log.debug("plugin.cache_stale", group=GROUP)
+        log.debug("plugin.cache_stale", group=group)
     return current
 
 
@@ -83,7 +83,7 @@ class Registry:
     def __init__(
         self, entry_points: Callable[[], Iterable[importlib.metadata.EntryPoint]] | None = None
     ) -> None:
-        self._find_entry_points = entry_points or _installed_entry_points
+        self._find_entry_points = entry_points or installed_entry_points
         self._candidates: dict[str, list[Candidate]] | None = None
         self._local: dict[str, type[Any]] = {}
         self._loaded: dict[str, type[Any]] = {}

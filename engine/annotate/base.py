@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import attrs
-from stevedore import NamedExtensionManager
 
 from engine.errors import SlotwiseError
 from engine.logs import log
+from engine.registry import installed_entry_points
 
 __all__ = [
     "GROUP",
@@ -144,26 +144,13 @@ class _Candidate:
     distribution: str | None
 
 
-def _installed_entry_points() -> list[importlib.metadata.EntryPoint]:
-    """The group's entry points, listed (not imported) through stevedore and checked
-    against importlib.metadata, which wins when they disagree (see engine.registry)."""
-    manager: NamedExtensionManager[Any] = NamedExtensionManager(
-        GROUP, names=[], on_missing_entrypoints_callback=None
-    )
-    listed = {(ep.name, ep.value) for ep in manager.list_entry_points()}
-    current = list(importlib.metadata.entry_points(group=GROUP))
-    if listed != {(ep.name, ep.value) for ep in current}:
-        log.debug("plugin.cache_stale", group=GROUP)
-    return current
-
-
 class AnnotatorRegistry:
     """Installed annotators by name. ``entry_points`` replaces discovery, for tests."""
 
     def __init__(
         self, entry_points: Callable[[], Iterable[importlib.metadata.EntryPoint]] | None = None
     ) -> None:
-        self._find = entry_points or _installed_entry_points
+        self._find = entry_points or (lambda: installed_entry_points(GROUP))
         self._candidates: dict[str, list[_Candidate]] | None = None
 
     def candidates(self) -> dict[str, list[_Candidate]]:
