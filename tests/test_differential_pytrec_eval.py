@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from trec_names import trec_measures
 
 import engine
 from engine import Batch, Output, Sample
@@ -28,30 +29,12 @@ pytrec_eval = pytest.importorskip("pytrec_eval")
 CUTOFFS = (1, 3, 5, 10, 20, 100)
 LEVELS = ("0.00", "0.10", "0.20", "0.30", "0.40", "0.50", "0.60", "0.70", "0.80", "0.90", "1.00")
 TOLERANCE = 1e-9
-UNCUT = 10**9  # a cutoff beyond any ranking and any |Rel|: nDCG over the whole ranking
 
 Qrels = dict[str, dict[str, int]]
 Scored = dict[str, dict[str, float]]
 
 
-def _measures() -> dict[str, str]:
-    """trec_eval measure name -> slotwise spec (binary measures get the threshold added)."""
-    out = {
-        "map": "retrieval-map",
-        "Rprec": "retrieval-r-precision",
-        "recip_rank": "retrieval-mrr",
-        "ndcg": f"retrieval-ndcg-at-k@{UNCUT}",
-    }
-    for k in CUTOFFS:
-        out[f"P_{k}"] = f"retrieval-precision-at-k@{k}"
-        out[f"recall_{k}"] = f"retrieval-recall-at-k@{k}"
-        out[f"ndcg_cut_{k}"] = f"retrieval-ndcg-at-k@{k}"
-        out[f"map_cut_{k}"] = f"retrieval-map@{k}"
-        out[f"success_{k}"] = f"retrieval-hit-at-k@{k}"
-    return out
-
-
-MEASURES = _measures()
+MEASURES = trec_measures(CUTOFFS, CUTOFFS)
 GRADED = {name for name in MEASURES if name.startswith("ndcg")}
 PYTREC_NAMES = {
     "map",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from trec_names import trec_measures
 
 import engine
 from engine.trec import qrels_to_samples, read_qrels, read_run, run_to_outputs
@@ -21,28 +22,9 @@ from metrics_plugins.retrieval import RECALL_LEVELS, _iprec_at_recall
 
 TOLERANCE = 5e-5  # half a unit in the 4th printed decimal
 CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
-UNCUT = 10**9  # trec_eval's ndcg: no cutoff on the ranking or on the ideal ranking
 
 
-def _measures() -> dict[str, str]:
-    """trec_eval measure -> slotwise spec."""
-    out = {
-        "map": "retrieval-map",
-        "Rprec": "retrieval-r-precision",
-        "recip_rank": "retrieval-mrr",
-        "ndcg": f"retrieval-ndcg-at-k@{UNCUT}",
-    }
-    for k in CUTOFFS:
-        out[f"P_{k}"] = f"retrieval-precision-at-k@{k}"
-        out[f"recall_{k}"] = f"retrieval-recall-at-k@{k}"
-        out[f"ndcg_cut_{k}"] = f"retrieval-ndcg-at-k@{k}"
-        out[f"map_cut_{k}"] = f"retrieval-map@{k}"
-    for k in (1, 5, 10):
-        out[f"success_{k}"] = f"retrieval-hit-at-k@{k}"
-    return out
-
-
-MEASURES = _measures()
+MEASURES = trec_measures(CUTOFFS, (1, 5, 10))
 IPREC = [f"iprec_at_recall_{level:.2f}" for level in RECALL_LEVELS]
 
 
