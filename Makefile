@@ -15,6 +15,10 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 demo: $(BIN)/.installed
 	cd examples/quickstart && ../../$(BIN)/slotwise run quickstart --outputs outputs/bm25.json
 	cd examples/quickstart && ../../$(BIN)/slotwise run quickstart --outputs outputs/hybrid-rerank.json
+	cd examples/quickstart && ../../$(BIN)/slotwise run quickstart --outputs outputs/bm25.json --format json --output ../../out/bm25.json
+	cd examples/quickstart && ../../$(BIN)/slotwise run quickstart --outputs outputs/hybrid-rerank.json --format json --output ../../out/hybrid-rerank.json
+	$(BIN)/slotwise compare out/bm25.json out/hybrid-rerank.json
+	$(BIN)/slotwise report out/bm25.json out/hybrid-rerank.json --by stratum --output out/report.html
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest
