@@ -84,6 +84,13 @@ def add_commands(commands: Any) -> dict[str, Handler]:
     )
     group.add_argument("--rate-limit", type=_positive_float, help="at most this many requests/s")
     group.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where batches run: threads here (local), or --concurrency actors on a Ray "
+        "cluster (RAY_ADDRESS, else a local Ray; needs slotwise[ray]); the cache stays here",
+    )
+    group.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -217,6 +224,7 @@ def _annotate(args: argparse.Namespace) -> int:
         backoff=args.backoff,
         rate_limit=args.rate_limit,
         progress=args.progress,
+        executor=args.executor,
     )
     try:
         labelled, report = annotate_samples(
@@ -237,6 +245,7 @@ def _annotate(args: argparse.Namespace) -> int:
         raise AnnotationError(f"{error}\n{resume}") from error
     finally:
         _log_finished(runner, tasks, cache_path)
+        runner.close()
         cache.close()
         annotator.close()
     parse_samples((raw, None) for raw in labelled)  # never write an invalid dataset

@@ -50,24 +50,40 @@ class RayExecutor:
     ``RAY_ADDRESS`` if set, else starts a local instance; ``"auto"`` joins a running
     cluster. ``in_flight`` bounds the tasks submitted and not yet collected (default:
     twice the cluster's CPUs), which bounds the driver's memory.
+
+    For annotation (``slotwise annotate``) the executor runs a pool of ``in_flight``
+    actors (default: the runner's concurrency), each holding one annotator, created with
+    ``actor_options`` (e.g. ``{"num_gpus": 1}`` for a model on a GPU).
     """
 
     name = "ray"
 
     def __init__(
-        self, address: str | None = None, *, in_flight: int | None = None, **init_options: Any
+        self,
+        address: str | None = None,
+        *,
+        in_flight: int | None = None,
+        actor_options: dict[str, Any] | None = None,
+        **init_options: Any,
     ) -> None:
         if in_flight is not None and in_flight < 1:
             raise ValueError("in_flight must be at least 1")
         self.address = address
         self.in_flight = in_flight
+        self.actor_options = dict(actor_options or {})
         self.init_options = init_options
 
-    def map(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[R]:
+    def init(self) -> Any:
+        """The ``ray`` module, initialised (``address``, else ``RAY_ADDRESS``, else a
+        local instance) unless it already is."""
         ray = _ray()
         if not ray.is_initialized():
             address = self.address or os.environ.get("RAY_ADDRESS")
             ray.init(address=address, **self.init_options)
+        return ray
+
+    def map(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[R]:
+        ray = self.init()
         limit = self.in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
         remote = ray.remote(fn)
         pending: deque[Any] = deque()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.metadata
+import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -27,6 +28,7 @@ __all__ = [
     "Throttle",
     "UnknownAnnotatorError",
     "UtilityItem",
+    "rebuild_annotator",
 ]
 
 GROUP = "slotwise.annotators"
@@ -121,6 +123,16 @@ class Annotator(Protocol):
     def close(self) -> None:
         """Release the model or connections."""
         ...
+
+
+def rebuild_annotator(
+    cls: type[Any], model: str, options: dict[str, Any], env: dict[str, str]
+) -> Any:
+    """``cls(model, **options)`` after setting the environment variables ``env`` (an API
+    key read from the environment): what a pickled annotator carries to a Ray worker,
+    which builds (and loads the model) itself."""
+    os.environ.update(env)
+    return cls(model, **options)
 
 
 def check_annotator_class(cls: Any) -> list[str]:

@@ -31,6 +31,7 @@ from engine.annotate.base import (
     RetryableError,
     Throttle,
     UtilityItem,
+    rebuild_annotator,
 )
 from engine.annotate.prompts import NO_RESPONSE, utility_messages
 
@@ -86,6 +87,19 @@ class OpenAICompatibleAnnotator:
                     f"the environment variable {api_key_env} (the API key) is not set"
                 )
             headers["Authorization"] = f"Bearer {key}"
+        # what pickling carries (to a Ray worker, which builds its own client)
+        self._init_options: dict[str, Any] = {
+            "base_url": base_url,
+            "api_key_env": api_key_env,
+            "method": method,
+            "samples": samples,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "top_logprobs": top_logprobs,
+            "timeout": timeout,
+            "no_response_token": no_response_token,
+        }
+        self._init_env = {api_key_env: os.environ[api_key_env]} if api_key_env else {}
         self._httpx: Any = httpx
         self.model = model
         self.base_url = base_url.rstrip("/") + "/"
@@ -98,6 +112,14 @@ class OpenAICompatibleAnnotator:
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
         self._lock = threading.Lock()
         self._logprobs = method != "sampling"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its constructor arguments (and the API key's variable), so that a
+        Ray worker builds its own client."""
+        return (
+            rebuild_annotator,
+            (type(self), self.model, dict(self._init_options), dict(self._init_env)),
+        )
 
     def cache_key(self) -> str:
         sampling = (

@@ -5,6 +5,10 @@ and a tally of calls and tokens.
 
 Each finished batch is written to the cache before the next result is awaited, so an
 interrupted or failed run loses at most the batches in flight.
+
+With ``executor="ray"`` the batches run on Ray workers instead of threads
+(:mod:`engine.annotate.distributed`): the cache stays here, in the driver, which sends
+only the uncached items and writes each batch as it comes back.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ import attrs
 
 from engine.annotate.base import AnnotationError, BatchResult, RetryableError, Throttle
 from engine.annotate.cache import Cache, Entry
+from engine.executors import Executor, LocalExecutor, RayExecutor, resolve_executor
 from engine.logs import log
 
-__all__ = ["AnnotationInterrupted", "Job", "RateLimiter", "Runner", "Stats"]
+__all__ = ["AnnotationInterrupted", "Job", "RateLimiter", "Remote", "Runner", "Stats"]
 
 
 class AnnotationInterrupted(AnnotationError):
@@ -76,6 +81,17 @@ class RateLimiter:
 
 
 @attrs.frozen
+class Remote:
+    """How a worker elsewhere computes a batch of a job: ``call(annotator, [inputs[i] for
+    i in batch], throttle)``, with the annotator and ``call`` pickled to it (an annotator
+    pickles as its constructor arguments; ``call`` is a module-level function)."""
+
+    annotator: Any
+    call: Callable[[Any, Sequence[Any], Throttle], BatchResult]
+    inputs: Sequence[Any]
+
+
+@attrs.frozen
 class Job:
     """One task over items: their cache entries (without values) in order, and the call
     that computes a batch of them."""
@@ -84,10 +100,18 @@ class Job:
     entries: Sequence[Entry]
     compute: Callable[[Sequence[int], Throttle], BatchResult]
     """Computes the values of the items at these indices (into ``entries``)."""
+    remote: Remote | None = None
+    """The same computation for a Ray worker (None: this job runs only here)."""
 
 
 class Runner:
-    """Runs jobs against a cache with batching, concurrency, retries and a rate limit."""
+    """Runs jobs against a cache with batching, concurrency, retries and a rate limit.
+
+    ``executor``: ``"local"`` (default: ``concurrency`` threads here) or ``"ray"`` / a
+    :class:`~engine.executors.RayExecutor` (a pool of Ray actors, each holding one
+    annotator, built once: ``in_flight`` of them, default ``concurrency``). Call
+    :meth:`close` (or use the runner as a context manager) to release the actors.
+    """
 
     def __init__(
         self,
@@ -99,16 +123,36 @@ class Runner:
         backoff: float = 0.5,
         rate_limit: float | None = None,
         progress: bool | None = None,
+        executor: str | Executor | None = None,
     ) -> None:
+        self.executor = resolve_executor(executor)
+        if not isinstance(self.executor, LocalExecutor | RayExecutor):
+            raise ValueError(
+                f"annotation runs on the local or the Ray executor, not {self.executor!r}"
+            )
         self.cache = cache
         self.batch_size = batch_size
         self.concurrency = concurrency
         self.retries = retries
         self.backoff = backoff
+        self.rate_limit = rate_limit
         self.throttle = RateLimiter(rate_limit)
         self.progress = sys.stderr.isatty() if progress is None else progress
         self.stats = Stats()
         self._stats_lock = threading.Lock()
+        self._pools: dict[int, Any] = {}  # id(annotator) -> its Ray actor pool
+
+    def close(self) -> None:
+        """Release the Ray actors (and their models); the cache is the caller's."""
+        pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def run(self, job: Job) -> list[tuple[Any, bool]]:
         """(value, truncated) for every entry of the job, in order."""
@@ -142,6 +186,11 @@ class Runner:
         stats: Stats,
     ) -> None:
         if not batches:
+            return
+        if isinstance(self.executor, RayExecutor):
+            from engine.annotate.distributed import run_on_ray
+
+            run_on_ray(self, job, batches, results, stats)
             return
         progress, bar = self._progress(job.task, sum(map(len, batches)))
         stop = threading.Event()
@@ -195,23 +244,42 @@ class Runner:
                     stats.retries += 1
                 stop.wait(delay)
                 continue
-            if len(result.values) != len(batch):
-                raise AnnotationError(
-                    f"{job.task}: the annotator returned {len(result.values)} values for a batch of {len(batch)}"
-                )
-            truncated = result.truncated or [False] * len(batch)
-            entries = [
-                attrs.evolve(job.entries[i], value=v, truncated=t)
-                for i, v, t in zip(batch, result.values, truncated, strict=True)
-            ]
-            self.cache.put_many(entries)
-            with self._stats_lock:
-                stats.calls += result.calls
-                stats.prompt_tokens += result.prompt_tokens
-                stats.completion_tokens += result.completion_tokens
-                stats.truncated += sum(truncated)
-            return entries
+            return self.record(job, batch, result, stats)
         raise AssertionError("unreachable")
+
+    def retry_delay(self, job: Job, attempt: int, error: Exception | str, stats: Stats) -> float:
+        """The wait before retrying after failed attempt ``attempt`` (from 0), counted and
+        logged; :class:`AnnotationError` when the retries are spent."""
+        if attempt >= self.retries:
+            raise AnnotationError(f"{job.task}: giving up after {attempt + 1} attempts: {error}")
+        delay = self.backoff * 2**attempt
+        log.warning(
+            "annotate.retry", task=job.task, attempt=attempt + 1, delay=delay, reason=str(error)
+        )
+        with self._stats_lock:
+            stats.retries += 1
+        return delay
+
+    def record(
+        self, job: Job, batch: Sequence[int], result: BatchResult, stats: Stats
+    ) -> list[Entry]:
+        """A computed batch's entries, written to the cache and tallied."""
+        if len(result.values) != len(batch):
+            raise AnnotationError(
+                f"{job.task}: the annotator returned {len(result.values)} values for a batch of {len(batch)}"
+            )
+        truncated = result.truncated or [False] * len(batch)
+        entries = [
+            attrs.evolve(job.entries[i], value=v, truncated=t)
+            for i, v, t in zip(batch, result.values, truncated, strict=True)
+        ]
+        self.cache.put_many(entries)
+        with self._stats_lock:
+            stats.calls += result.calls
+            stats.prompt_tokens += result.prompt_tokens
+            stats.completion_tokens += result.completion_tokens
+            stats.truncated += sum(truncated)
+        return entries
 
     def _progress(self, task: str, total: int) -> tuple[Any, Any]:
         if not self.progress:

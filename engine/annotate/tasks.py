@@ -12,6 +12,7 @@ that label them, and the labelled samples.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,7 +34,7 @@ from engine.annotate.prompts import (
     grade_prompt,
     relevance_prompt,
 )
-from engine.annotate.runner import Job, Runner, Stats
+from engine.annotate.runner import Job, Remote, Runner, Stats
 from engine.errors import InputError, Problem
 from engine.records import Output, Sample
 
@@ -88,16 +89,43 @@ def _entries(
     return entries
 
 
-def utility_job(annotator: Annotator, items: Sequence[UtilityItem]) -> Job:
-    """p(NO-RESPONSE) of each (question, passage)."""
+def _utility_call(
+    annotator: Annotator, items: Sequence[UtilityItem], throttle: Throttle
+) -> BatchResult:
+    result = annotator.p_no_response(items, throttle)
+    values = [min(1.0, max(0.0, float(v))) for v in result.values]
+    return attrs.evolve(result, values=values)
+
+
+def _judge_call(
+    labels: Mapping[str, str],
+    max_tokens: int,
+    annotator: Annotator,
+    messages: Sequence[list[dict[str, str]]],
+    throttle: Throttle,
+) -> BatchResult:
+    result = annotator.generate(messages, max_tokens, throttle)
+    values = [{"grade": read_grade(str(t), labels), "text": str(t)} for t in result.values]
+    return attrs.evolve(result, values=values)
+
+
+def _job(
+    task: str, entries: list[Entry], annotator: Annotator, call: Any, inputs: Sequence[Any]
+) -> Job:
+    """A job whose batches are ``call(annotator, [inputs...], throttle)``, here or on a
+    Ray worker (``call`` is a module-level function or a partial of one: picklable)."""
 
     def compute(indices: Sequence[int], throttle: Throttle) -> BatchResult:
-        result = annotator.p_no_response([items[i] for i in indices], throttle)
-        values = [min(1.0, max(0.0, float(v))) for v in result.values]
-        return attrs.evolve(result, values=values)
+        return call(annotator, [inputs[i] for i in indices], throttle)  # type: ignore[no-any-return]
 
+    return Job(task, entries, compute, Remote(annotator, call, inputs))
+
+
+def utility_job(annotator: Annotator, items: Sequence[UtilityItem]) -> Job:
+    """p(NO-RESPONSE) of each (question, passage)."""
     texts = [(i.question, i.passage) for i in items]
-    return Job("utility", _entries(annotator, "utility", UTILITY_VERSION, texts), compute)
+    entries = _entries(annotator, "utility", UTILITY_VERSION, texts)
+    return _job("utility", entries, annotator, _utility_call, list(items))
 
 
 def _judge_job(
@@ -109,14 +137,10 @@ def _judge_job(
     labels: Mapping[str, str],
     max_tokens: int,
 ) -> Job:
-    def compute(indices: Sequence[int], throttle: Throttle) -> BatchResult:
-        messages = [[{"role": "user", "content": prompts[i]}] for i in indices]
-        result = annotator.generate(messages, max_tokens, throttle)
-        values = [{"grade": read_grade(str(t), labels), "text": str(t)} for t in result.values]
-        return attrs.evolve(result, values=values)
-
+    messages = [[{"role": "user", "content": prompt}] for prompt in prompts]
+    call = functools.partial(_judge_call, dict(labels), max_tokens)
     entries = _entries(annotator, task, version, texts, extra=f";judge_max_tokens={max_tokens}")
-    return Job(task, entries, compute)
+    return _job(task, entries, annotator, call, messages)
 
 
 def relevance_job(

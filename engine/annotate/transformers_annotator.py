@@ -19,7 +19,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from engine.annotate.base import AnnotationError, BatchResult, Throttle, UtilityItem
+from engine.annotate.base import (
+    AnnotationError,
+    BatchResult,
+    Throttle,
+    UtilityItem,
+    rebuild_annotator,
+)
 from engine.annotate.prompts import NO_RESPONSE, utility_messages
 
 __all__ = ["TransformersAnnotator"]
@@ -73,6 +79,16 @@ class TransformersAnnotator:
             ) from error
         if dtype not in _DTYPES:
             raise AnnotationError(f"dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        # what pickling carries: a Ray worker loads the model itself, once
+        self._init_args: tuple[str, dict[str, Any]] = (
+            model,
+            {
+                "device": device,
+                "dtype": dtype,
+                "max_length": max_length,
+                "no_response_token": no_response_token,
+            },
+        )
         path = Path(model).expanduser()
         looks_like_path = path.is_absolute() or model.startswith(".") or path.exists()
         if looks_like_path and not path.is_dir():
@@ -131,6 +147,12 @@ class TransformersAnnotator:
             limits.append(model_max)
         found = [v for v in limits if isinstance(v, int) and v > 0]
         return min(found) if found else 2048
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its constructor arguments: a Ray worker loads the model itself (the
+        model directory must exist there, or the model be in its local cache)."""
+        model, options = self._init_args
+        return (rebuild_annotator, (type(self), model, dict(options), {}))
 
     def cache_key(self) -> str:
         return f"token={self.token_id};max_length={self.max_length}"
