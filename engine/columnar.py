@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.errors import InputError, Problem
+from engine.errors import InputError, MissingDependencyError, Problem
 from engine.records import Output, Sample
 from engine.trec import rank_by_score
 
@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 COLUMNAR_SUFFIXES = (".parquet", ".arrow", ".feather")
-_INSTALL = "pip install 'slotwise[columnar]'"
 
 
 def _pandas() -> Any:
@@ -50,8 +49,8 @@ def _pandas() -> Any:
         import pandas
         import pyarrow  # noqa: F401  (pandas needs it for Parquet/Arrow)
     except ImportError as error:
-        raise ImportError(
-            f"columnar formats need pandas and pyarrow ({error.name} is missing): {_INSTALL}"
+        raise MissingDependencyError(
+            "columnar formats (pandas, pyarrow)", "columnar", error
         ) from error
     return pandas
 

@@ -15,6 +15,7 @@ __all__ = [
     "MetricParameterError",
     "MetricRequirementError",
     "MetricScoreError",
+    "MissingDependencyError",
     "Problem",
     "SlotwiseError",
     "UnknownMetricError",
@@ -106,3 +107,13 @@ class MetricRequirementError(InputError):
 
 class MetricScoreError(SlotwiseError, RuntimeError):
     """A metric raised while scoring or returned a malformed result; the cause is kept."""
+
+
+class MissingDependencyError(SlotwiseError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+    def __init__(self, feature: str, extra: str, cause: ImportError | None = None) -> None:
+        missing = f" ({cause.name} is missing)" if cause is not None and cause.name else ""
+        super().__init__(
+            f"{feature} needs the optional extra '{extra}'{missing}: pip install 'slotwise[{extra}]'"
+        )

@@ -13,12 +13,12 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from engine.errors import MissingDependencyError
+
 __all__ = ["Executor", "LocalExecutor", "RayExecutor", "resolve_executor"]
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-_INSTALL = "pip install 'slotwise[ray]'"
 
 
 @runtime_checkable
@@ -102,7 +102,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError as error:
-        raise ImportError(f"the ray executor needs Ray: {_INSTALL}") from error
+        raise MissingDependencyError("the ray executor", "ray", error) from error
     return ray
 
 

@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from engine.batch import Batch
 from engine.dataset import Dataset
-from engine.errors import InputError, Problem, SlotwiseError
+from engine.errors import InputError, MissingDependencyError, Problem
 from engine.fileio import atomic_write, read_document, read_jsonl
 from engine.outputs import load_outputs
 
@@ -73,11 +73,6 @@ OUTCOMES: Mapping[str, float] = {"correct": 2.0, "abstained": 1.0, "wrong": 0.0}
 GAMMA_GRID: tuple[float, ...] = tuple(round(0.05 * i, 2) for i in range(21))
 
 _LABEL_KEYS = ("relevance", "utility", "answers", "groups")
-_META_EXTRA = "pip install 'slotwise[meta]'"
-
-
-class MissingDependencyError(SlotwiseError, ImportError):
-    """An optional dependency (scikit-learn, for fitting) is not installed."""
 
 
 # -- grouping -------------------------------------------------------------------------------
@@ -577,9 +572,7 @@ def _linear_svc() -> Any:
     try:
         from sklearn.svm import LinearSVC
     except ImportError as error:
-        raise MissingDependencyError(
-            f"fitting UDCG_theta needs scikit-learn: {_META_EXTRA} ({error})"
-        ) from error
+        raise MissingDependencyError("fitting UDCG_theta (scikit-learn)", "meta", error) from error
     return LinearSVC
 
 

@@ -291,3 +291,18 @@ class TestTrecFiles:
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("module", "argv", "extra"),
+    [
+        ("ray", ["run", "tiny", "--executor", "ray"], "ray"),
+        ("pyarrow", ["run", "tiny", "--format", "parquet", "--output", "s.parquet"], "columnar"),
+    ],
+)
+def test_missing_optional_dependency_exits_2(project, capsys, monkeypatch, module, argv, extra):
+    """A feature whose optional extra is not installed is a usage error naming the extra."""
+    monkeypatch.setitem(sys.modules, module, None)  # makes `import <module>` fail
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"pip install 'slotwise[{extra}]'" in err and "Traceback" not in err

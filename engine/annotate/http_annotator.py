@@ -34,6 +34,7 @@ from engine.annotate.base import (
     rebuild_annotator,
 )
 from engine.annotate.prompts import NO_RESPONSE, utility_messages
+from engine.errors import MissingDependencyError
 
 __all__ = ["ABSTENTION", "OpenAICompatibleAnnotator", "abstains"]
 
@@ -70,8 +71,8 @@ class OpenAICompatibleAnnotator:
         try:
             import httpx
         except ImportError as error:
-            raise AnnotationError(
-                f"the openai-compatible annotator needs httpx: pip install 'slotwise[llm]' ({error})"
+            raise MissingDependencyError(
+                "the openai-compatible annotator (httpx)", "llm", error
             ) from error
         if not base_url:
             raise AnnotationError("the openai-compatible annotator needs --base-url")

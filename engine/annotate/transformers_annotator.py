@@ -27,6 +27,7 @@ from engine.annotate.base import (
     rebuild_annotator,
 )
 from engine.annotate.prompts import NO_RESPONSE, utility_messages
+from engine.errors import MissingDependencyError
 
 __all__ = ["TransformersAnnotator"]
 
@@ -74,8 +75,8 @@ class TransformersAnnotator:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as error:
-            raise AnnotationError(
-                f"the transformers annotator needs torch and transformers: pip install 'slotwise[llm]' ({error})"
+            raise MissingDependencyError(
+                "the transformers annotator (torch, transformers)", "llm", error
             ) from error
         if dtype not in _DTYPES:
             raise AnnotationError(f"dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
