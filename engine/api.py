@@ -168,13 +168,16 @@ class Engine:
             name = Path(qrels).stem
             qrels = trec.read_qrels(qrels)
         if not isinstance(run, Mapping):
-            ranked: Mapping[str, Any] = trec.read_run(run)
+            ranked: Mapping[str, Sequence[str]] | None = trec.read_run(run)
         elif run and all(isinstance(v, Mapping) for v in run.values()):
             ranked = trec.rank_scored(run)  # type: ignore[arg-type]
         else:
-            ranked = run
-        dataset = self.dataset(samples=trec.qrels_to_samples(qrels), name=name)
-        return dataset.with_metrics(metrics).evaluate(ranked, strict=strict)
+            ranked = None  # ranked lists from the caller: validated as any outputs are
+        # ids from the reader or rank_scored are already checked: straight to Output objects
+        outputs = run if ranked is None else {q: Output(tuple(d)) for q, d in ranked.items()}
+        del ranked
+        dataset = Dataset.from_raw(self, trec.qrels_samples(qrels), name=name)
+        return dataset.with_metrics(metrics).evaluate(outputs, strict=strict)
 
     def evaluation(self, dataset: Dataset, metrics: Sequence[str | Metric]) -> Evaluation:
         """Bind resolved metric instances to a dataset."""

@@ -77,8 +77,11 @@ def _from_jsonl(path: Path) -> dict[str, Any]:
 
 
 def load_outputs(source: Mapping[str, Any] | str | Path) -> dict[str, Output]:
-    """Validated outputs by sample id, from a mapping or a file."""
+    """Validated outputs by sample id, from a mapping or a file. A mapping of
+    :class:`Output` objects (already validated when built) is taken as it is."""
     if isinstance(source, Mapping):
+        if set(map(type, source.values())) == {Output} and set(map(type, source)) == {str}:
+            return dict(source)
         if _bare_lists(source):  # the fast path: fully checked here, at C speed
             return {k: Output(retrieved=tuple(v)) for k, v in source.items()}
         raw = parse_outputs((k, v, None) for k, v in source.items())

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import operator
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from engine import schemas
 from engine.batch import _no_gc
 from engine.errors import InputError, Problem
 from engine.fileio import atomic_write
@@ -29,6 +29,7 @@ __all__ = [
     "Qrels",
     "Run",
     "outputs_to_run",
+    "qrels_samples",
     "qrels_to_samples",
     "rank_by_score",
     "rank_scored",
@@ -117,50 +118,102 @@ def _run_problems(run: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
     return problems
 
 
-#: Lines per block of the bulk reader: bounds its memory on large files.
-_BLOCK_LINES = 1 << 20
+#: Bytes per block of the bulk reader (whole lines): bounds its memory on large files.
+_BLOCK_BYTES = 1 << 25
+
+IdColumn = tuple[np.ndarray, list[str]]
 
 
-def _bulk_fields(path: Path, width: int, keep: tuple[int, ...]) -> list[list[str]] | None:
-    """The ``keep`` columns of every line (``width`` fields), read in bulk when the file
-    is canonically formatted: fields separated by single spaces, ``\n`` line ends, no
-    blank lines or other whitespace. That is checked exactly, with numpy, on the
-    separators of each block; None means "use the line-by-line reader" (which words
-    any problem)."""
-    columns: list[list[str]] = [[] for _ in keep]
+def _blocks(handle: Any) -> Iterator[bytes]:
+    """A binary file in blocks of whole lines, about ``_BLOCK_BYTES`` each; a last line
+    without ``\n`` gets one."""
+    rest = b""
+    while chunk := handle.read(_BLOCK_BYTES):
+        block = rest + chunk
+        cut = block.rfind(b"\n") + 1
+        rest = block[cut:]
+        if cut:
+            yield block[:cut]
+    if rest:
+        yield rest + b"\n"
+
+
+def _first_positions(values: list[bytes], offset: int, seen: dict[bytes, int]) -> np.ndarray:
+    """For each value, the position (counting from ``offset``) of its first appearance
+    across calls sharing ``seen``: one C-level pass, no Python step per value. Codes
+    are made dense at the end by :func:`_dense`."""
+    positions = map(seen.setdefault, values, itertools.count(offset))
+    return np.fromiter(positions, dtype=np.int64, count=len(values))
+
+
+def _dense(positions: np.ndarray, seen: dict[bytes, int]) -> IdColumn:
+    """(codes 0, 1, ... in order of first appearance, distinct ids decoded) from first
+    positions."""
+    table = np.zeros(positions.size, dtype=np.int64)
+    table[np.fromiter(seen.values(), dtype=np.int64, count=len(seen))] = np.arange(len(seen))
+    return table[positions], [value.decode("utf-8") for value in seen]
+
+
+def _bulk_columns(
+    path: Path, width: int, ids: tuple[int, int], number: int
+) -> tuple[IdColumn, IdColumn, np.ndarray] | None:
+    """The two ``ids`` columns of every line (``width`` fields) as (codes, distinct ids),
+    and the ``number`` column as finite float64, read in bulk when the file is
+    canonically formatted: fields separated by single spaces, ``\n`` line ends, no blank
+    lines or other whitespace, every number finite. That is checked exactly, with numpy,
+    on the separators of each block; None means "use the line-by-line reader" (which
+    words any problem). Fields are split as bytes (a block that is not ASCII must also
+    split into the same fields as text) and only distinct ids are kept and decoded, not
+    one string per line: memory, not parsing, is what grows with the file."""
     pattern = np.array([ord(" ")] * (width - 1) + [ord("\n")], dtype=np.uint8)
+    vocabularies: tuple[dict[bytes, int], dict[bytes, int]] = ({}, {})
+    codes: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
+    numbers: list[np.ndarray] = []
+    lines = 0
     try:
         with path.open("rb") as handle:
-            while True:
-                block = b"".join(itertools.islice(handle, _BLOCK_LINES))
-                if not block:
-                    break
-                if not block.endswith(b"\n"):
-                    block += b"\n"
+            for block in _blocks(handle):
                 raw = np.frombuffer(block, dtype=np.uint8)
-                if (raw < 33).sum() != ((raw == 32) | (raw == 10)).sum():
+                separators = (raw == 32) | (raw == 10)
+                if np.count_nonzero(raw < 33) != np.count_nonzero(separators):
                     return None  # tabs, carriage returns or other control characters
-                separators = raw[(raw == 32) | (raw == 10)]
-                if separators.size % width or (separators.reshape(-1, width) != pattern).any():
+                found = raw[separators]
+                if found.size % width or (found.reshape(-1, width) != pattern).any():
                     return None
-                if b"  " in block or b"\n " in block or b" \n" in block or block[:1] == b" ":
-                    return None  # an empty field
-                tokens = block.decode("utf-8").split()
-                for column, values in zip(keep, columns, strict=True):
-                    values.extend(tokens[column::width])
+                if separators[0] or (separators[1:] & separators[:-1]).any():
+                    return None  # an empty field: two separators in a row, or one first
+                del raw, separators, found
+                tokens = block.split()
+                if not block.isascii() and len(block.decode("utf-8").split()) != len(tokens):
+                    return None  # Unicode whitespace: the line reader splits it as text
+                for column, vocabulary, parts in zip(ids, vocabularies, codes, strict=True):
+                    parts.append(_first_positions(tokens[column::width], lines, vocabulary))
+                values = np.array(tokens[number::width], dtype=np.float64)
+                lines += values.size
                 del tokens
-    except (OSError, UnicodeDecodeError):
+                if not np.isfinite(values).all():
+                    return None
+                numbers.append(values)
+    except (OSError, UnicodeDecodeError, ValueError):
         return None
-    return columns
+    first, second = (
+        _dense(np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64), vocabulary)
+        for parts, vocabulary in zip(codes, vocabularies, strict=True)
+    )
+    return first, second, np.concatenate(numbers) if numbers else np.zeros(0)
 
 
-def _bulk_numbers(texts: list[str]) -> np.ndarray | None:
-    """Finite float64 values of number texts; None if any is not one."""
-    try:
-        values = np.array(texts, dtype=np.float64) if texts else np.zeros(0)
-    except ValueError:
-        return None
-    return values if np.isfinite(values).all() else None
+def _query_bounds(queries: np.ndarray, count: int) -> list[int]:
+    """Start offsets of each query's lines (codes sorted, every code present), plus the end."""
+    return [0, *np.cumsum(np.bincount(queries, minlength=count)).tolist()]
+
+
+def _names(codes: np.ndarray, ids: list[str]) -> list[str]:
+    """The id string of each code, as a list (shared string objects, no copies)."""
+    table = np.empty(len(ids), dtype=object)
+    table[:] = ids
+    names: list[str] = table[codes].tolist()
+    return names
 
 
 def _lines(path: Path) -> Iterator[tuple[int, list[str]]]:
@@ -191,11 +244,7 @@ def read_qrels(path: str | os.PathLike[str]) -> Qrels:
     """``{qid: {docid: label}}`` from a qrels file, in file order."""
     path = Path(path)
     with _no_gc():
-        columns = _bulk_fields(path, 4, keep=(0, 2, 3))
-        labels = _bulk_numbers(columns[2]) if columns is not None else None
-        grouped = None
-        if columns is not None and labels is not None:
-            grouped = _grouped(columns[0], columns[1], labels)
+        grouped = _bulk_qrels(path)
     if grouped is not None:  # else not canonical, or a document judged twice: see below
         return grouped
     qrels: Qrels = {}
@@ -224,13 +273,9 @@ def read_run(path: str | os.PathLike[str]) -> Run:
     :func:`rank_by_score`). Repeated doc ids are kept; the engine drops and counts them."""
     path = Path(path)
     with _no_gc():
-        columns = _bulk_fields(path, 6, keep=(0, 2, 4))
-        scores = _bulk_numbers(columns[2]) if columns is not None else None
-        run = None
-        if columns is not None and scores is not None:
-            run = _grouped(columns[0], columns[1], scores)
-    if run is not None:  # else not canonical, or a repeated doc id (every line is kept)
-        return rank_scored(run)
+        ranked = _bulk_run(path)
+    if ranked is not None:  # else not canonical: the line reader words the problems
+        return ranked
     scored: dict[str, list[tuple[str, float]]] = {}
     problems: list[Problem] = []
     for number, fields in _lines(path):
@@ -254,30 +299,46 @@ def read_run(path: str | os.PathLike[str]) -> Run:
     return {qid: rank_by_score(pairs) for qid, pairs in scored.items()}
 
 
-def _grouped(
-    qids: list[str], docs: list[str], values: np.ndarray
-) -> dict[str, dict[str, float]] | None:
-    """``{qid: {doc: value}}`` from columns, queries in order of first appearance, lines
-    in file order; None if a query names a document twice."""
-    if not qids:
-        return {}
-    first: dict[str, int] = {}
-    codes = np.fromiter(
-        map(first.setdefault, qids, itertools.count()), dtype=np.int64, count=len(qids)
-    )
-    if (codes[1:] < codes[:-1]).any():  # a query's lines are not contiguous: regroup them
-        order = np.argsort(codes, kind="stable")
-        codes, values = codes[order], values[order]
-        docs = list(operator.itemgetter(*order.tolist())(docs)) if len(docs) > 1 else docs
-    bounds = [0, *(np.flatnonzero(codes[1:] != codes[:-1]) + 1).tolist(), len(qids)]
-    numbers = values.tolist()
-    grouped = {}
-    for qid, start, end in zip(first, bounds[:-1], bounds[1:], strict=True):
-        pairs = dict(zip(docs[start:end], numbers[start:end], strict=True))
-        if len(pairs) != end - start:
-            return None
-        grouped[qid] = pairs
-    return grouped
+def _bulk_qrels(path: Path) -> Qrels | None:
+    """:func:`read_qrels` for a canonical file, from its columns; None if the file is not
+    canonical or judges a document twice for a query (the line reader words those)."""
+    bulk = _bulk_columns(path, 4, ids=(0, 2), number=3)
+    if bulk is None:
+        return None
+    (queries, qids), (docs, doc_ids), labels = bulk
+    keys = np.sort((queries << np.int64(32)) | docs)
+    if (keys[1:] == keys[:-1]).any():
+        return None
+    order = np.argsort(queries, kind="stable")  # group each query's lines, in file order
+    names, values = _names(docs[order], doc_ids), labels[order].tolist()
+    bounds = _query_bounds(queries, len(qids))
+    return {
+        qid: dict(zip(names[start:end], values[start:end], strict=True))
+        for qid, start, end in zip(qids, bounds[:-1], bounds[1:], strict=True)
+    }
+
+
+def _bulk_run(path: Path) -> Run | None:
+    """:func:`read_run` for a canonical file, from its columns; None if not canonical.
+    A file already in trec_eval order (each query's lines together, scores strictly
+    descending: how runs are written) is found so with one vectorised check; any other
+    is sorted by (query, score descending, doc id descending) with one ``np.lexsort``.
+    Repeated doc ids are kept, as the line reader keeps them."""
+    bulk = _bulk_columns(path, 6, ids=(0, 2), number=4)
+    if bulk is None:
+        return None
+    (queries, qids), (docs, doc_ids), scores = bulk
+    same = queries[1:] == queries[:-1]
+    if not ((queries[1:] >= queries[:-1]).all() and (scores[1:] < scores[:-1])[same].all()):
+        by_text = np.empty(len(doc_ids), dtype=np.int64)  # doc code -> rank of its id text
+        by_text[sorted(range(len(doc_ids)), key=doc_ids.__getitem__)] = np.arange(len(doc_ids))
+        order = np.lexsort((-by_text[docs], -scores, queries))
+        queries, docs = queries[order], docs[order]
+    names = _names(docs, doc_ids)
+    bounds = _query_bounds(queries, len(qids))
+    return {
+        qid: names[start:end] for qid, start, end in zip(qids, bounds[:-1], bounds[1:], strict=True)
+    }
 
 
 def _bad(path: Path, line: int, message: str) -> Problem:
@@ -329,6 +390,27 @@ def qrels_to_samples(qrels: Mapping[str, Mapping[str, float]]) -> list[dict[str,
         )
         samples.append({"id": qid, "expected_output": expected})
     return samples
+
+
+def qrels_samples(qrels: Mapping[str, Mapping[str, float]]) -> list[Sample]:
+    """Validated :class:`Sample` objects of qrels, one per query. Plain qrels (string ids,
+    finite numeric labels: whatever the readers return) pass the schema's fast-path check
+    and become samples directly, without the raw-dict round trip of
+    :func:`qrels_to_samples`; anything else goes through that and the schema, which
+    words every problem."""
+    plain = bool(qrels) and all(
+        type(labels) is dict
+        and schemas.certainly_valid_sample({"id": qid, "expected_output": labels})
+        for qid, labels in qrels.items()
+    )
+    if plain:  # what Sample.from_raw makes of them, built directly
+        return [
+            Sample(id=qid, relevance=dict(zip(labels, map(float, labels.values()), strict=True)))
+            for qid, labels in qrels.items()
+        ]
+    from engine.dataset import parse_samples
+
+    return parse_samples((raw, None) for raw in qrels_to_samples(qrels))
 
 
 def samples_to_qrels(samples: Iterable[Sample | Mapping[str, Any]]) -> Qrels:

@@ -147,3 +147,89 @@ class TestCompile:
             .evaluate({"a": [{"id": "y", "text": "t"}, "x"]})
         )
         assert results.scores["retrieval-mrr"].tolist() == [0.5]
+
+
+class TestColumnarTrec:
+    """The bulk readers go from columns to ranked lists without per-line objects; these
+    check them against the line reader on awkward content, across block boundaries."""
+
+    def _both(self, tmp_path: Path, name: str, lines: list[str]) -> tuple[Path, Path]:
+        canon, tabs = tmp_path / f"{name}.canon", tmp_path / f"{name}.tabs"
+        canon.write_text("\n".join(lines) + "\n")
+        tabs.write_text("\n".join(x.replace(" ", "\t") for x in lines) + "\n")
+        return canon, tabs
+
+    @pytest.mark.parametrize("block", [16, 64, 1 << 25])
+    def test_shuffled_tied_and_repeated_runs(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+    ) -> None:
+        """Interleaved queries, tied and repeated scores, repeated documents and small
+        blocks: the bulk reader ranks exactly as the line reader does."""
+        monkeypatch.setattr(trec, "_BLOCK_BYTES", block)
+        rng = np.random.default_rng(7)
+        lines = [
+            f"q{rng.integers(5)} Q0 d{rng.integers(12)} 0 {rng.integers(4) / 2} t"
+            for _ in range(300)
+        ]
+        canon, tabs = self._both(tmp_path, "run", lines)
+        assert trec._bulk_run(canon) is not None
+        assert trec.read_run(canon) == trec.read_run(tabs)
+        qrels = [f"q{i % 7} 0 d{i} {i % 3}" for i in range(50)]  # queries not contiguous
+        canon, tabs = self._both(tmp_path, "qrels", qrels)
+        assert trec._bulk_qrels(canon) is not None
+        assert trec.read_qrels(canon) == trec.read_qrels(tabs)
+        assert list(trec.read_qrels(canon)) == [f"q{i}" for i in range(7)]
+
+    def test_doc_ids_tie_break_as_text(self, tmp_path: Path) -> None:
+        """Tied scores: doc id descending as strings ("d9" before "d10")."""
+        path = tmp_path / "tie.run"
+        path.write_text("q Q0 d10 1 1 t\nq Q0 d9 2 1 t\nq Q0 d2 3 5 t\n")
+        assert trec.read_run(path) == {"q": ["d2", "d9", "d10"]}
+
+    def test_empty_files(self, tmp_path: Path) -> None:
+        (tmp_path / "e").write_text("")
+        assert trec.read_run(tmp_path / "e") == {} and trec.read_qrels(tmp_path / "e") == {}
+
+    def test_qrels_judging_twice_is_reported(self, tmp_path: Path) -> None:
+        path = tmp_path / "twice.qrels"
+        path.write_text("q 0 a 1\nq 0 b 1\nq 0 a 0\n")
+        with pytest.raises(InputError) as caught:
+            trec.read_qrels(path)
+        assert caught.value.problems[0].line == 3
+
+    def test_non_ascii_ids(self, tmp_path: Path) -> None:
+        """UTF-8 ids are read in bulk; Unicode whitespace is left to the line reader,
+        which splits on it, as before."""
+        path = tmp_path / "utf8.run"
+        path.write_text("qé Q0 dö 1 2 t\nqé Q0 d™ 2 1 t\n", encoding="utf-8")
+        assert trec._bulk_run(path) == trec.read_run(path) == {"qé": ["dö", "d™"]}
+        path.write_text("q Q0 a\u00a0b 1 2 t\n", encoding="utf-8")
+        assert trec._bulk_run(path) is None
+        with pytest.raises(InputError):
+            trec.read_run(path)
+
+
+class TestQrelsSamples:
+    def test_same_samples_and_hash_as_the_raw_path(self) -> None:
+        """Samples built directly equal those parsed from raw dicts (and hash alike)."""
+        from engine.dataset import content_hash, parse_samples
+
+        for qrels in (
+            {"q1": {"a": 2, "b": 0.5}, "q2": {"c": -1}},
+            {"q": {"relevance": 1.0, "x": 0}},  # long form on the raw path
+        ):
+            direct = trec.qrels_samples(qrels)
+            parsed = parse_samples((s, None) for s in trec.qrels_to_samples(qrels))
+            assert direct == parsed
+            assert content_hash(direct) == content_hash(parsed)
+
+    @pytest.mark.parametrize("qrels", [{"q": {"a": float("nan")}}, {"": {"a": 1}}, {}])
+    def test_invalid_qrels_are_reported(self, qrels: dict) -> None:  # type: ignore[type-arg]
+        with pytest.raises(InputError):
+            trec.qrels_samples(qrels)
+
+    def test_output_objects_pass_through_load_outputs(self) -> None:
+        from engine.outputs import load_outputs
+
+        outputs = {"q": Output(retrieved=("a", "b"))}
+        assert load_outputs(outputs) == outputs
