@@ -361,16 +361,7 @@ class Evaluation:
             report = getattr(metric, "summarize", lambda b, v: None)(batch, values)
             if report is not None:
                 reports[label] = dict(report)
-            records.append(
-                MetricRecord(
-                    label=label,
-                    alias=metric.alias,
-                    params=_resolved_params(metric, batch),
-                    higher_is_better=metric.higher_is_better,
-                    distribution=distribution,
-                    version=version,
-                )
-            )
+            records.append(metric_record(metric, label, (distribution, version), batch))
         with_labels = [s.relevance is not None for s in samples]
         no_relevant = tuple(
             s.id
@@ -454,6 +445,22 @@ def _call_score(metric: Metric, label: str, distribution: str | None, batch: Bat
             f"expected one float per sample, shape ({len(batch)},)"
         )
     return array.astype(np.float64, copy=True)
+
+
+def metric_record(
+    metric: Metric, label: str, provenance: tuple[str | None, str | None], batch: Batch
+) -> MetricRecord:
+    """How a metric of a run is described in its results: label, resolved parameters,
+    direction and the plugin's (distribution, version)."""
+    distribution, version = provenance
+    return MetricRecord(
+        label=label,
+        alias=metric.alias,
+        params=_resolved_params(metric, batch),
+        higher_is_better=metric.higher_is_better,
+        distribution=distribution,
+        version=version,
+    )
 
 
 def _resolved_params(metric: Metric, batch: Batch) -> dict[str, Any]:

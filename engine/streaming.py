@@ -285,7 +285,7 @@ class _Plan:
 
     @classmethod
     def of(cls, engine: Engine, metrics: Sequence[Metric]) -> _Plan:
-        from engine.api import _resolved_params
+        from engine.api import metric_record
 
         empty = Batch.compile((), (), engine.config.default_k)
         labels, distributions, records = [], [], []
@@ -294,16 +294,7 @@ class _Plan:
             distribution, version = engine.registry.provenance(metric.alias)
             labels.append(label)
             distributions.append(distribution)
-            records.append(
-                MetricRecord(
-                    label=label,
-                    alias=metric.alias,
-                    params=_resolved_params(metric, empty),
-                    higher_is_better=metric.higher_is_better,
-                    distribution=distribution,
-                    version=version,
-                )
-            )
+            records.append(metric_record(metric, label, (distribution, version), empty))
         if any(
             type(m).summarize is not MetricBase.summarize
             for m in metrics
