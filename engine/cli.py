@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -18,6 +20,7 @@ from engine import columnar, schemas, trec
 from engine.annotate_cli import add_commands as add_annotate_commands
 from engine.api import Engine
 from engine.config import CONFIG_FILENAME
+from engine.console import print_blocks
 from engine.dataset import load_samples, write_samples
 from engine.errors import InputError, MetricScoreError, SlotwiseError
 from engine.fileio import atomic_write, read_document, read_jsonl
@@ -239,6 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("slotwise: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as C tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as error:
         _report(error, verbose, internal=True)
         return EXIT_INTERNAL
@@ -359,19 +365,12 @@ def _with_k(engine: Engine, spec: str, k: int | None) -> Any:
 
 def _emit(results: Results, fmt: str, output: Path | None, by: str | None = None) -> None:
     if fmt == "table":
-        from rich.console import Console
-
-        console = Console(
-            file=sys.stdout, width=None if output is None else 120, record=output is not None
-        )
-        for table in run_tables(results, by) if isinstance(results, Results) else [results.table()]:
-            console.print(table)
-        for line in _diagnostic_lines(results):
-            console.print(line, markup=False)
-        for line in results.report_lines():
-            console.print(line, markup=False, soft_wrap=True)
-        if output is not None:
-            atomic_write(output, console.export_text())
+        tables = run_tables(results, by) if isinstance(results, Results) else [results.table()]
+        lines = [*_diagnostic_lines(results), *results.report_lines()]
+        if output is None:
+            print_blocks(tables, lines)
+        else:
+            atomic_write(output, print_blocks(tables, lines, file=io.StringIO()))
         return
     if fmt == "parquet":
         if output is None:
@@ -421,19 +420,23 @@ def _metrics(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps([attrs.asdict(i) for i in infos], indent=2))
         return EXIT_OK
-    from rich.console import Console
+    rows = []
+    for info in infos:
+        dist = f"{info.distribution or '?'} {info.version or ''}".strip()
+        text = f"BROKEN: {info.error}" if info.error else info.description or ""
+        rows.append((info.alias, info.family or "", dist, text))
+    if not sys.stdout.isatty():  # one metric per line, for grep, cut and awk
+        for row in rows:
+            print("\t".join(cell.replace("\t", " ").replace("\n", " ") for cell in row))
+        return EXIT_OK
     from rich.table import Table
 
     table = Table(title="installed metrics", title_justify="left")
     for column in ("alias", "family", "distribution", "description"):
-        table.add_column(column, overflow="fold")
-    for info in infos:
-        dist = f"{info.distribution or '?'} {info.version or ''}".strip()
-        text = info.description or ""
-        if info.error:
-            text = f"[red]BROKEN[/red]: {info.error}"
-        table.add_row(info.alias, info.family or "", dist, text)
-    Console(file=sys.stdout).print(table)
+        table.add_column(column)
+    for alias, family, dist, text in rows:
+        table.add_row(alias, family, dist, text, style="red" if text.startswith("BROKEN") else None)
+    print_blocks([table])
     return EXIT_OK
 
 

@@ -6,6 +6,7 @@ raises :class:`~engine.SlotwiseError` subclasses for bad input."""
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from typing import Any
 from engine.api import Engine
 from engine.argtypes import positive_float, positive_int
 from engine.config import CONFIG_FILENAME
+from engine.console import print_blocks
 from engine.dataset import Dataset
 from engine.errors import InputError, Problem
 from engine.fileio import atomic_write
@@ -154,16 +156,10 @@ def _emit(text: str, output: Path | None) -> None:
 
 
 def _print_table(table: Any, lines: list[str], output: Path | None) -> None:
-    from rich.console import Console
-
-    console = Console(
-        file=sys.stdout, width=None if output is None else 120, record=output is not None
-    )
-    console.print(table)
-    for line in lines:
-        console.print(line, markup=False)
-    if output is not None:
-        atomic_write(output, console.export_text())
+    if output is None:
+        print_blocks([table], lines)
+    else:
+        atomic_write(output, print_blocks([table], lines, file=io.StringIO()))
         print(f"wrote {output}", file=sys.stderr)
 
 

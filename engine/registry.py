@@ -186,14 +186,14 @@ class Registry:
             except (MetricLoadError, DuplicateMetricError) as error:
                 infos.append(MetricInfo(alias, distribution, version, error=str(error)))
                 continue
-            doc = (cls.__doc__ or "").strip().splitlines()
+            summary = (cls.__doc__ or "").strip().split("\n\n")[0]  # the first paragraph
             infos.append(
                 MetricInfo(
                     alias,
                     distribution,
                     version,
                     family=getattr(cls, "family", None),
-                    description=doc[0] if doc else None,
+                    description=" ".join(summary.split()) or None,
                 )
             )
         return infos

@@ -7,6 +7,7 @@ and returns their handlers; a handler returns the exit code and raises
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -16,6 +17,7 @@ from typing import Any
 from engine.argtypes import non_negative, positive_int, probability
 from engine.breakdown import by, curve_labels, curve_table
 from engine.compare import Comparison, compare, read_results
+from engine.console import print_blocks
 from engine.errors import InputError, Problem
 from engine.fileio import atomic_write
 from engine.results import Results
@@ -228,30 +230,20 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _emit(comparison: Comparison, fmt: str, output: Path | None, movers: int) -> None:
     if fmt == "table":
-        from rich.console import Console
-
-        wide = output is not None or not sys.stdout.isatty()
-        console = Console(file=sys.stdout, width=160 if wide else None, record=output is not None)
-        console.print(comparison.table())
+        lines = []
         if comparison.skipped:
-            console.print(
-                f"not in every file, not compared: {', '.join(comparison.skipped)}", markup=False
-            )
+            lines.append(f"not in every file, not compared: {', '.join(comparison.skipped)}")
         dropped = {(r.label, r.a, r.b): r.dropped for r in comparison.rows if r.dropped}
         for (label, a, b), count in dropped.items():
             pair = f" ({a} → {b})" if len(comparison.systems) > 2 else ""
-            console.print(
-                f"{label}{pair}: {count} sample(s) left out (NA or missing on one side)",
-                markup=False,
-            )
-        if movers > 0:
-            lines = comparison.mover_lines(movers)
-            if lines:
-                console.print("moved most (b - a):", markup=False)
-                for line in lines:
-                    console.print(f"  {line}", markup=False, soft_wrap=True)
-        if output is not None:
-            atomic_write(output, console.export_text())
+            lines.append(f"{label}{pair}: {count} sample(s) left out (NA or missing on one side)")
+        moved = comparison.mover_lines(movers) if movers > 0 else []
+        if moved:
+            lines += ["moved most (b - a):", *(f"  {line}" for line in moved)]
+        if output is None:
+            print_blocks([comparison.table()], lines)
+        else:
+            atomic_write(output, print_blocks([comparison.table()], lines, file=io.StringIO()))
         return
     if fmt == "json":
         text = json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False) + "\n"

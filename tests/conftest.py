@@ -1,4 +1,4 @@
-"""Shared fixtures. Reference data lives in ../shared/data beside the project."""
+"""Shared fixtures. Reference data lives in tests/data (see its README for where each file comes from)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,13 @@ import pytest
 import engine
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = ROOT.parent / "shared" / "data"
+DATA = Path(__file__).resolve().parent / "data"
 
 
 @pytest.fixture
-def shared_data() -> Path:
-    """``../shared/data``: trec_eval's test files and the UDCG reference fixture."""
-    if not SHARED_DATA.is_dir():
-        pytest.fail(f"reference data not found at {SHARED_DATA}")
-    return SHARED_DATA
+def reference_data() -> Path:
+    """``tests/data``: trec_eval's test files and the UDCG reference fixture."""
+    return DATA
 
 
 @pytest.fixture

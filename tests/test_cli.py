@@ -138,6 +138,24 @@ class TestOtherCommands:
         assert infos["retrieval-mrr"]["family"] == "retrieval"
         assert infos["retrieval-mrr"]["description"]
 
+    def test_metrics_in_a_pipe_one_per_line(self, capsys):
+        """Not on a terminal, `slotwise metrics` prints alias, family, distribution and
+        description per line, tab-separated: grep finds every alias whole."""
+        assert main(["metrics"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        rows = {line.split("\t")[0]: line.split("\t") for line in lines}
+        assert all(len(row) == 4 for row in rows.values())
+        assert rows["answer-containment-at-k"][1:3] == ["rag", rows["answer-containment-at-k"][2]]
+        assert rows["answer-containment-at-k"][2].startswith("slotwise ")
+        assert rows["retrieval-mrr"][3].startswith("1 / rank of the first relevant document")
+
+    def test_tables_never_wrap_a_label(self, project, capsys):
+        """A long metric label stays whole on one line of the table, even in a pipe."""
+        long = "retrieval-err-at-k@10(mapping=linear, max_grade=3)"
+        assert main(["run", "tiny", "--metrics", long, "--by", "stratum"]) == 0
+        out = capsys.readouterr().out
+        assert sum(long in line for line in out.splitlines()) == 3  # summary + two strata
+
     @pytest.mark.parametrize(
         ("name", "kind"),
         [
@@ -186,11 +204,11 @@ def test_console_script_json_logs(project):
 
 class TestTrecFiles:
     def test_run_on_qrels_and_run_matches_trec_eval(
-        self, shared_data, tmp_path, monkeypatch, capsys
+        self, reference_data, tmp_path, monkeypatch, capsys
     ):
         """`run --qrels --run` reproduces trec_eval's `all` values from its own test suite."""
         monkeypatch.chdir(tmp_path)
-        folder = shared_data / "trec_eval"
+        folder = reference_data / "trec_eval"
         expected = {}
         for line in (folder / "out.test.aq").read_text().splitlines():
             name, query, value = line.split()
@@ -218,10 +236,10 @@ class TestTrecFiles:
         for name, label in labels.items():
             assert summary[label]["mean"] == pytest.approx(expected[name], abs=5e-5), name
 
-    def test_import_export_round_trip(self, shared_data, tmp_path, monkeypatch, capsys):
+    def test_import_export_round_trip(self, reference_data, tmp_path, monkeypatch, capsys):
         """qrels + run -> dataset + outputs -> qrels + run gives the same scores."""
         monkeypatch.chdir(tmp_path)
-        folder = shared_data / "trec_eval"
+        folder = reference_data / "trec_eval"
         assert (
             main(
                 [

@@ -391,9 +391,9 @@ class TestCLI:
         assert len(document["test_questions"]) == 3 and document["param"] == "gamma"
         assert document["best"] in GAMMA_GRID
 
-    def test_import_reference(self, shared_data, tmp_path, capsys, eng):
+    def test_import_reference(self, reference_data, tmp_path, capsys, eng):
         """import-udcg-reference writes a dataset and outputs that reproduce the stored udcg."""
-        source = shared_data / "udcg" / "udcg_dataset_with_udcg.json"
+        source = reference_data / "udcg" / "udcg_dataset_with_udcg.json"
         code = run_cli(
             ["import-udcg-reference", str(source), "--dataset-output", str(tmp_path / "d.json"),
              "--outputs-output", str(tmp_path / "o.json")]

@@ -1,4 +1,4 @@
-"""Conformance with trec_eval's own test collection: ../shared/data/trec_eval holds
+"""Conformance with trec_eval's own test collection: tests/data/trec_eval holds
 qrels.test, results.test and out.test.aq (``trec_eval -m all_trec -q``). Every per-query
 and ``all`` value of the classic measures must be reproduced to the 4 printed decimals.
 
@@ -41,9 +41,9 @@ def read_reference(path: Path) -> dict[str, dict[str, float]]:
 
 
 @pytest.fixture
-def collection(shared_data: Path) -> tuple[dict, dict, dict[str, dict[str, float]]]:
+def collection(reference_data: Path) -> tuple[dict, dict, dict[str, dict[str, float]]]:
     """(qrels, run, reference table) of trec_eval's test collection."""
-    base = shared_data / "trec_eval"
+    base = reference_data / "trec_eval"
     return (
         read_qrels(base / "qrels.test"),
         read_run(base / "results.test"),

@@ -14,8 +14,8 @@ MODEL = "meta-llama/Llama-3.2-3B-Instruct"
 
 
 @pytest.fixture
-def reference(shared_data):
-    return shared_data / "udcg" / "udcg_dataset_with_udcg.json"
+def reference(reference_data):
+    return reference_data / "udcg" / "udcg_dataset_with_udcg.json"
 
 
 def scores(data, eng, **params):
