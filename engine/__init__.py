@@ -6,14 +6,10 @@ the nearest ``slotwise.yaml``; build an ``Engine(config=...)`` for anything else
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 from typing import Any
 
-from engine.api import Engine, Evaluation
-from engine.batch import Batch
-from engine.config import Config
-from engine.dataset import Dataset
+from engine.analysis.compare import Comparison
+from engine.analysis.compare import compare as compare
 from engine.errors import (
     ConfigError,
     DuplicateMetricError,
@@ -27,7 +23,9 @@ from engine.errors import (
     SlotwiseError,
     UnknownMetricError,
 )
-from engine.metric import (
+from engine.evaluation.api import Dataset, Engine, Evaluation
+from engine.evaluation.batch import Batch
+from engine.evaluation.metric import (
     Metric,
     MetricBase,
     bounded_number,
@@ -36,17 +34,18 @@ from engine.metric import (
     optional_k,
     positive_int,
 )
-from engine.records import Output, Sample
-from engine.registry import MetricInfo
-from engine.results import Results
-
-try:
-    __version__ = version("slotwise")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+from engine.evaluation.pipeline import StreamingError
+from engine.evaluation.registry import MetricInfo
+from engine.evaluation.results import Results, read_results
+from engine.io.columns import Columns
+from engine.io.config import Config
+from engine.io.records import Output, Sample
+from engine.version import VERSION as __version__
 
 __all__ = [
     "Batch",
+    "Columns",
+    "Comparison",
     "Config",
     "ConfigError",
     "Dataset",
@@ -67,17 +66,21 @@ __all__ = [
     "Results",
     "Sample",
     "SlotwiseError",
+    "StreamingError",
     "UnknownMetricError",
     "__version__",
     "bounded_number",
     "choice",
+    "compare",
     "dataset",
     "default_engine",
+    "evaluate_stream",
     "finite_number",
     "metric",
     "metrics",
     "optional_k",
     "positive_int",
+    "read_results",
     "register_metric",
 ]
 
@@ -92,10 +95,8 @@ def default_engine() -> Engine:
     return _default
 
 
-def dataset(
-    source: str | Path | None = None, *, samples: Any = None, name: str | None = None
-) -> Dataset:
-    """A dataset by declared name, file path, or ``samples=[...]``; see :meth:`Engine.dataset`."""
+def dataset(source: Any = None, *, samples: Any = None, name: str | None = None) -> Dataset:
+    """A dataset by declared name, file path, or from Python; see :meth:`Engine.dataset`."""
     return default_engine().dataset(source, samples=samples, name=name)
 
 
@@ -112,3 +113,8 @@ def metrics() -> list[MetricInfo]:
 def register_metric(cls: type[Any]) -> type[Any]:
     """Register an in-process metric class with the default engine (also a decorator)."""
     return default_engine().register_metric(cls)
+
+
+def evaluate_stream(metrics: Any, **options: Any) -> Results:
+    """Score files too large for memory; see :meth:`Engine.evaluate_stream`."""
+    return default_engine().evaluate_stream(metrics, **options)

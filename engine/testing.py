@@ -14,7 +14,7 @@ entry point)::
 :func:`make_batch` compiles raw sample and output dicts into the :class:`~engine.Batch`
 that ``score`` receives, so a metric's own tests can pin values by hand. ``SAMPLES`` and
 ``OUTPUTS`` are a small fixture that carries every requirement kind of
-:data:`engine.metric.REQUIREMENTS` and the usual edge cases. This module needs pytest;
+:data:`engine.evaluation.metric.REQUIREMENTS` and the usual edge cases. This module needs pytest;
 ``import engine`` does not import it.
 """
 
@@ -29,14 +29,14 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from engine.api import Engine
-from engine.batch import DEFAULT_K, Batch
-from engine.dataset import parse_samples
 from engine.errors import InputError, MetricParameterError, Problem
-from engine.metric import check_metric_class, metric_label
-from engine.outputs import parse_outputs
-from engine.records import Output
-from engine.registry import GROUP, Registry
+from engine.evaluation.api import Engine
+from engine.evaluation.batch import Batch
+from engine.evaluation.metric import check_metric_class, metric_label
+from engine.evaluation.pipeline import aligned
+from engine.evaluation.registry import GROUP, Registry
+from engine.io.config import DEFAULT_K
+from engine.io.documents import parse_samples, read_outputs_mapping
 
 __all__ = ["OUTPUTS", "SAMPLES", "MetricConformance", "make_batch"]
 
@@ -47,21 +47,19 @@ def make_batch(
     default_k: int = DEFAULT_K,
 ) -> Batch:
     """Validate raw samples and ``{sample_id: actual_output}`` as the engine does, and
-    compile them into a :class:`~engine.Batch` (a sample without an output gets None).
+    compile them into a :class:`~engine.Batch` (a sample without an output has none).
 
     Raises :class:`~engine.InputError` for invalid input or outputs of unknown samples.
     """
-    parsed = parse_samples((sample, None) for sample in samples)
-    raw = parse_outputs((sample_id, actual, None) for sample_id, actual in outputs.items())
-    known = {sample.id for sample in parsed}
-    unknown = [sample_id for sample_id in raw if sample_id not in known]
+    joined, unknown = aligned(
+        parse_samples((sample, None) for sample in samples), read_outputs_mapping(outputs)
+    )
     if unknown:
         raise InputError(
             [Problem("output for a sample id not in the samples", sample_id=i) for i in unknown],
             summary="outputs do not match the samples",
         )
-    aligned = [Output.from_raw(raw[s.id]) if s.id in raw else None for s in parsed]
-    return Batch.compile(parsed, aligned, default_k=default_k)
+    return Batch.compile(joined, default_k=default_k)
 
 
 def _item(doc: str, text: str) -> dict[str, Any]:

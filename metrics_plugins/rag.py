@@ -6,7 +6,6 @@ and coverage recall are then 0, chunk attribution is NA and answer containment i
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -18,10 +17,7 @@ import numpy.typing as npt
 from engine import Batch, MetricBase, finite_number, optional_k
 
 FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 _SPACE = re.compile(r"\s+")
-_SHIFT = np.int64(32)  # key = sample_index << 32 | id_code
 
 
 def _threshold() -> float:
@@ -56,16 +52,6 @@ class ContextPrecisionAtK(_Rag):
         return _divide(precision_sum, hits.sum(axis=1).astype(np.float64), empty=0.0)
 
 
-def _top_k_ids(batch: Batch, k: int | None) -> tuple[IntArray, list[str]]:
-    """The sample index and id of every document in ``D_k``, in no particular order."""
-    rows, cols = np.nonzero(batch.top_k(k))
-    retrieved = [o.retrieved if o is not None else () for o in batch.outputs]
-    lengths = np.fromiter(map(len, retrieved), dtype=np.int64, count=len(retrieved))
-    flat = list(itertools.chain.from_iterable(retrieved))
-    index = (np.cumsum(lengths) - lengths)[rows] + batch.positions[rows, cols]
-    return rows.astype(np.int64), [flat[i] for i in index.tolist()]
-
-
 @attrs.frozen
 class CoverageRecallAtK(_Rag):
     """Fraction of the sample's groups (facets) with at least one id in the top k; NA when
@@ -75,34 +61,12 @@ class CoverageRecallAtK(_Rag):
     k: int | None = optional_k()
 
     def score(self, batch: Batch) -> FloatArray:
-        n = len(batch)
-        groups = [list(s.groups.values()) if s.groups else [] for s in batch.samples]
-        per_sample = np.fromiter(map(len, groups), dtype=np.int64, count=n)
-        group_owner = np.repeat(np.arange(n, dtype=np.int64), per_sample)
-        group_lists = list(itertools.chain.from_iterable(groups))
-        group_sizes = np.fromiter(map(len, group_lists), dtype=np.int64, count=len(group_lists))
-        # one (sample, group, id) triple per listed id; codes from a vocabulary of D_k ids
-        triple_group = np.repeat(np.arange(len(group_lists), dtype=np.int64), group_sizes)
-        top_rows, top_ids = _top_k_ids(batch, self.k)
-        vocabulary: dict[str, int] = {}
-        top_codes = np.fromiter(
-            (vocabulary.setdefault(d, len(vocabulary)) for d in top_ids),
-            dtype=np.int64,
-            count=len(top_ids),
-        )
-        triple_codes = np.fromiter(
-            (vocabulary.get(d, -1) for d in itertools.chain.from_iterable(group_lists)),
-            dtype=np.int64,
-            count=triple_group.size,
-        )
-        top_keys = (top_rows << _SHIFT) | top_codes
-        triple_keys = (group_owner[triple_group] << _SHIFT) | triple_codes
-        hit = (triple_codes >= 0) & np.isin(triple_keys, top_keys)
-        covered = np.bincount(triple_group, weights=hit, minlength=len(group_lists)) > 0
-        covered_count = np.bincount(group_owner, weights=covered, minlength=n)
-        return _divide(
-            covered_count.astype(np.float64), per_sample.astype(np.float64), empty=np.nan
-        )
+        groups = batch.groups
+        hit = batch.in_top_k(groups.sample, groups.code, self.k)
+        covered = np.bincount(groups.group, weights=hit, minlength=int(groups.count.sum())) > 0
+        owner = np.repeat(np.arange(len(batch)), groups.count)
+        covered_count = np.bincount(owner, weights=covered, minlength=len(batch))
+        return _divide(covered_count, groups.count.astype(np.float64), empty=np.nan)
 
 
 @attrs.frozen
@@ -123,7 +87,7 @@ class ChunkAttributionRate(_Rag):
 
     def score(self, batch: Batch) -> FloatArray:
         top = batch.top_k(self.k)
-        cited = batch.member([o.cited if o is not None else None for o in batch.outputs])
+        cited = batch.member("cited")
         return _divide(
             (cited & top).sum(axis=1).astype(np.float64),
             top.sum(axis=1).astype(np.float64),
@@ -151,10 +115,10 @@ class AnswerContainmentAtK(_Rag):
         """Per sample, the first rank (1-based, within the top k) whose text contains an
         answer; answers that normalise to the empty string never match."""
         matched: list[int | None] = []
-        for sample, texts, cutoff in zip(
-            batch.samples, batch.ranked_texts, batch.cutoffs(self.k).tolist(), strict=True
+        for answers_given, texts, cutoff in zip(
+            batch.answers, batch.ranked_texts, batch.cutoffs(self.k).tolist(), strict=True
         ):
-            answers = [a for a in map(self._normalise, sample.answers or ()) if a]
+            answers = [a for a in map(self._normalise, answers_given or ()) if a]
             rank = None
             for r, text in enumerate(texts[:cutoff], start=1):
                 if text is not None:

@@ -9,7 +9,6 @@ A retrieved document without a label has weight 0 and is neither evidence nor ha
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -21,7 +20,6 @@ from engine import (
     Batch,
     MetricBase,
     MetricParameterError,
-    Output,
     Problem,
     bounded_number,
     optional_k,
@@ -83,28 +81,23 @@ def _in_top_k(batch: Batch, k: int | None, table: npt.NDArray[Any]) -> FloatArra
     return np.where(batch.top_k(k), _at(table, batch.ranked_labels), 0).sum(axis=1)
 
 
-#: Pool batches by the batch they were built from, shared by PROC, %PROC and the diagnosis.
-_POOLS: weakref.WeakKeyDictionary[Batch, Batch] = weakref.WeakKeyDictionary()
-
-
 def _pool_labels(batch: Batch) -> FloatArray:
     """The label of each distinct document of each sample's pool (``actual_output.pool``
-    when given, else the ranked list ``D``): shape ``(Q, P)``, NaN if unlabeled or padding."""
-    pooled = _POOLS.get(batch)
-    if pooled is None:
-        pools = [
-            None if o is None else Output(retrieved=o.retrieved if o.pool is None else o.pool)
-            for o in batch.outputs
-        ]
-        pooled = _POOLS[batch] = Batch.compile(batch.samples, pools)
-    return pooled.ranked_labels
+    when given, else the ranked list ``D``): NaN if unlabeled or padding."""
+    pool, ranked = batch.list_labels("pool"), batch.ranked_labels
+    width = max(pool.shape[1], ranked.shape[1])
+    out = np.full((len(batch), width), np.nan)
+    has_pool = batch.has("pool")
+    out[has_pool, : pool.shape[1]] = pool[has_pool]
+    out[~has_pool, : ranked.shape[1]] = ranked[~has_pool]
+    return out
 
 
-def _pointer(sample: Any, doc: str) -> str:
+def _pointer(batch: Batch, row: int, doc: str) -> str:
     """JSON pointer to one label in ``expected_output`` (long form when the sample has
     another label kind beside relevance)."""
     token = doc.replace("~", "~0").replace("/", "~1")
-    long_form = any(x is not None for x in (sample.utility, sample.answers, sample.groups))
+    long_form = any(batch.has(kind)[row] for kind in ("utility", "answers", "groups"))
     return f"/expected_output/relevance/{token}" if long_form else f"/expected_output/{token}"
 
 
@@ -118,31 +111,22 @@ class _SetBased(MetricBase):
     def check(self, batch: Batch) -> Iterable[Problem]:
         """A problem per label that is not an integer grade 1..5, and per sample whose
         ``actual_output.pool`` lacks some of its top K."""
-        values = batch.label_values
-        bad_rows = np.flatnonzero((~np.isin(values, GRADES) & ~np.isnan(values)).any(axis=1))
-        for row in bad_rows.tolist():
-            sample = batch.samples[row]
-            for doc, label in (sample.relevance or {}).items():
-                if label not in GRADES:
-                    yield Problem(
-                        f"set-based metrics need integer grades 1..5; got {label:g}",
-                        sample_id=sample.id,
-                        pointer=_pointer(sample, doc),
-                    )
-        has_pool = np.fromiter(
-            (o is not None and o.pool is not None for o in batch.outputs), bool, len(batch)
-        )
-        pooled = batch.member([o.pool if o is not None else None for o in batch.outputs])
-        outside = batch.top_k(self.k) & ~pooled & has_pool[:, None]
+        rows, docs, labels = batch.labels("relevance")
+        for index in np.flatnonzero(~np.isin(labels, GRADES)).tolist():
+            row, doc = int(rows[index]), batch.doc_ids([docs[index]])[0]
+            yield Problem(
+                f"set-based metrics need integer grades 1..5; got {labels[index]:g}",
+                sample_id=batch.sample_ids[row],
+                pointer=_pointer(batch, row, doc),
+            )
+        outside = batch.top_k(self.k) & ~batch.member("pool") & batch.has("pool")[:, None]
         cutoffs = batch.cutoffs(self.k)
         for row in np.flatnonzero(outside.any(axis=1)).tolist():
-            output = batch.outputs[row]
-            assert output is not None
-            missing = [output.retrieved[p] for p in batch.positions[row][outside[row]].tolist()]
+            missing = batch.doc_ids(batch.doc_codes[row][outside[row]])
             yield Problem(
                 f"the pool must contain the top {cutoffs[row]} retrieved; "
                 f"it lacks {', '.join(map(repr, missing))}",
-                sample_id=batch.samples[row].id,
+                sample_id=batch.sample_ids[row],
                 pointer="/actual_output/pool",
             )
 

@@ -23,3 +23,17 @@ def eng(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> engine.Engine:
     """A fresh engine with default configuration, isolated from any slotwise.yaml."""
     monkeypatch.chdir(tmp_path)
     return engine.Engine(config={})
+
+
+def qrels_of(columns: engine.Columns) -> dict[str, dict[str, float]]:
+    """The relevance labels of columns of samples as pytrec_eval-shaped qrels."""
+    from engine.io.records import samples_of
+
+    return {s.id: dict(s.relevance) for s in samples_of(columns) if s.relevance is not None}
+
+
+def run_of(columns: engine.Columns) -> dict[str, list[str]]:
+    """The ranked lists of columns of outputs, ``{qid: [docid, ...]}``."""
+    from engine.io.records import outputs_of
+
+    return {qid: list(o.retrieved) for qid, o in outputs_of(columns).items()}

@@ -21,7 +21,8 @@ from engine.annotate.base import UtilityItem
 from engine.annotate.http_annotator import OpenAICompatibleAnnotator
 from engine.annotate.prompts import utility_user_message
 from engine.cli import main
-from engine.dataset import load_samples
+from engine.io.records import samples_of
+from engine.io.sources import read_dataset
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -153,7 +154,7 @@ class TestLogprobs:
                 label = utility[sid][doc]
                 assert label["relevant"] is (doc in RELEVANT[sid])
                 assert label["p_no_response"] == pytest.approx(_expected(sid, doc), abs=1e-12)
-        load_samples(files["labelled"])  # validates against the schemas
+        read_dataset(files["labelled"])  # validates against the schemas
         capsys.readouterr()
         code = main(
             [
@@ -326,7 +327,7 @@ class TestJudges:
             ]
         )
         assert code == 0
-        _, graded = load_samples(labelled)
+        graded = samples_of(read_dataset(labelled)[1])
         assert {s.id: s.metadata["outcome"] for s in graded} == {
             "c1": "correct",
             "c2": "abstained",

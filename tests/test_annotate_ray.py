@@ -18,7 +18,7 @@ from engine.annotate.cache import Cache
 from engine.annotate.http_annotator import OpenAICompatibleAnnotator
 from engine.annotate.runner import Runner
 from engine.annotate.tasks import utility_job
-from engine.executors import RayExecutor
+from engine.evaluation.executors import RayExecutor
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.batch import Batch
-from engine.records import Output, Sample
+from engine.evaluation.batch import Batch, Shape
+from engine.io.documents import parse_samples
+from engine.testing import make_batch
 
 
 def _batch(rows, default_k=5):
     samples = [
-        Sample(id=str(i), relevance=labels, metadata={"k": k} if k else {})
+        {"id": str(i), "expected_output": labels, **({"metadata": {"k": k}} if k else {})}
         for i, (labels, _, k) in enumerate(rows)
     ]
-    outputs = [
-        None if ranking is None else Output(retrieved=tuple(ranking)) for _, ranking, _ in rows
-    ]
-    return Batch.compile(samples, outputs, default_k=default_k)
+    outputs = {str(i): ranking for i, (_, ranking, _) in enumerate(rows) if ranking is not None}
+    return make_batch(samples, outputs, default_k=default_k)
 
 
 class TestCompile:
@@ -71,23 +69,39 @@ class TestCompile:
         assert batch.cutoffs(3).tolist() == [2, 3]
         assert batch.top_k(3).tolist() == [[True, True, False], [True, True, True]]
 
-    def test_member_and_join(self):
-        """Per-sample id lists and maps are matched against the ranked documents."""
-        batch = _batch([({}, ["a", "b"], None), ({}, ["a"], None)])
-        assert batch.member([["b", "q"], None]).tolist() == [[False, True], [False, False]]
-        joined = batch.join([{"a": 0.5}, {"a": -1.0, "zz": 1.0}])
-        np.testing.assert_array_equal(joined, [[0.5, np.nan], [-1.0, np.nan]])
+    def test_member_and_labels_of_other_columns(self):
+        """Pool and cited ids are matched against the ranked documents; utilities are
+        joined like relevance; a pool's own labels are listed in pool order."""
+        batch = make_batch(
+            [
+                {
+                    "id": "a",
+                    "expected_output": {"relevance": {"b": 2, "q": 1}, "utility": {"a": 0.5}},
+                },
+                {"id": "b", "expected_output": {"utility": {"a": -1.0, "zz": 1.0}}},
+            ],
+            {"a": {"retrieved": ["a", "b"], "pool": ["b", "q", "b"]}, "b": ["a"]},
+        )
+        assert batch.member("pool").tolist() == [[False, True], [False, False]]
+        assert batch.has("pool").tolist() == [True, False]
+        np.testing.assert_array_equal(batch.utilities, [[0.5, np.nan], [-1.0, np.nan]])
+        np.testing.assert_array_equal(batch.list_labels("pool"), [[2, 1], [np.nan, np.nan]])
 
     def test_empty_batch(self):
         """An empty batch has well-formed zero-size arrays."""
-        batch = Batch.compile([], [])
+        empty = parse_samples([({"id": "x"}, None)]).slice(0, 0)
+        batch = Batch.compile(empty)
         assert batch.doc_codes.shape == (0, 0) and len(batch) == 0
         assert batch.cutoffs().shape == (0,)
 
-    def test_misaligned_inputs(self):
-        """Samples and outputs must be aligned one to one."""
-        with pytest.raises(ValueError, match="aligned"):
-            Batch.compile([Sample(id="a")], [])
+    def test_shape_fixes_the_padding(self):
+        """A dataset-wide shape pads every chunk to the same widths and largest label."""
+        samples = [{"id": "q", "expected_output": {"a": 1}}]
+        own = make_batch(samples, {"q": ["a", "b"]})
+        batch = Batch.compile(own.columns, shape=Shape({"retrieved": 5, "relevance": 3}, 7.0))
+        assert batch.doc_codes.shape == (1, 5) and batch.label_values.shape == (1, 3)
+        assert batch.max_label == 7.0 and own.max_label == 1.0
+        np.testing.assert_array_equal(batch.ranked_labels[0], [1, np.nan, np.nan, np.nan, np.nan])
 
 
 @given(
@@ -96,6 +110,7 @@ class TestCompile:
             st.dictionaries(st.sampled_from("abcdefgh"), st.integers(-2, 3), max_size=6),
             st.lists(st.sampled_from("abcdefghij"), max_size=12),
         ),
+        min_size=1,
         max_size=8,
     )
 )

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main, split_specs
+from engine.cli import main
+from engine.cli.common import split_specs
 
 DATASET = """\
 name: tiny
@@ -315,7 +316,6 @@ class TestTrecFiles:
     ("module", "argv", "extra"),
     [
         ("ray", ["run", "tiny", "--executor", "ray"], "ray"),
-        ("pyarrow", ["run", "tiny", "--format", "parquet", "--output", "s.parquet"], "columnar"),
     ],
 )
 def test_missing_optional_dependency_exits_2(project, capsys, monkeypatch, module, argv, extra):

@@ -11,10 +11,13 @@ import numpy as np
 import pytest
 
 import engine
-from engine import schemas
-from engine.breakdown import NO_STRATUM, curves
+from engine.analysis import stats
+from engine.analysis.compare import compare
+from engine.analysis.curves import curves
 from engine.cli import main
-from engine.compare import compare, read_results, results_from_dict
+from engine.evaluation.results import read_results, results_from_dict
+from engine.evaluation.strata import NO_STRATUM
+from engine.io import schemas
 
 QUICKSTART = Path(__file__).resolve().parent.parent / "examples" / "quickstart"
 METRICS = ["retrieval-ndcg-at-k@10", "retrieval-recall-at-k", "retrieval-mrr", "retrieval-map"]
@@ -157,7 +160,7 @@ class TestCompareAPI:
     def test_quickstart_hybrid_beats_bm25(self, quickstart_results):
         """hybrid-rerank is significantly better than bm25 on nDCG@10 after Holm."""
         bm25, hybrid = quickstart_results
-        comparison = bm25.compare(hybrid, names=["bm25", "hybrid"])
+        comparison = engine.compare([bm25, hybrid], names=["bm25", "hybrid"])
         row = comparison.row("retrieval-ndcg-at-k@10")
         assert row.n == 46 and row.difference > 0 and row.significant and row.mark == "▲"
         assert row.p_holm >= row.p
@@ -172,7 +175,7 @@ class TestCompareAPI:
         comparison = compare([bm25, hybrid], test=test)
         raw = [r.p for r in comparison.rows]
         assert all(0 <= p <= 1 for p in raw)
-        np.testing.assert_allclose([r.p_holm for r in comparison.rows], engine.stats.holm(raw))
+        np.testing.assert_allclose([r.p_holm for r in comparison.rows], stats.holm(raw))
 
     def test_three_systems_all_pairs(self, quickstart_results):
         """Three results: every pair, Holm over metrics x pairs."""

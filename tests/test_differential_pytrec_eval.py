@@ -1,7 +1,7 @@
 """Differential tests: every classic metric against pytrec_eval (trec_eval 9.x), per query, to 1e-9.
 
 The random data is seeded and covers graded labels 0-3, negative labels, tied scores
-(ordered by trec_eval's rule through engine.trec.rank_by_score), runs shorter than k,
+(ordered by trec_eval's rule by the engine's columnar run reader), runs shorter than k,
 empty runs, and queries without relevant documents. Metrics without a pytrec_eval
 equivalent (judged, ERR, DCG) are pinned by hand in test_retrieval_metrics.py.
 
@@ -17,11 +17,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import run_of
 from trec_names import trec_measures
 
 import engine
-from engine import Batch, Output, Sample
-from engine.trec import qrels_to_samples, rank_by_score, run_to_outputs
+from engine import Batch
+from engine.evaluation.pipeline import aligned
+from engine.io.frames import labels_from_dicts, run_from_dicts
 from metrics_plugins.retrieval import _iprec_at_recall
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
@@ -70,13 +72,11 @@ def random_collection(seed: int, queries: int) -> tuple[Qrels, Scored]:
 
 
 def compile_batch(qrels: Qrels, runs: Scored) -> Batch:
-    """The Batch the engine scores: samples from engine.trec.qrels_to_samples, rankings in
-    trec_eval order. (Built directly: schema validation of 10,000 outputs is not under test
-    here and would dominate the runtime; test_trec_eval_conformance goes through the API.)"""
-    samples = [Sample.from_raw(raw) for raw in qrels_to_samples(qrels)]
-    ranked = run_to_outputs({qid: rank_by_score(scores.items()) for qid, scores in runs.items()})
-    outputs = [Output.from_raw(ranked[s.id]) if s.id in ranked else None for s in samples]
-    return Batch.compile(samples, outputs)
+    """The Batch the engine scores: samples and rankings (in trec_eval order) from
+    pytrec_eval's dict shapes by the columnar readers that ``Engine.evaluate_trec`` uses."""
+    samples, outputs = labels_from_dicts(qrels), run_from_dicts(runs)
+    assert samples is not None and outputs is not None
+    return Batch.compile(aligned(samples, outputs)[0])
 
 
 def _slotwise(batch: Batch, specs: list[str]) -> dict[str, np.ndarray]:
@@ -223,7 +223,7 @@ class TestEdgeCases:
         """Equal scores: trec_eval ranks the larger doc id (string order) first."""
         qrels = {"q": {"d10": 1, "d9": 0, "d2": 2}}
         runs = {"q": {"d10": 1.0, "d9": 1.0, "d2": 1.0, "d1": 1.0}}
-        assert rank_by_score(runs["q"].items()) == ["d9", "d2", "d10", "d1"]
+        assert run_of(run_from_dicts(runs)) == {"q": ["d9", "d2", "d10", "d1"]}
         assert _one(qrels, runs) == []
 
     def test_negative_labels_are_judged_non_relevant(self) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import engine
-from engine.schemas import load_schema, validator
+from engine.io.schemas import load_schema, validator
 
 SEED = [
     {
@@ -285,7 +285,7 @@ class TestReports:
                 return batch.lengths.astype(float)
 
             def summarize(self, batch, values):
-                return {"positive": int((values > 0).sum()), "ids": [s.id for s in batch.samples]}
+                return {"positive": int((values > 0).sum()), "ids": batch.sample_ids}
 
         eng.register_metric(Counted)
         samples = [{"id": "a"}, {"id": "b"}]
@@ -305,7 +305,7 @@ def test_atomic_write_keeps_usual_permissions(tmp_path):
     import os
     import stat
 
-    from engine.fileio import atomic_write
+    from engine.io.files import atomic_write
 
     old_umask = os.umask(0o022)
     try:

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 import engine
-from engine.executors import LocalExecutor, RayExecutor, resolve_executor
-from engine.streaming import evaluate_stream
+from engine.evaluation.executors import LocalExecutor, RayExecutor, resolve_executor
 
 METRICS = ["retrieval-ndcg-at-k@10", "retrieval-map", "retrieval-err-at-k"]
 
@@ -90,7 +89,9 @@ class TestRay:
         for label in expected.labels:
             assert (got.scores[label].view(np.int64) == expected.scores[label].view(np.int64)).all()
             assert got.aggregates[label] == expected.aggregates[label]
-        assert got.aggregates == local.evaluate(outputs).aggregates
+        whole = local.evaluate(outputs)
+        assert got.aggregates == whole.aggregates
+        assert got.summary() == whole.summary()  # confidence intervals too
         assert got.diagnostics == expected.diagnostics
 
     def test_stream_identical(self, ray_cluster: None, tmp_path: Path) -> None:
@@ -103,11 +104,10 @@ class TestRay:
         )
         results = {}
         for name in ("local", "ray"):
-            results[name] = evaluate_stream(
+            results[name] = engine.Engine(config={}, executor=name).evaluate_stream(
                 METRICS,
                 dataset=dataset,
                 outputs=run,
-                engine=engine.Engine(config={}, executor=name),
                 chunk_size=128,
                 scores=tmp_path / f"{name}.jsonl",
             )

@@ -1,5 +1,6 @@
-"""The fast input paths give exactly what the general paths give, and hand anything they
-have not fully checked to the general path (which words the problem)."""
+"""The columnar input paths: TREC files read by pyarrow and by the line reader agree, dict
+sources agree with the general outputs path, and anything the fast path has not fully
+checked goes to the path that words the problem."""
 
 from __future__ import annotations
 
@@ -7,31 +8,38 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import qrels_of, run_of
 
 import engine
-from engine import trec
-from engine.batch import Batch
 from engine.errors import InputError
-from engine.records import Output, Sample
+from engine.io import sources, trec
+from engine.io.columns import ContentHash
+from engine.io.documents import parse_samples, raw_samples
+from engine.io.frames import labels_from_dicts, run_from_dicts
+from engine.testing import make_batch
 
 METRICS = ["retrieval-ndcg-at-k@10", "retrieval-map", "retrieval-mrr", "retrieval-recall-at-k@5"]
 
 
-class TestRankScored:
+class TestScoredDicts:
     def test_descending_scores_keep_their_order(self) -> None:
         """Strictly descending scores keep mapping order."""
-        assert trec.rank_scored({"q": {"b": 3.0, "a": 2, "c": 1.5}}) == {"q": ["b", "a", "c"]}
+        assert run_of(run_from_dicts({"q": {"b": 3.0, "a": 2, "c": 1.5}})) == {"q": ["b", "a", "c"]}
 
     @pytest.mark.parametrize(
-        "scored",
-        [{"a": 1.0, "b": 2.0, "c": 0.5}, {"a": 1.0, "b": 1.0, "c": 2.0}, {"c": 1.0, "b": 1.0}],
+        ("scored", "expected"),
+        [
+            ({"a": 1.0, "b": 2.0, "c": 0.5}, ["b", "a", "c"]),
+            ({"a": 1.0, "b": 1.0, "c": 2.0}, ["c", "b", "a"]),
+            ({"c": 1.0, "b": 1.0}, ["c", "b"]),
+        ],
     )
-    def test_other_orders_are_ranked_as_trec_eval_ranks(self, scored: dict[str, float]) -> None:
-        """Unsorted or tied scores: score descending, then doc id descending."""
-        assert trec.rank_scored({"q": scored, "e": {}}) == {
-            "q": trec.rank_by_score(scored.items()),
-            "e": [],
-        }
+    def test_other_orders_are_ranked_as_trec_eval_ranks(
+        self, scored: dict[str, float], expected: list[str]
+    ) -> None:
+        """Unsorted or tied scores: score descending, then doc id descending; an empty
+        ranking stays empty."""
+        assert run_of(run_from_dicts({"q": scored, "e": {}})) == {"q": expected, "e": []}
 
     @pytest.mark.parametrize(
         "run",
@@ -40,50 +48,116 @@ class TestRankScored:
             {"q": {"a": True}},
             {"q": {"a": "1"}},
             {"q": {"": 1.0}},
-            {"q": ["a"]},
             {1: {"a": 1.0}},
         ],
     )
     def test_bad_runs_are_input_errors(self, run: dict) -> None:  # type: ignore[type-arg]
         """Bad scores, ids or shapes are reported, never scored."""
+        assert run_from_dicts(run) is None
         with pytest.raises(InputError):
-            trec.rank_scored(run)
+            sources.read_outputs(run)
 
 
-class TestBulkReaders:
-    def test_bulk_and_line_readers_agree(self, tmp_path: Path) -> None:
-        """Canonical files (bulk path) and the same content with tabs (line path) read alike."""
-        run_lines = ["q2 Q0 d1 1 2 t", "q1 Q0 d3 1 5 t", "q2 Q0 d2 2 2 t", "q1 Q0 d4 2 9.5 t"]
-        qrels_lines = ["q1 0 d3 1", "q2 0 d1 2", "q1 0 d9 0"]
-        for name, lines in (("run", run_lines), ("qrels", qrels_lines)):
-            (tmp_path / f"{name}.canon").write_text("\n".join(lines) + "\n")
-            (tmp_path / f"{name}.tabs").write_text("\n".join(x.replace(" ", "\t") for x in lines))
-        assert trec.read_run(tmp_path / "run.canon") == trec.read_run(tmp_path / "run.tabs")
-        assert trec.read_run(tmp_path / "run.canon") == {"q2": ["d2", "d1"], "q1": ["d4", "d3"]}
-        assert trec.read_qrels(tmp_path / "qrels.canon") == trec.read_qrels(tmp_path / "qrels.tabs")
+def _both(tmp_path: Path, name: str, lines: list[str]) -> tuple[Path, Path, Path]:
+    """The same lines with single spaces, with tabs, and with runs of blanks."""
+    canon, tabs, spaced = (tmp_path / f"{name}.{kind}" for kind in ("canon", "tabs", "spaced"))
+    canon.write_text("\n".join(lines) + "\n")
+    tabs.write_text("\n".join(x.replace(" ", "\t") for x in lines) + "\n")
+    spaced.write_text("\n\n".join("  " + x.replace(" ", " \t ") for x in lines))
+    return canon, tabs, spaced
+
+
+class TestTrecReaders:
+    def test_columnar_and_line_readers_agree(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Canonical files (read by pyarrow), tab-separated ones and ones with runs of
+        blanks (the line reader) read alike."""
+        rng = np.random.default_rng(7)
+        lines = [
+            f"q{rng.integers(5)} Q0 d{rng.integers(12)} 0 {rng.integers(4) / 2} t"
+            for _ in range(300)
+        ]
+        qrels = [f"q{i % 7} 0 d{i} {i % 3}" for i in range(50)]  # queries not contiguous
+        runs = [run_of(trec.read_run(p)) for p in _both(tmp_path, "run", lines)]
+        assert runs[0] == runs[1] == runs[2]
+        judged = [qrels_of(trec.read_qrels(p)) for p in _both(tmp_path, "qrels", qrels)]
+        assert judged[0] == judged[1] == judged[2]
+        assert list(judged[0]) == [f"q{i}" for i in range(7)]
+        canon = tmp_path / "run.canon"
+        monkeypatch.setattr(trec, "_by_line", None)  # the canonical file never needs it
+        assert run_of(trec.read_run(canon)) == runs[0]
+
+    def test_run_order(self, tmp_path: Path) -> None:
+        """Interleaved queries keep their first appearance; the rank column is ignored."""
+        path = tmp_path / "r"
+        path.write_text("q2 Q0 d1 1 2 t\nq1 Q0 d3 1 5 t\nq2 Q0 d2 2 2 t\nq1 Q0 d4 2 9.5 t\n")
+        assert run_of(trec.read_run(path)) == {"q2": ["d2", "d1"], "q1": ["d4", "d3"]}
 
     @pytest.mark.parametrize(
         "text", ["q1 Q0 d1 1 2\n", "q1 Q0 d1 1 2 t x\n", "q1 Q0 d1 1 x t\n", "q1 Q0 d1 1 inf t"]
     )
-    def test_malformed_lines_are_still_reported(self, tmp_path: Path, text: str) -> None:
-        """A malformed line makes the bulk reader step aside; the error names the line."""
+    def test_malformed_lines_are_reported(self, tmp_path: Path, text: str) -> None:
+        """A malformed line makes the columnar reader step aside; the error names the line."""
         path = tmp_path / "bad.run"
         path.write_text("q0 Q0 d1 1 2 t\n" + text)
         with pytest.raises(InputError) as caught:
             trec.read_run(path)
         assert caught.value.problems[0].line == 2
 
-    def test_extra_whitespace_is_legal(self, tmp_path: Path) -> None:
-        """Two spaces or a trailing blank line: the line reader takes them, as before."""
-        path = tmp_path / "spaced.run"
-        path.write_text("q1  Q0 d1 1 2 t\n\n")
-        assert trec.read_run(path) == {"q1": ["d1"]}
-
     def test_repeated_documents_are_kept_and_counted(self, tmp_path: Path) -> None:
-        """A run naming a document twice keeps both lines, as before."""
+        """A run naming a document twice keeps both lines; the engine counts the repeat."""
         path = tmp_path / "dup.run"
         path.write_text("q1 Q0 d1 1 3 t\nq1 Q0 d1 2 2 t\n")
-        assert trec.read_run(path) == {"q1": ["d1", "d1"]}
+        assert run_of(trec.read_run(path)) == {"q1": ["d1", "d1"]}
+
+    def test_doc_ids_tie_break_as_text(self, tmp_path: Path) -> None:
+        """Tied scores: doc id descending as strings ("d9" before "d10")."""
+        path = tmp_path / "tie.run"
+        path.write_text("q Q0 d10 1 1 t\nq Q0 d9 2 1 t\nq Q0 d2 3 5 t\n")
+        assert run_of(trec.read_run(path)) == {"q": ["d2", "d9", "d10"]}
+
+    def test_empty_files(self, tmp_path: Path) -> None:
+        (tmp_path / "e").write_text("")
+        assert len(trec.read_run(tmp_path / "e")) == 0 and len(trec.read_qrels(tmp_path / "e")) == 0
+
+    def test_qrels_judging_twice_is_reported(self, tmp_path: Path) -> None:
+        path = tmp_path / "twice.qrels"
+        path.write_text("q 0 a 1\nq 0 b 1\nq 0 a 0\n")
+        with pytest.raises(InputError) as caught:
+            trec.read_qrels(path)
+        assert caught.value.problems[0].line == 3
+
+    def test_non_ascii_ids(self, tmp_path: Path) -> None:
+        """UTF-8 ids are read as they are; only ASCII whitespace separates fields, as in
+        trec_eval (a no-break space belongs to the id)."""
+        path = tmp_path / "utf8.run"
+        path.write_text("qé Q0 dö 1 2 t\nqé Q0 d™ 2 1 t\n", encoding="utf-8")
+        assert run_of(trec.read_run(path)) == {"qé": ["dö", "d™"]}
+        path.write_text("q Q0 a\u00a0b 1 2 t\nq Q0 c  2 1 t\n", encoding="utf-8")
+        assert run_of(trec.read_run(path)) == {"q": ["a\u00a0b", "c"]}
+
+    def test_invalid_utf8_is_an_input_error(self, tmp_path: Path) -> None:
+        path = tmp_path / "latin1.run"
+        path.write_bytes("q Q0 d\xe9 1 2 t\n".encode("latin-1"))
+        with pytest.raises(InputError, match="not UTF-8"):
+            trec.read_run(path)
+
+    @pytest.mark.parametrize("block", [64, 200, 1 << 20])
+    def test_streamed_blocks_never_split_a_query(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+    ) -> None:
+        """Read in small blocks, a grouped run gives the same queries as read whole."""
+        monkeypatch.setattr(trec, "_BLOCK", block)
+        lines = [f"q{q} Q0 d{d} {d} {20 - d} t" for q in range(30) for d in range(q % 7 + 1)]
+        path = tmp_path / "grouped.run"
+        path.write_text("\n".join(lines) + "\n")
+        streamed: dict[str, list[str]] = {}
+        for part in trec.stream_run(path):
+            found = run_of(part)
+            assert not set(found) & set(streamed)
+            streamed.update(found)
+        assert streamed == run_of(trec.read_run(path))
 
 
 class TestEvaluateTrec:
@@ -104,27 +178,31 @@ class TestEvaluateTrec:
         run["q0"] = {"d1": 1.0, "d2": 3.0, "d3": 1.0}  # needs sorting, with a tie
         eng = engine.Engine(config={})
         from_dicts = eng.evaluate_trec(qrels, run, METRICS)
-        trec.write_qrels(tmp_path / "x.qrels", qrels)
+        trec.write_qrels(tmp_path / "x.qrels", labels_from_dicts(qrels))
         with (tmp_path / "x.run").open("w") as handle:
             for q, scored in run.items():
                 handle.writelines(f"{q} Q0 {d} 0 {s} t\n" for d, s in scored.items())
         from_files = eng.evaluate_trec(tmp_path / "x.qrels", tmp_path / "x.run", METRICS)
         general = (
-            eng.dataset(samples=trec.qrels_to_samples(qrels))
+            eng.dataset(samples=raw_samples(labels_from_dicts(qrels)))
             .with_metrics(METRICS)
-            .evaluate({q: trec.rank_by_score(s.items()) for q, s in run.items()})
+            .evaluate(run_of(run_from_dicts(run)))
         )
+        assert run_of(run_from_dicts(run))["q0"] == ["d2", "d3", "d1"]
         for label in from_dicts.labels:
             np.testing.assert_array_equal(from_dicts.scores[label], general.scores[label])
             np.testing.assert_array_equal(from_files.scores[label], general.scores[label])
+        assert from_dicts.dataset_hash == from_files.dataset_hash == general.dataset_hash
 
 
 class TestCompile:
     def test_ragged_and_duplicate_rankings(self) -> None:
         """Rankings of unequal length and with repeats take the general layout."""
-        samples = [Sample(id="a", relevance={"x": 1.0}), Sample(id="b", relevance={"y": 2.0})]
-        outputs = [Output(retrieved=("x", "z", "x")), Output(retrieved=("y",))]
-        batch = Batch.compile(samples, outputs)
+        samples = [
+            {"id": "a", "expected_output": {"x": 1}},
+            {"id": "b", "expected_output": {"y": 2}},
+        ]
+        batch = make_batch(samples, {"a": ["x", "z", "x"], "b": ["y"]})
         assert batch.doc_codes.shape == (2, 2)
         assert batch.duplicates_dropped.tolist() == [1, 0]
         assert batch.positions.tolist() == [[0, 1], [0, -1]]
@@ -132,8 +210,8 @@ class TestCompile:
 
     def test_rectangular_rankings(self) -> None:
         """Equal-length rankings without repeats: the same arrays, without scattering."""
-        samples = [Sample(id="a", relevance={"x": 1.0}), Sample(id="b", relevance={})]
-        batch = Batch.compile(samples, [Output(retrieved=("x", "y")), Output(retrieved=("y", "x"))])
+        samples = [{"id": "a", "expected_output": {"x": 1}}, {"id": "b", "expected_output": {}}]
+        batch = make_batch(samples, {"a": ["x", "y"], "b": ["y", "x"]})
         assert batch.positions.tolist() == [[0, 1], [0, 1]]
         assert batch.lengths.tolist() == [2, 2]
         np.testing.assert_array_equal(batch.ranked_labels, [[1.0, np.nan], [np.nan, np.nan]])
@@ -149,87 +227,30 @@ class TestCompile:
         assert results.scores["retrieval-mrr"].tolist() == [0.5]
 
 
-class TestColumnarTrec:
-    """The bulk readers go from columns to ranked lists without per-line objects; these
-    check them against the line reader on awkward content, across block boundaries."""
-
-    def _both(self, tmp_path: Path, name: str, lines: list[str]) -> tuple[Path, Path]:
-        canon, tabs = tmp_path / f"{name}.canon", tmp_path / f"{name}.tabs"
-        canon.write_text("\n".join(lines) + "\n")
-        tabs.write_text("\n".join(x.replace(" ", "\t") for x in lines) + "\n")
-        return canon, tabs
-
-    @pytest.mark.parametrize("block", [16, 64, 1 << 25])
-    def test_shuffled_tied_and_repeated_runs(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
-    ) -> None:
-        """Interleaved queries, tied and repeated scores, repeated documents and small
-        blocks: the bulk reader ranks exactly as the line reader does."""
-        monkeypatch.setattr(trec, "_BLOCK_BYTES", block)
-        rng = np.random.default_rng(7)
-        lines = [
-            f"q{rng.integers(5)} Q0 d{rng.integers(12)} 0 {rng.integers(4) / 2} t"
-            for _ in range(300)
-        ]
-        canon, tabs = self._both(tmp_path, "run", lines)
-        assert trec._bulk_run(canon) is not None
-        assert trec.read_run(canon) == trec.read_run(tabs)
-        qrels = [f"q{i % 7} 0 d{i} {i % 3}" for i in range(50)]  # queries not contiguous
-        canon, tabs = self._both(tmp_path, "qrels", qrels)
-        assert trec._bulk_qrels(canon) is not None
-        assert trec.read_qrels(canon) == trec.read_qrels(tabs)
-        assert list(trec.read_qrels(canon)) == [f"q{i}" for i in range(7)]
-
-    def test_doc_ids_tie_break_as_text(self, tmp_path: Path) -> None:
-        """Tied scores: doc id descending as strings ("d9" before "d10")."""
-        path = tmp_path / "tie.run"
-        path.write_text("q Q0 d10 1 1 t\nq Q0 d9 2 1 t\nq Q0 d2 3 5 t\n")
-        assert trec.read_run(path) == {"q": ["d2", "d9", "d10"]}
-
-    def test_empty_files(self, tmp_path: Path) -> None:
-        (tmp_path / "e").write_text("")
-        assert trec.read_run(tmp_path / "e") == {} and trec.read_qrels(tmp_path / "e") == {}
-
-    def test_qrels_judging_twice_is_reported(self, tmp_path: Path) -> None:
-        path = tmp_path / "twice.qrels"
-        path.write_text("q 0 a 1\nq 0 b 1\nq 0 a 0\n")
-        with pytest.raises(InputError) as caught:
-            trec.read_qrels(path)
-        assert caught.value.problems[0].line == 3
-
-    def test_non_ascii_ids(self, tmp_path: Path) -> None:
-        """UTF-8 ids are read in bulk; Unicode whitespace is left to the line reader,
-        which splits on it, as before."""
-        path = tmp_path / "utf8.run"
-        path.write_text("qé Q0 dö 1 2 t\nqé Q0 d™ 2 1 t\n", encoding="utf-8")
-        assert trec._bulk_run(path) == trec.read_run(path) == {"qé": ["dö", "d™"]}
-        path.write_text("q Q0 a\u00a0b 1 2 t\n", encoding="utf-8")
-        assert trec._bulk_run(path) is None
-        with pytest.raises(InputError):
-            trec.read_run(path)
-
-
-class TestQrelsSamples:
+class TestQrelsDicts:
     def test_same_samples_and_hash_as_the_raw_path(self) -> None:
-        """Samples built directly equal those parsed from raw dicts (and hash alike)."""
-        from engine.dataset import content_hash, parse_samples
-
+        """Samples read from pytrec_eval-shaped dicts equal those parsed from raw samples,
+        and hash alike."""
         for qrels in (
             {"q1": {"a": 2, "b": 0.5}, "q2": {"c": -1}},
-            {"q": {"relevance": 1.0, "x": 0}},  # long form on the raw path
+            {"q": {"relevance": 1.0, "x": 0}},
         ):
-            direct = trec.qrels_samples(qrels)
-            parsed = parse_samples((s, None) for s in trec.qrels_to_samples(qrels))
-            assert direct == parsed
-            assert content_hash(direct) == content_hash(parsed)
+            direct = labels_from_dicts(qrels)
+            assert direct is not None
+            parsed = parse_samples((s, None) for s in raw_samples(direct))
+            assert (
+                qrels_of(direct)
+                == qrels_of(parsed)
+                == {q: {d: float(v) for d, v in m.items()} for q, m in qrels.items()}
+            )
+            hashes = []
+            for columns in (direct, parsed):
+                digest = ContentHash()
+                digest.update(columns)
+                hashes.append(digest.hexdigest())
+            assert hashes[0] == hashes[1]
 
     @pytest.mark.parametrize("qrels", [{"q": {"a": float("nan")}}, {"": {"a": 1}}, {}])
     def test_invalid_qrels_are_reported(self, qrels: dict) -> None:  # type: ignore[type-arg]
         with pytest.raises(InputError):
-            trec.qrels_samples(qrels)
-
-    def test_output_objects_pass_through_load_outputs(self) -> None:
-        from engine.outputs import load_outputs
-
-        outputs = {"q": Output(retrieved=("a", "b"))}
-        assert load_outputs(outputs) == outputs
+            sources.dataset_columns(qrels)

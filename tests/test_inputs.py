@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import engine
-from engine import schemas
+from engine.io import schemas
 
 
 def _problems(error: engine.InputError) -> list[tuple[str | None, str, str]]:

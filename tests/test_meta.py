@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import engine
-from engine.meta import (
+from engine.analysis.meta import (
     GAMMA_GRID,
     MissingDependencyError,
     bootstrap_ci,
@@ -32,8 +32,8 @@ from engine.meta import (
     split_questions,
     write_theta,
 )
-from engine.meta_cli import add_commands
-from engine.metric import metric_label
+from engine.cli.meta import add
+from engine.evaluation.metric import metric_label
 from engine.testing import make_batch
 from metrics_plugins.utility import UDCG, read_theta
 
@@ -324,7 +324,7 @@ class TestContextsFile:
 def run_cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="slotwise")
     parser.add_argument("--config", type=Path)
-    handlers = add_commands(parser.add_subparsers(dest="command", required=True))
+    handlers = add(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     return handlers[args.command](args)
 
@@ -342,7 +342,7 @@ class TestCLI:
     def test_add_commands_returns_the_handlers(self):
         """Four subcommands, each with a callable handler."""
         parser = argparse.ArgumentParser()
-        handlers = add_commands(parser.add_subparsers())
+        handlers = add(parser.add_subparsers())
         assert set(handlers) == {"correlate", "fit", "calibrate", "import-udcg-reference"}
 
     def test_correlate_json(self, project, capsys):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import engine
-from engine.registry import GROUP, Registry
+from engine.evaluation.registry import GROUP, Registry
 
 
 def _module(tmp_path: Path, name: str, source: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,12 +8,13 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 import engine
+from engine.analysis.report import build_report
 from engine.cli import main
-from engine.report import build_report
-from engine.results import Diagnostics, MetricRecord, Results
+from engine.evaluation.results import Diagnostics, MetricRecord, Results
 
 QUICKSTART = Path(__file__).resolve().parent.parent / "examples" / "quickstart"
 METRICS = ["retrieval-ndcg-at-k", "retrieval-recall-at-k", "retrieval-map"]
@@ -46,10 +47,11 @@ def _setbased(seed: int) -> Results:
     return Results(
         dataset_name="synthetic",
         dataset_hash="sha256:" + "0" * 64,
-        sample_ids=ids,
+        ids=pa.array(ids),
         metrics=records,
         scores=scores,
         aggregates={k: float(np.nanmean(v)) for k, v in scores.items()},
+        counts={k: (int((~np.isnan(v)).sum()), int(np.isnan(v).sum())) for k, v in scores.items()},
         diagnostics=Diagnostics(),
         provenance={"slotwise": "0.1.0", "python": "3.11", "created": "now"},
     )

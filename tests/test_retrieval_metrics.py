@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import engine
-from engine import Batch, MetricParameterError, Output, Sample
+from engine import Batch, MetricParameterError
+from engine.testing import make_batch
 from metrics_plugins.retrieval import RECALL_LEVELS, _iprec_at_recall
 
 Case = tuple[Mapping[str, float] | Sequence[str], Sequence[str] | None, int | None]
@@ -37,14 +38,15 @@ ALL_CLASSIC = [
 
 def compile_cases(cases: Sequence[Case], default_k: int = 5) -> Batch:
     """A Batch from (labels, ranking or None for no output, metadata.k or None) cases."""
-    samples, outputs = [], []
+    samples, outputs = [], {}
     for i, (labels, ranking, k) in enumerate(cases):
         raw: dict[str, Any] = {"id": f"s{i}", "expected_output": labels}
         if k is not None:
             raw["metadata"] = {"k": k}
-        samples.append(Sample.from_raw(raw))
-        outputs.append(None if ranking is None else Output.from_raw(list(ranking)))
-    return Batch.compile(samples, outputs, default_k=default_k)
+        samples.append(raw)
+        if ranking is not None:
+            outputs[f"s{i}"] = list(ranking)
+    return make_batch(samples, outputs, default_k=default_k)
 
 
 def score(spec: str, cases: Sequence[Case], default_k: int = 5, **params: Any) -> list[float]:

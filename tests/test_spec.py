@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import engine
-from engine.metric import metric_label, parse_spec
+from engine.evaluation.metric import metric_label, parse_spec
 
 
 class TestParse:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats
 
-from engine import stats
+from engine.analysis import stats
 
 
 def _pair(n: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import qrels_of, run_of
 from trec_names import trec_measures
 
 import engine
-from engine.trec import qrels_to_samples, read_qrels, read_run, run_to_outputs
+from engine.io.trec import read_qrels, read_run
 from metrics_plugins.retrieval import RECALL_LEVELS, _iprec_at_recall
 
 TOLERANCE = 5e-5  # half a unit in the 4th printed decimal
@@ -45,8 +46,8 @@ def collection(reference_data: Path) -> tuple[dict, dict, dict[str, dict[str, fl
     """(qrels, run, reference table) of trec_eval's test collection."""
     base = reference_data / "trec_eval"
     return (
-        read_qrels(base / "qrels.test"),
-        read_run(base / "results.test"),
+        qrels_of(read_qrels(base / "qrels.test")),
+        run_of(read_run(base / "results.test")),
         read_reference(base / "out.test.aq"),
     )
 
@@ -55,9 +56,8 @@ def collection(reference_data: Path) -> tuple[dict, dict, dict[str, dict[str, fl
 def results(eng: engine.Engine, collection: tuple) -> engine.Results:
     """Every classic measure evaluated through the public API."""
     qrels, run, _ = collection
-    dataset = eng.dataset(samples=qrels_to_samples(qrels))
     specs = [*MEASURES.values(), "retrieval-auc-pr(rounding=trec_eval10)"]
-    return dataset.with_metrics(specs).evaluate(run_to_outputs(run))
+    return eng.dataset(samples=qrels).with_metrics(specs).evaluate(run)
 
 
 def _scores(results: engine.Results, measure: str) -> tuple[np.ndarray, float]:
@@ -95,10 +95,7 @@ class TestTrecEvalTestCollection:
     def test_iprec_at_recall(self, eng: engine.Engine, collection: tuple, level: int) -> None:
         """The 11 interpolated-precision points, with trec_eval 10's lround cutoffs."""
         qrels, run, reference = collection
-        dataset = eng.dataset(samples=qrels_to_samples(qrels))
-        batch = engine.Batch.compile(
-            dataset.samples, [engine.Output(retrieved=tuple(run[s.id])) for s in dataset.samples]
-        )
+        batch = eng.dataset(samples=qrels).batch(run)
         points = _iprec_at_recall(batch, rounding="trec_eval10")[:, level]
         expected = reference[IPREC[level]]
         for qid, value in zip(batch.sample_ids, points.tolist(), strict=True):
@@ -111,10 +108,7 @@ class TestTrecEvalTestCollection:
         """The file differs from trec_eval 9 / pytrec_eval rounding at exactly two points:
         301 @ 0.10 (|Rel| 474: 47.4 -> 47 vs 48) and 302 @ 0.60 (|Rel| 77: 46.2 -> 46 vs 47)."""
         qrels, run, reference = collection
-        dataset = eng.dataset(samples=qrels_to_samples(qrels))
-        batch = engine.Batch.compile(
-            dataset.samples, [engine.Output(retrieved=tuple(run[s.id])) for s in dataset.samples]
-        )
+        batch = eng.dataset(samples=qrels).batch(run)
         old = _iprec_at_recall(batch, rounding="trec_eval9")
         expected = np.array([[reference[m][q] for m in IPREC] for q in batch.sample_ids])
         off = {

@@ -1,25 +1,18 @@
-"""engine.trec: reading and writing TREC qrels and runs, and converting them to samples."""
+"""engine.io.trec: reading and writing TREC qrels and runs; converting them to samples."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from conftest import qrels_of, run_of
 
 import engine
-from engine import schemas
 from engine.errors import InputError
-from engine.trec import (
-    outputs_to_run,
-    qrels_to_samples,
-    rank_by_score,
-    read_qrels,
-    read_run,
-    run_to_outputs,
-    samples_to_qrels,
-    write_qrels,
-    write_run,
-)
+from engine.io import schemas, sources
+from engine.io.documents import raw_outputs, raw_samples
+from engine.io.frames import labels_from_dicts, run_from_dicts
+from engine.io.trec import read_qrels, read_run, write_qrels, write_run
 
 
 def _write(path: Path, text: str) -> Path:
@@ -33,7 +26,7 @@ class TestReadQrels:
     def test_graded_labels_by_query(self, tmp_path: Path) -> None:
         """Labels keep their grade; negative labels are kept as given; blank lines skipped."""
         path = _write(tmp_path / "q.txt", "1 0 a 2\n1 0 b 0\n\n2 0 a -1\n2\t0\tc\t1\n")
-        assert read_qrels(path) == {"1": {"a": 2.0, "b": 0.0}, "2": {"a": -1.0, "c": 1.0}}
+        assert qrels_of(read_qrels(path)) == {"1": {"a": 2.0, "b": 0.0}, "2": {"a": -1.0, "c": 1.0}}
 
     def test_every_malformed_line_is_reported(self, tmp_path: Path) -> None:
         """Wrong field counts, non-numeric labels and duplicates are all collected."""
@@ -44,7 +37,7 @@ class TestReadQrels:
         assert [p.line for p in problems] == [2, 3, 4, 5]
         assert all(p.source == str(path) for p in problems)
         assert "4 fields" in problems[0].message
-        assert "judged twice" in problems[2].message
+        assert "document 'a' has two relevance labels (the first at line 1)" in problems[2].message
 
     def test_missing_file_is_an_input_error(self, tmp_path: Path) -> None:
         """An unreadable file raises InputError, not OSError."""
@@ -58,17 +51,17 @@ class TestReadRun:
     def test_score_descending_ignoring_the_rank_column(self, tmp_path: Path) -> None:
         """The rank column says b first; the scores say a first."""
         path = _write(tmp_path / "r.txt", "1 Q0 b 1 0.5 t\n1 Q0 a 2 0.9 t\n2 Q0 z 1 1 t\n")
-        assert read_run(path) == {"1": ["a", "b"], "2": ["z"]}
+        assert run_of(read_run(path)) == {"1": ["a", "b"], "2": ["z"]}
 
     def test_ties_broken_by_docid_descending(self, tmp_path: Path) -> None:
         """Equal scores: larger doc id (string order, so 'd9' > 'd10') first."""
         path = _write(tmp_path / "r.txt", "q Q0 d10 1 1.0 t\nq Q0 d9 2 1.0 t\nq Q0 d2 3 2.0 t\n")
-        assert read_run(path) == {"q": ["d2", "d9", "d10"]}
+        assert run_of(read_run(path)) == {"q": ["d2", "d9", "d10"]}
 
     def test_duplicates_are_kept_for_the_engine_to_count(self, tmp_path: Path) -> None:
         """A repeated doc id stays in the list; the engine drops it and counts it."""
         path = _write(tmp_path / "r.txt", "q Q0 a 1 3 t\nq Q0 a 2 1 t\nq Q0 b 3 2 t\n")
-        assert read_run(path) == {"q": ["a", "b", "a"]}
+        assert run_of(read_run(path)) == {"q": ["a", "b", "a"]}
 
     def test_every_malformed_line_is_reported(self, tmp_path: Path) -> None:
         """Field counts and scores are checked on every line before raising."""
@@ -84,8 +77,8 @@ class TestReadRun:
         ]
 
 
-class TestRankByScore:
-    """rank_by_score is trec_eval's comparator."""
+class TestTrecOrder:
+    """Runs from scores are ranked with trec_eval's comparator."""
 
     @pytest.mark.parametrize(
         ("scored", "expected"),
@@ -99,7 +92,7 @@ class TestRankByScore:
     )
     def test_order(self, scored: list[tuple[str, float]], expected: list[str]) -> None:
         """Score descending, then doc id descending."""
-        assert rank_by_score(scored) == expected
+        assert run_of(run_from_dicts({"q": dict(scored)})) == {"q": expected}
 
 
 class TestRoundTrip:
@@ -108,24 +101,24 @@ class TestRoundTrip:
     def test_qrels(self, tmp_path: Path) -> None:
         """Integral labels are written as integers, others as floats."""
         qrels = {"1": {"a": 2.0, "b": -1.0}, "2": {"c": 0.5}}
-        write_qrels(tmp_path / "out" / "qrels", qrels)
+        write_qrels(tmp_path / "out" / "qrels", labels_from_dicts(qrels))
         assert (tmp_path / "out" / "qrels").read_text() == "1 0 a 2\n1 0 b -1\n2 0 c 0.5\n"
-        assert read_qrels(tmp_path / "out" / "qrels") == qrels
+        assert qrels_of(read_qrels(tmp_path / "out" / "qrels")) == qrels
 
     def test_run_keeps_the_order(self, tmp_path: Path) -> None:
         """Scores are written strictly descending, so reading restores the ranking."""
         run = {"1": ["d1", "d10", "d9"], "2": ["x"]}
-        write_run(tmp_path / "run", run, tag="sys")
+        write_run(tmp_path / "run", sources.read_outputs(run), tag="sys")
         assert (tmp_path / "run").read_text().splitlines()[0] == "1 Q0 d1 1 3 sys"
-        assert read_run(tmp_path / "run") == run
+        assert run_of(read_run(tmp_path / "run")) == run
 
 
 class TestConverters:
-    """Qrels and runs to slotwise samples and outputs, and back."""
+    """Samples and outputs in columns back to raw dataset and outputs documents."""
 
     def test_samples_are_valid_and_graded(self) -> None:
         """One sample per query, expected_output a graded map valid against the schema."""
-        samples = qrels_to_samples({"q1": {"a": 2.0, "b": 0.0}, "q2": {"c": 0.5}})
+        samples = raw_samples(labels_from_dicts({"q1": {"a": 2.0, "b": 0.0}, "q2": {"c": 0.5}}))
         assert samples == [
             {"id": "q1", "expected_output": {"a": 2, "b": 0}},
             {"id": "q2", "expected_output": {"c": 0.5}},
@@ -135,41 +128,43 @@ class TestConverters:
 
     def test_docid_named_like_a_long_form_key(self) -> None:
         """A document called 'relevance' is wrapped in the long form so it stays a label."""
-        samples = qrels_to_samples({"q": {"relevance": 1.0, "x": 0.0}})
+        samples = raw_samples(labels_from_dicts({"q": {"relevance": 1.0, "x": 0.0}}))
         assert samples == [{"id": "q", "expected_output": {"relevance": {"relevance": 1, "x": 0}}}]
         assert list(schemas.problems(samples[0], "sample")) == []
-        assert samples_to_qrels(samples) == {"q": {"relevance": 1.0, "x": 0.0}}
+        assert qrels_of(sources.dataset_columns(samples)) == {"q": {"relevance": 1.0, "x": 0.0}}
 
-    def test_samples_to_qrels_accepts_every_label_form(self) -> None:
-        """Lists mean label 1; samples without relevance are left out; Sample objects work."""
+    def test_qrels_of_every_label_form(self) -> None:
+        """Lists mean label 1; samples without relevance are left out."""
         raw = [
             {"id": "a", "expected_output": ["d1", "d2"]},
             {"id": "b", "expected_output": {"relevance": {"d3": 2}}},
             {"id": "c", "expected_output": {"answers": "yes"}},
         ]
-        expected = {"a": {"d1": 1.0, "d2": 1.0}, "b": {"d3": 2.0}}
-        assert samples_to_qrels(raw) == expected
-        assert samples_to_qrels([engine.Sample.from_raw(r) for r in raw]) == expected
+        assert qrels_of(sources.dataset_columns(raw)) == {
+            "a": {"d1": 1.0, "d2": 1.0},
+            "b": {"d3": 2.0},
+        }
 
     def test_outputs_round_trip(self) -> None:
-        """run_to_outputs gives bare lists; outputs_to_run reads lists, long forms, Output."""
-        run = {"q1": ["a", "b"], "q2": []}
-        assert run_to_outputs(run) == run
+        """Bare lists stay bare; long forms keep texts, pools and cited ids."""
         outputs = {
             "q1": ["a", "b"],
-            "q2": {"retrieved": [{"id": "c", "text": "..."}, {"id": 7}]},
-            "q3": engine.Output(retrieved=("z",)),
-            "q4": None,
+            "q2": {"retrieved": [{"id": "c", "text": "..."}, {"id": "7"}], "pool": ["c"]},
+            "q3": [],
         }
-        assert outputs_to_run(outputs) == {"q1": ["a", "b"], "q2": ["c", "7"], "q3": ["z"]}
+        assert raw_outputs(sources.read_outputs(outputs)) == {
+            "q1": ["a", "b"],
+            "q2": {"retrieved": [{"id": "c", "text": "..."}, {"id": "7"}], "pool": ["c"]},
+            "q3": [],
+        }
 
     def test_end_to_end_through_the_engine(self, eng: engine.Engine, tmp_path: Path) -> None:
         """Files -> samples/outputs -> scores: P@2 of [b, a] against {a: 1} is 1/2."""
         qrels = _write(tmp_path / "qrels", "q 0 a 1\nq 0 b 0\n")
         run = _write(tmp_path / "run", "q Q0 a 1 1.0 t\nq Q0 b 2 2.0 t\n")
-        dataset = eng.dataset(samples=qrels_to_samples(read_qrels(qrels)))
+        dataset = eng.dataset(read_qrels(qrels))
         results = dataset.with_metrics(["retrieval-precision-at-k@2", "retrieval-mrr"]).evaluate(
-            run_to_outputs(read_run(run))
+            read_run(run)
         )
         assert results.per_sample()[0]["scores"] == {
             "retrieval-precision-at-k@2": 1 / 2,

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import engine
-from engine.udcg_reference import convert_reference, read_reference, reference_models
+from engine.io.udcg_reference import convert_reference, read_reference, reference_models
 
 MODEL = "meta-llama/Llama-3.2-3B-Instruct"
 

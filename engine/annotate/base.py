@@ -14,8 +14,8 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import attrs
 
 from engine.errors import SlotwiseError
+from engine.evaluation.registry import installed_entry_points
 from engine.logs import log
-from engine.registry import installed_entry_points
 
 __all__ = [
     "GROUP",

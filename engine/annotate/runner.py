@@ -24,7 +24,7 @@ import attrs
 
 from engine.annotate.base import AnnotationError, BatchResult, RetryableError, Throttle
 from engine.annotate.cache import Cache, Entry
-from engine.executors import Executor, LocalExecutor, RayExecutor, resolve_executor
+from engine.evaluation.executors import Executor, LocalExecutor, RayExecutor, resolve_executor
 from engine.logs import log
 
 __all__ = ["AnnotationInterrupted", "Job", "RateLimiter", "Remote", "Runner", "Stats"]

@@ -36,7 +36,7 @@ from engine.annotate.prompts import (
 )
 from engine.annotate.runner import Job, Remote, Runner, Stats
 from engine.errors import InputError, Problem
-from engine.records import Output, Sample
+from engine.io.records import Output, Sample
 
 __all__ = ["TASKS", "Passage", "Report", "annotate_samples", "relevance_job", "utility_job"]
 

@@ -1,0 +1,243 @@
+"""The ``slotwise annotate`` command: label a dataset's passages with an LLM annotator
+plugin (p(NO-RESPONSE) utility, judged relevance, graded answers) through the SQLite
+cache, and write the labelled dataset. :func:`add` adds it to the program's
+subparsers and returns its handler."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from engine.annotate.base import AnnotationError, AnnotatorRegistry
+from engine.annotate.cache import Cache
+from engine.annotate.runner import AnnotationInterrupted, Runner
+from engine.annotate.tasks import TASKS, annotate_samples
+from engine.cli.common import Handler, non_negative_int, positive_float, positive_int
+from engine.errors import InputError, Problem
+from engine.io.config import CONFIG_FILENAME
+from engine.io.documents import parse_samples, write_samples
+from engine.io.files import format_suffix, read_document, read_jsonl
+from engine.io.records import outputs_of, samples_of
+from engine.io.sources import read_dataset, read_outputs
+from engine.logs import log
+
+__all__ = ["add"]
+
+#: Command-line options handed to the annotator's constructor (when it takes them).
+_ANNOTATOR_OPTIONS = (
+    "device",
+    "dtype",
+    "max_length",
+    "base_url",
+    "api_key_env",
+    "method",
+    "samples",
+    "temperature",
+    "timeout",
+    "no_response_token",
+)
+
+
+def add(commands: Any) -> dict[str, Handler]:
+    """Add ``annotate`` to ``commands`` (from ``parser.add_subparsers``); returns its handler."""
+    annotate = commands.add_parser(
+        "annotate",
+        help="label passages with an LLM: utility p(NO-RESPONSE), relevance, answer grades",
+        description="Annotate a dataset with an LLM annotator plugin and write it with the new "
+        "labels. utility: p(NO-RESPONSE) of each retrieved passage (written as utility labels "
+        "{relevant, p_no_response} that udcg reads); relevance: an LLM judge (UDCG paper, "
+        "Figure 5); grade: metadata.outcome (correct/wrong/abstained) of metadata.response "
+        "(Figure 6). Results are cached: an interrupted run resumes, a re-run is free.",
+    )
+    annotate.add_argument(
+        "dataset", help=f"a dataset declared in {CONFIG_FILENAME}, or a .json/.yaml/.jsonl file"
+    )
+    annotate.add_argument(
+        "--outputs", type=Path, help="the retrieved passages, with their texts (JSON or JSONL)"
+    )
+    annotate.add_argument(
+        "--output", type=Path, required=True, help="the labelled dataset to write"
+    )
+    annotate.add_argument(
+        "--task",
+        action="append",
+        default=[],
+        help="utility, relevance, grade; comma-separated or repeated (default: utility)",
+    )
+    annotate.add_argument(
+        "--annotator", required=True, help="annotator plugin: transformers, openai-compatible, ..."
+    )
+    annotate.add_argument("--model", required=True, help="model directory, or the model's name")
+    annotate.add_argument(
+        "--cache", type=Path, help="SQLite cache (default: OUTPUT with suffix .cache.sqlite)"
+    )
+    annotate.add_argument("--k", type=positive_int, help="annotate only the top K passages")
+    group = annotate.add_argument_group("running")
+    group.add_argument("--batch-size", type=positive_int, help="items per model call")
+    group.add_argument("--concurrency", type=positive_int, help="batches in flight")
+    group.add_argument(
+        "--retries", type=non_negative_int, default=4, help="retries of a failed call (4)"
+    )
+    group.add_argument(
+        "--backoff", type=float, default=0.5, help="first retry delay in seconds, doubled each time"
+    )
+    group.add_argument("--rate-limit", type=positive_float, help="at most this many requests/s")
+    group.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where batches run: threads here (local), or --concurrency actors on a Ray "
+        "cluster (RAY_ADDRESS, else a local Ray; needs slotwise[ray]); the cache stays here",
+    )
+    group.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar (default: on a terminal)",
+    )
+    local = annotate.add_argument_group("transformers annotator")
+    local.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    local.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"))
+    local.add_argument(
+        "--max-length", type=positive_int, help="context limit in tokens (default: the model's)"
+    )
+    remote = annotate.add_argument_group("openai-compatible annotator")
+    remote.add_argument("--base-url", help="e.g. http://localhost:8000/v1")
+    remote.add_argument("--api-key-env", metavar="VAR", help="environment variable with the key")
+    remote.add_argument(
+        "--method",
+        choices=("auto", "logprobs", "sampling"),
+        help="auto (default): logprobs if the server returns them, else Monte-Carlo sampling",
+    )
+    remote.add_argument("--samples", type=positive_int, help="Monte-Carlo samples (10)")
+    remote.add_argument("--temperature", type=float, help="Monte-Carlo temperature (1.0)")
+    remote.add_argument("--timeout", type=positive_float, help="request timeout in seconds (60)")
+    judges = annotate.add_argument_group("judge and grader")
+    judges.add_argument(
+        "--response-field", default="response", help="metadata field with the answer to grade"
+    )
+    judges.add_argument("--judge-max-tokens", type=positive_int, default=256)
+    annotate.add_argument(
+        "--no-response-token", help="the abstention token to read (default: NO-RESPONSE's first)"
+    )
+    return {"annotate": _annotate}
+
+
+def _tasks(values: list[str]) -> list[str]:
+    tasks = [t.strip() for v in values or ["utility"] for t in v.split(",") if t.strip()]
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        raise InputError(
+            [Problem(f"unknown task {t!r}; tasks: {', '.join(TASKS)}") for t in unknown],
+            summary="bad --task",
+        )
+    return list(dict.fromkeys(tasks))
+
+
+def _raw_samples(path: Path) -> list[dict[str, Any]]:
+    """The dataset's samples as written (so that labels not touched are kept as they are)."""
+    suffix = format_suffix(path)
+    if suffix == ".jsonl":
+        return [raw for _, raw in read_jsonl(path)]
+    if suffix in (".json", ".yaml", ".yml"):
+        return list(read_document(path)["samples"])
+    raise InputError([Problem("annotate reads .json, .yaml and .jsonl datasets", source=str(path))])
+
+
+def _dataset(args: argparse.Namespace) -> tuple[Path, Path | None]:
+    from engine.io.config import Config
+
+    config_path = getattr(args, "config", None)
+    config = Config.load(config_path) if config_path else Config.discover()
+    declared = config.datasets.get(args.dataset)
+    if declared is not None:
+        return declared.path, args.outputs or declared.outputs
+    return Path(args.dataset), args.outputs
+
+
+def _annotator(args: argparse.Namespace) -> Any:
+    cls = AnnotatorRegistry().get(args.annotator)
+    accepted = inspect.signature(cls).parameters
+    options: dict[str, Any] = {}
+    for name in _ANNOTATOR_OPTIONS:
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if name not in accepted:
+            flag = "--" + name.replace("_", "-")
+            raise InputError(
+                [Problem(f"{flag} does not apply to the {args.annotator} annotator")],
+                summary="bad options",
+            )
+        options[name] = value
+    return cls(args.model, **options)
+
+
+def _annotate(args: argparse.Namespace) -> int:
+    tasks = _tasks(args.task)
+    path, outputs_path = _dataset(args)
+    name, columns = read_dataset(path)
+    samples = samples_of(columns)
+    raws = _raw_samples(path)
+    outputs = outputs_of(read_outputs(outputs_path)) if outputs_path is not None else None
+    cache_path = args.cache or args.output.with_suffix(".cache.sqlite")
+    resume = f"finished work is in the cache {cache_path}; run the same command again to resume"
+    annotator = _annotator(args)
+    cache = Cache(cache_path)
+    runner = Runner(
+        cache,
+        batch_size=args.batch_size or getattr(annotator, "default_batch_size", 1),
+        concurrency=args.concurrency or getattr(annotator, "default_concurrency", 1),
+        retries=args.retries,
+        backoff=args.backoff,
+        rate_limit=args.rate_limit,
+        progress=args.progress,
+        executor=args.executor,
+    )
+    try:
+        labelled, report = annotate_samples(
+            raws,
+            samples,
+            outputs,
+            annotator,
+            runner,
+            tasks,
+            k=args.k,
+            response_field=args.response_field,
+            judge_max_tokens=args.judge_max_tokens,
+        )
+    except (KeyboardInterrupt, AnnotationInterrupted):
+        print(f"slotwise: interrupted; {resume}", file=sys.stderr)
+        return 130
+    except AnnotationError as error:
+        raise AnnotationError(f"{error}\n{resume}") from error
+    finally:
+        _log_finished(runner, tasks, cache_path)
+        runner.close()
+        cache.close()
+        annotator.close()
+    parse_samples((raw, None) for raw in labelled)  # never write an invalid dataset
+    write_samples(args.output, labelled, name=name)
+    for line in report.lines():
+        print(line, file=sys.stderr)
+    print(f"wrote {args.output} ({len(labelled)} samples; cache {cache_path})", file=sys.stderr)
+    return 0
+
+
+def _log_finished(runner: Runner, tasks: list[str], cache_path: Path) -> None:
+    stats: Mapping[str, Any] = {
+        "items": runner.stats.items,
+        "cached": runner.stats.cached,
+        "computed": runner.stats.computed,
+        "calls": runner.stats.calls,
+        "prompt_tokens": runner.stats.prompt_tokens,
+        "completion_tokens": runner.stats.completion_tokens,
+        "truncated": runner.stats.truncated,
+        "retries": runner.stats.retries,
+    }
+    log.info("annotate.finished", tasks=tasks, cache=str(cache_path), **stats)
+    print(runner.stats.line(), file=sys.stderr)

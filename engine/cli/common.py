@@ -1,0 +1,194 @@
+"""What the CLI's command modules share: argument converters (each rejects a bad value
+with a message argparse turns into a usage error, exit 2), metric specs from the command
+line, and writing a command's output to stdout or, atomically, to a file."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import math
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from engine.analysis.stats import DEFAULT_SEED, DEFAULT_TEST_RESAMPLES, TESTS
+from engine.cli.console import print_blocks
+from engine.errors import InputError, Problem
+from engine.evaluation.api import Engine
+from engine.evaluation.metric import Metric, metric_label, parse_spec
+from engine.evaluation.results import Results, read_results
+from engine.io.files import atomic_write
+
+__all__ = [
+    "Handler",
+    "Parser",
+    "UsageError",
+    "emit",
+    "emit_tables",
+    "load_results",
+    "metrics_with_k",
+    "non_negative",
+    "parse_cutoffs",
+    "positive_float",
+    "positive_int",
+    "probability",
+    "split_specs",
+    "statistics_options",
+]
+
+#: A command: takes the parsed arguments, returns the exit code.
+Handler = Callable[[argparse.Namespace], int]
+
+
+class UsageError(Exception):
+    """The command line asks for something impossible (exit 2, with the usage)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but usage errors exit with status 2 through the program's own error path."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        raise UsageError(message)
+
+
+def _number(
+    kind: type[float] | type[int], accept: Callable[[float], bool], wording: str
+) -> Callable[[str], float]:
+    def convert(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {wording}, got {text!r}") from None
+        if not (math.isfinite(value) and accept(value)):
+            raise argparse.ArgumentTypeError(f"must be {wording}, got {text!r}")
+        return value
+
+    return convert
+
+
+positive_int = _number(int, lambda v: v > 0, "a positive integer")
+non_negative_int = _number(int, lambda v: v >= 0, "an integer that is not negative")
+positive_float = _number(float, lambda v: v > 0, "a positive number")
+probability = _number(float, lambda v: 0 < v < 1, "a number between 0 and 1")
+non_negative = _number(float, lambda v: v >= 0, "a number that is not negative")
+
+
+def parse_cutoffs(text: str) -> list[int]:
+    """``--k`` values: one positive integer, or several separated by commas (a curve)."""
+    cutoffs = []
+    for part in text.split(","):
+        try:
+            value = int(part.strip())
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise argparse.ArgumentTypeError(
+                f"must be a positive integer or a comma-separated list of them, got {text!r}"
+            )
+        cutoffs.append(value)
+    return list(dict.fromkeys(cutoffs))
+
+
+def split_specs(values: Sequence[str]) -> list[str]:
+    """Split ``--metrics`` values on commas outside parentheses."""
+    specs: list[str] = []
+    for value in values:
+        depth, current = 0, ""
+        for char in value:
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if char == "," and depth == 0:
+                specs.append(current.strip())
+                current = ""
+            else:
+                current += char
+        specs.append(current.strip())
+    return [s for s in specs if s]
+
+
+def metrics_with_k(engine: Engine, specs: Sequence[str], ks: Sequence[int] | None) -> list[Metric]:
+    """The metrics of ``specs``; each spec that gives no k of its own, for a metric that
+    has one, at every cutoff of ``ks`` (``--k``)."""
+    import attrs
+
+    resolved: dict[str, Metric] = {}
+    cutoffs: list[int | None] = list(ks) if ks else [None]
+    for spec in specs:
+        for k in cutoffs:
+            parsed = parse_spec(spec)
+            cls = engine.registry.get(parsed.alias)
+            takes_k = any(f.name == "k" for f in attrs.fields(cls))
+            metric = (
+                engine.metric(spec, k=k)
+                if k is not None and "k" not in parsed.params and takes_k
+                else engine.metric(spec)
+            )
+            resolved.setdefault(metric_label(metric), metric)
+    return list(resolved.values())
+
+
+def emit(text: str | bytes, output: Path | None) -> None:
+    """Write to stdout, or atomically to ``output`` (saying so on stderr)."""
+    if output is None:
+        if isinstance(text, bytes):
+            sys.stdout.buffer.write(text)
+        else:
+            sys.stdout.write(text)
+        return
+    atomic_write(output, text)
+    print(f"wrote {output}", file=sys.stderr)
+
+
+def emit_tables(tables: Sequence[Any], lines: Sequence[str], output: Path | None) -> None:
+    """Rich tables and plain lines, to the terminal or as text to ``output``."""
+    if output is None:
+        print_blocks(tables, lines)
+    else:
+        emit(print_blocks(tables, lines, file=io.StringIO()), output)
+
+
+def statistics_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the paired tests (compare, report)."""
+    parser.add_argument(
+        "--test",
+        choices=TESTS,
+        default="randomization",
+        help="paired test: randomization (Fisher sign-flip, exact for n <= 13), bootstrap, "
+        "or t (paired t-test); default randomization",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=probability,
+        default=0.05,
+        help="significance level after Holm's correction (default 0.05)",
+    )
+    parser.add_argument(
+        "--resamples",
+        type=positive_int,
+        default=DEFAULT_TEST_RESAMPLES,
+        help=f"resamples of the randomization/bootstrap test (default {DEFAULT_TEST_RESAMPLES})",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default {DEFAULT_SEED})"
+    )
+    parser.add_argument(
+        "--names",
+        type=lambda text: [name.strip() for name in text.split(",")],
+        help="comma-separated system names (default: the file names without .json)",
+    )
+
+
+def load_results(paths: Sequence[Path], names: list[str] | None) -> tuple[list[Results], list[str]]:
+    """Results files and the names of their systems."""
+    results = [read_results(path) for path in paths]
+    if names is None:
+        names = [path.stem for path in paths]
+        if len(set(names)) != len(names):
+            names = [str(path) for path in paths]
+    if len(names) != len(paths) or len(set(names)) != len(names) or not all(names):
+        raise InputError(
+            [Problem(f"--names needs {len(paths)} distinct names, got {','.join(names)}")],
+            summary="bad --names",
+        )
+    return results, names

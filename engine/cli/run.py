@@ -1,0 +1,213 @@
+"""``slotwise run``: score a system's outputs against a dataset (or a TREC run against
+qrels), in memory, in chunks, or streamed with bounded memory."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from engine.analysis.curves import curve_labels, curve_table
+from engine.cli.common import (
+    Handler,
+    UsageError,
+    emit,
+    emit_tables,
+    metrics_with_k,
+    parse_cutoffs,
+    positive_int,
+    split_specs,
+)
+from engine.evaluation.api import Engine
+from engine.evaluation.results import Results
+from engine.io import trec
+from engine.io.config import CONFIG_FILENAME
+from engine.io.sinks import FORMATS
+
+__all__ = ["add", "run_tables"]
+
+
+def add(commands: Any) -> dict[str, Handler]:
+    run = commands.add_parser(
+        "run",
+        help="score outputs against a dataset",
+        description="Score a system's outputs against a dataset.",
+    )
+    run.add_argument(
+        "dataset",
+        nargs="?",
+        help=f"a dataset declared in {CONFIG_FILENAME}, or a .yaml/.json/.jsonl/.parquet file, "
+        "optionally .gz/.bz2/.xz/.zst (default: the only declared dataset)",
+    )
+    run.add_argument(
+        "--outputs",
+        type=Path,
+        help="outputs file: JSON {id: actual_output}, JSONL {id, actual_output} lines, a "
+        "Parquet/Arrow run, or a results JSON that kept its outputs",
+    )
+    run.add_argument(
+        "--metrics",
+        action="append",
+        default=[],
+        help="comma-separated metric specs, e.g. retrieval-ndcg-at-k@10,retrieval-mrr (default: the dataset's declared metrics)",
+    )
+    run.add_argument(
+        "--k",
+        type=parse_cutoffs,
+        help="cutoff for every metric whose spec gives no k (a sample's metadata.k still wins); "
+        "several, comma-separated (1,3,5,10), evaluate each such metric at every K: a curve",
+    )
+    run.add_argument(
+        "--by",
+        metavar="KEY",
+        help="table format: also break the results down by metadata KEY (e.g. stratum)",
+    )
+    run.add_argument(
+        "--format",
+        choices=("table", *FORMATS),
+        default="table",
+        help="table: summary; json: results document; jsonl, csv: per-sample scores; "
+        "parquet: per-sample scores as a Parquet file (needs --output)",
+    )
+    run.add_argument(
+        "--output", type=Path, help="write the result here (atomically) instead of stdout"
+    )
+    run.add_argument(
+        "--strict",
+        action="store_true",
+        help="duplicate retrieved ids and outputs for unknown samples are errors",
+    )
+    run.add_argument(
+        "--qrels", type=Path, help="a TREC qrels file as the dataset (instead of DATASET)"
+    )
+    run.add_argument(
+        "--run",
+        type=Path,
+        dest="trec_run",
+        help="a TREC run file as the outputs (instead of --outputs)",
+    )
+    run.add_argument(
+        "--stream",
+        action="store_true",
+        help="score in chunks with bounded memory, reading JSONL/TREC/Parquet inputs as a "
+        "stream (two passes); rows are written as they are scored",
+    )
+    run.add_argument(
+        "--chunk-size",
+        type=positive_int,
+        metavar="N",
+        help="samples per chunk for --stream or --executor (default 16384, rounded up to a multiple of 64)",
+    )
+    run.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where chunks are scored: this process, or a Ray cluster (RAY_ADDRESS; needs slotwise[ray])",
+    )
+    return {"run": _run}
+
+
+def _run(args: argparse.Namespace) -> int:
+    engine = Engine(config=args.config, executor=args.executor)
+    if args.qrels is not None and args.dataset is not None:
+        raise UsageError("give either DATASET or --qrels, not both")
+    if args.trec_run is not None and args.outputs is not None:
+        raise UsageError("give either --outputs or --run, not both")
+    if args.format == "parquet" and args.output is None:
+        raise UsageError("--format parquet writes a file: add --output FILE.parquet")
+    if args.stream:
+        return _run_stream(engine, args)
+    if args.qrels is not None:
+        dataset = engine.dataset(trec.read_qrels(args.qrels), name=args.qrels.name.split(".")[0])
+    else:
+        dataset = engine.dataset(_dataset_name(engine, args.dataset))
+    specs = split_specs(args.metrics) or list(dataset.metrics)
+    if not specs:
+        raise UsageError(
+            "no metrics: pass --metrics or declare them for the dataset in " + CONFIG_FILENAME
+        )
+    outputs: Any = args.outputs or dataset.outputs
+    if args.trec_run is not None:
+        outputs = trec.read_run(args.trec_run)
+    if outputs is None:
+        raise UsageError(
+            "no outputs: pass --outputs FILE (or --run FILE) or declare `outputs:` for the dataset"
+        )
+    chunked = args.chunk_size if args.chunk_size is not None or args.executor != "local" else None
+    evaluation = dataset.with_metrics(metrics_with_k(engine, specs, args.k))
+    results = evaluation.evaluate(outputs, strict=args.strict, chunk_size=chunked)
+    _emit(results, args.format, args.output, by=args.by)
+    return 0
+
+
+def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
+    """``run --stream``: inputs read as streams, rows written as they are scored."""
+    if args.by is not None:
+        raise UsageError("--by needs every sample in memory; leave out --stream")
+    if (args.qrels is None) == (args.dataset is None):
+        raise UsageError("--stream needs a DATASET file or --qrels")
+    if (args.trec_run is None) == (args.outputs is None):
+        raise UsageError("--stream needs --outputs FILE or --run FILE")
+    specs = split_specs(args.metrics)
+    if not specs:
+        raise UsageError("no metrics: pass --metrics")
+    rows = args.format != "table"
+    results = engine.evaluate_stream(
+        metrics_with_k(engine, specs, args.k),
+        dataset=args.dataset,
+        qrels=args.qrels,
+        outputs=args.outputs,
+        run=args.trec_run,
+        chunk_size=args.chunk_size or 16384,
+        strict=args.strict,
+        scores=(args.output or sys.stdout) if rows else None,
+        scores_format=args.format if rows else None,
+    )
+    if rows:
+        if args.output is not None:
+            print(f"wrote {args.output}", file=sys.stderr)
+        return 0
+    _emit(results, "table", args.output)
+    return 0
+
+
+def _dataset_name(engine: Engine, name: str | None) -> str:
+    """The dataset named on the command line, or the only one declared."""
+    if name is not None:
+        return name
+    declared = list(engine.config.datasets)
+    if len(declared) != 1:
+        hint = (
+            f" (declared: {', '.join(declared)})"
+            if declared
+            else f" (no {CONFIG_FILENAME} declares one)"
+        )
+        raise UsageError("name a dataset" + hint)
+    return declared[0]
+
+
+def run_tables(results: Results, by_key: str | None = None) -> list[Any]:
+    """The console tables of ``slotwise run``: the Metric@K curves (one column per K) when
+    there are any, the summary of the other metrics, and the per-stratum breakdown."""
+    tables = []
+    in_curves = curve_labels(results)
+    if in_curves:
+        tables.append(curve_table(results))
+    if set(results.labels) - in_curves:
+        tables.append(results.table(exclude=sorted(in_curves)))
+    if by_key is not None:
+        tables.append(results.by(by_key).table())
+    return tables
+
+
+def _emit(results: Results, fmt: str, output: Path | None, by: str | None = None) -> None:
+    if fmt == "table":
+        tables = run_tables(results, by) if results.scores is not None else [results.table()]
+        emit_tables(tables, [*results.diagnostics.lines(), *results.report_lines()], output)
+    elif fmt == "parquet":
+        assert output is not None
+        results.to_parquet(output)
+        print(f"wrote {output}", file=sys.stderr)
+    else:
+        emit(results.write(fmt), output)

@@ -1,0 +1,461 @@
+"""The engine: resolves metrics, loads datasets, and scores outputs against them through
+the one evaluation path of :mod:`engine.evaluation.pipeline`."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
+from pathlib import Path
+from typing import IO, Any, Literal
+
+import attrs
+
+from engine.errors import InputError, MetricParameterError, Problem
+from engine.evaluation.batch import Batch, Shape
+from engine.evaluation.executors import Executor, resolve_executor
+from engine.evaluation.metric import Metric, check_metric_class, metric_label, parse_spec
+from engine.evaluation.pipeline import (
+    DEFAULT_CHUNK_SIZE,
+    Plan,
+    Source,
+    StreamingError,
+    aligned,
+    chunk_size_of,
+    evaluate,
+    first_pass,
+    slices,
+    streamed_chunks,
+)
+from engine.evaluation.registry import MetricInfo, Registry
+from engine.evaluation.results import Results
+from engine.io import documents, sources, trec
+from engine.io.columns import Columns, ContentHash
+from engine.io.config import Config
+from engine.io.files import base_name
+from engine.io.records import Sample, samples_of
+from engine.io.sinks import open_sink
+from engine.logs import log
+
+__all__ = ["Dataset", "Engine", "Evaluation"]
+
+OnError = Literal["record", "raise"]
+
+
+class Engine:
+    """An evaluation engine: a configuration plus a metric registry.
+
+    ``config`` is a :class:`Config`, a mapping in the ``slotwise.yaml`` shape, a path to
+    such a file, or None to use the nearest ``slotwise.yaml`` (or the defaults).
+    ``executor`` scores chunks of samples: ``"local"`` (this process), ``"ray"`` (a Ray
+    cluster) or an :class:`~engine.evaluation.executors.Executor`; any but local makes
+    :meth:`Evaluation.evaluate` score in chunks.
+    """
+
+    def __init__(
+        self,
+        config: Config | Mapping[str, Any] | str | Path | None = None,
+        registry: Registry | None = None,
+        executor: str | Executor | None = None,
+    ) -> None:
+        if isinstance(config, Config):
+            self.config = config
+        elif isinstance(config, Mapping):
+            self.config = Config.from_mapping(config)
+        elif config is not None:
+            self.config = Config.load(config)
+        else:
+            self.config = Config.discover()
+        self.registry = registry or Registry()
+        self.executor = resolve_executor(executor)
+
+    # -- metrics -------------------------------------------------------------------------
+
+    def metric(self, spec: str, **params: Any) -> Metric:
+        """A metric instance from an alias or spec; ``params`` override the spec's.
+
+        Parameters not given come from the config's ``metrics.params.<alias>``, then the
+        metric's defaults.
+        """
+        parsed = parse_spec(spec)
+        cls = self.registry.get(parsed.alias)
+        merged = {**self.config.metric_params.get(parsed.alias, {}), **parsed.params, **params}
+        known = [a.name for a in attrs.fields(cls)]
+        unknown = sorted(set(merged) - set(known))
+        if unknown:
+            raise MetricParameterError(
+                f"{spec}: unknown parameter {', '.join(map(repr, unknown))} for {parsed.alias} "
+                f"(its parameters: {', '.join(known) or 'none'})"
+            )
+        try:
+            return cls(**merged)  # type: ignore[no-any-return]
+        except (MetricParameterError, TypeError, ValueError) as error:
+            raise MetricParameterError(f"{spec}: {error}") from None
+
+    def metrics(self) -> list[MetricInfo]:
+        """Every installed or registered metric, with broken plugins marked by their error."""
+        return self.registry.describe()
+
+    def register_metric(self, cls: type[Any]) -> type[Any]:
+        """Register an in-process metric class (usable as a decorator)."""
+        return self.registry.register(cls)
+
+    def plan(self, metrics: Sequence[str | Metric]) -> Plan:
+        """Resolved metrics with their labels and provenance; repeated labels and an empty
+        list are errors."""
+        if isinstance(metrics, str):
+            raise TypeError("with_metrics takes a list of metrics, e.g. ['retrieval-ndcg-at-k@10']")
+        instances = []
+        for metric in metrics:
+            if isinstance(metric, str):
+                instances.append(self.metric(metric))
+            elif check_metric_class(type(metric)):
+                raise TypeError(f"{metric!r} is neither a metric spec nor a metric instance")
+            else:
+                instances.append(metric)
+        if not instances:
+            raise InputError(
+                [
+                    Problem(
+                        "no metrics: pass with_metrics([...]) or declare metrics for the dataset in slotwise.yaml"
+                    )
+                ],
+                summary="nothing to evaluate",
+            )
+        labels = [metric_label(m) for m in instances]
+        repeated = sorted({label for label in labels if labels.count(label) > 1})
+        if repeated:
+            raise MetricParameterError(f"metric given more than once: {', '.join(repeated)}")
+        return Plan.of(instances, self.registry.provenance, self.config.default_k)
+
+    # -- datasets ------------------------------------------------------------------------
+
+    def dataset(
+        self, source: Any = None, *, samples: Any = None, name: str | None = None
+    ) -> Dataset:
+        """A dataset declared in ``slotwise.yaml``, a dataset file, or, in Python,
+        ``samples=[...]`` (raw samples), pytrec_eval-shaped qrels ``{qid: {docid:
+        label}}``, a labels frame (pandas, polars, Arrow) or a ranx ``Qrels``."""
+        if (source is None) == (samples is None):
+            raise TypeError("pass exactly one of a dataset name/path or samples=[...]")
+        if samples is not None:
+            return Dataset(sources.dataset_columns(samples), self, name=name)
+        if not isinstance(source, str | Path):
+            return Dataset(sources.dataset_columns(source), self, name=name)
+        declared = self.config.datasets.get(str(source))
+        if declared is not None:
+            _, columns = sources.read_dataset(declared.path)
+            return Dataset(columns, self, name or declared.name, declared.metrics, declared.outputs)
+        path = Path(source)
+        if not path.exists() and not str(path).lower().endswith(sources.DATASET_SUFFIXES):
+            known = ", ".join(self.config.datasets) or "none"
+            where = self.config.source or "no slotwise.yaml found"
+            message = f"no dataset named {str(source)!r} is declared ({where}; declared: {known}) and no such file"
+            raise InputError([Problem(message)], summary="unknown dataset")
+        file_name, columns = sources.read_dataset(path)
+        return Dataset(columns, self, name or file_name)
+
+    def evaluate_trec(
+        self,
+        qrels: Mapping[str, Mapping[str, float]] | str | Path,
+        run: Mapping[str, Any] | str | Path,
+        metrics: Sequence[str | Metric],
+        *,
+        strict: bool = False,
+    ) -> Results:
+        """Score a TREC run against qrels, each a file path or a mapping in pytrec_eval's
+        shape: ``{qid: {docid: label}}`` and ``{qid: {docid: score}}`` (or already ranked
+        ``{qid: [docid, ...]}``). Documents are ranked as trec_eval ranks them."""
+        if isinstance(qrels, Mapping):
+            dataset = Dataset(sources.dataset_columns(qrels), self)
+        else:
+            dataset = Dataset(trec.read_qrels(qrels), self, name=base_name(qrels))
+        outputs = sources.read_outputs(run) if isinstance(run, Mapping) else trec.read_run(run)
+        return dataset.with_metrics(metrics).evaluate(outputs, strict=strict)
+
+    def evaluate_stream(
+        self,
+        metrics: Sequence[str | Metric],
+        *,
+        dataset: str | Path | None = None,
+        outputs: str | Path | None = None,
+        qrels: str | Path | None = None,
+        run: str | Path | None = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        strict: bool = False,
+        scores: str | Path | IO[Any] | None = None,
+        scores_format: str | None = None,
+        progress: bool | None = None,
+        name: str | None = None,
+    ) -> Results:
+        """Score outputs against a dataset too large for memory, chunk by chunk on the
+        engine's executor, with the same numbers as in memory, bit for bit.
+
+        The dataset is a ``dataset`` file or TREC ``qrels``, the outputs an ``outputs``
+        file or TREC ``run`` (JSONL, Parquet/Arrow and TREC are read as streams; YAML and
+        JSON whole). Each input is read twice: a first pass for the padding shape, the
+        content hash and repeated ids, then the scoring pass. Per-sample rows go to
+        ``scores`` (a path or an open file; ``json``, ``jsonl``, ``csv`` or ``parquet`` by
+        suffix or ``scores_format``) as they are scored; the returned :class:`Results` has
+        the summaries (with confidence intervals) but not the rows.
+        """
+        if (dataset is None) == (qrels is None) or (outputs is None) == (run is None):
+            raise TypeError("pass one of dataset= or qrels=, and one of outputs= or run=")
+        plan = self.plan(metrics)
+        custom = plan.custom_aggregates()
+        if custom:
+            raise StreamingError(
+                f"metric {custom[0]!r} has its own aggregate(), which cannot be merged over "
+                "chunks: evaluate it in memory (without --stream)"
+            )
+        size = chunk_size_of(chunk_size)
+        data_path = Path(dataset if dataset is not None else qrels)  # type: ignore[arg-type]
+        output_path = Path(outputs if outputs is not None else run)  # type: ignore[arg-type]
+
+        def sample_blocks() -> Any:
+            return sources.stream_dataset(data_path, qrels=qrels is not None)
+
+        def output_blocks() -> Any:
+            return sources.stream_outputs(output_path, run=run is not None)
+
+        first = first_pass(sample_blocks(), output_blocks())
+        sink = open_sink(scores, scores_format) if scores is not None else None
+        results = evaluate(
+            plan,
+            streamed_chunks(sample_blocks(), output_blocks(), first.ids, size),
+            Source(name or base_name(data_path), first.digest, len(first.ids), first.unknown),
+            shape=first.shape,
+            executor=self.executor,
+            strict=strict,
+            sink=sink,
+            keep=False,
+            progress=progress,
+            provenance={"chunk_size": size, "executor": self.executor.name},
+        )
+        log.info(
+            "evaluation.finished",
+            dataset=results.dataset_name,
+            samples=len(first.ids),
+            streamed=True,
+        )
+        return results
+
+
+@attrs.define(eq=False)
+class Dataset:
+    """Validated samples, in columns, plus what a declaration says about them (name,
+    metrics, default outputs file)."""
+
+    columns: Columns
+    engine: Engine = attrs.field(repr=False)
+    name: str | None = None
+    metrics: tuple[str, ...] = ()
+    outputs: Path | None = None
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    @cached_property
+    def hash(self) -> str:
+        """sha256 of the content: equal content gives an equal hash, whatever the source."""
+        digest = ContentHash()
+        digest.update(self.columns)
+        return digest.hexdigest()
+
+    @cached_property
+    def samples(self) -> tuple[Sample, ...]:
+        """The samples one by one (for work that goes sample by sample)."""
+        return tuple(samples_of(self.columns))
+
+    @property
+    def ids(self) -> list[str]:
+        return self.columns.ids.to_pylist()  # type: ignore[no-any-return]
+
+    def to_arrow(self) -> Any:
+        """The labels as a long Arrow table (``query_id``, ``doc_id``, ``relevance``,
+        ``utility``); write it with ``engine.io.frames.write_table``."""
+        from engine.io.frames import labels_table
+
+        return labels_table(self.columns)
+
+    def with_metrics(self, metrics: Sequence[str | Metric]) -> Evaluation:
+        """Bind metrics (aliases, ``alias@K``, ``alias(k=..., ...)`` specs or instances)."""
+        return Evaluation(dataset=self, plan=self.engine.plan(metrics))
+
+    def evaluate(self, outputs: Any, **options: Any) -> Results:
+        """Score ``outputs`` with the metrics declared for this dataset."""
+        return self.with_metrics(self.metrics).evaluate(outputs, **options)
+
+    def run(self, system: Callable[[Any], Any], **options: Any) -> Results:
+        """Call ``system(sample.input)`` for every sample and score the outputs with the
+        declared metrics."""
+        return self.with_metrics(self.metrics).run(system, **options)
+
+    def batch(self, outputs: Any) -> Batch:
+        """The samples and ``outputs`` compiled into one :class:`Batch` (for analyses that
+        work on the batch itself, e.g. meta-evaluation)."""
+        joined, _ = aligned(self.columns, _outputs(outputs))
+        return Batch.compile(joined, self.engine.config.default_k)
+
+
+def _outputs(outputs: Any) -> Columns:
+    if isinstance(outputs, Columns):
+        return outputs
+    if isinstance(outputs, Results):
+        if outputs.outputs is None:
+            raise InputError([Problem("these results kept no outputs to re-score")])
+        return sources.read_outputs(outputs.outputs)
+    return sources.read_outputs(outputs)
+
+
+@attrs.frozen
+class Evaluation:
+    """A dataset with its metrics, ready to score outputs or to run a system."""
+
+    dataset: Dataset
+    plan: Plan
+
+    @property
+    def metrics(self) -> tuple[Metric, ...]:
+        return self.plan.metrics
+
+    @property
+    def engine(self) -> Engine:
+        return self.dataset.engine
+
+    def at_k(self, ks: Sequence[int]) -> Evaluation:
+        """The same evaluation with every metric that has a ``k`` parameter evaluated at
+        each of ``ks`` (labels ``alias@K``), in one pass: the curve Metric@K. Metrics
+        without ``k`` are kept once; a sample's ``metadata.k`` still overrides K."""
+        if isinstance(ks, int) or not ks:
+            raise TypeError("at_k takes a non-empty list of cutoffs, e.g. at_k([1, 3, 5, 10])")
+        cutoffs = list(dict.fromkeys(ks))
+        if any(isinstance(k, bool) or not isinstance(k, int) or k <= 0 for k in cutoffs):
+            raise MetricParameterError(f"at_k: cutoffs must be positive integers, got {ks!r}")
+        expanded: dict[str, Metric] = {}
+        for metric in self.metrics:
+            has_k = any(f.name == "k" for f in attrs.fields(type(metric)))  # type: ignore[arg-type]
+            variants = [attrs.evolve(metric, k=k) for k in cutoffs] if has_k else [metric]  # type: ignore[misc]
+            for instance in variants:
+                expanded.setdefault(metric_label(instance), instance)
+        return attrs.evolve(self, plan=self.engine.plan(list(expanded.values())))
+
+    def evaluate(
+        self, outputs: Any, *, strict: bool = False, chunk_size: int | None = None
+    ) -> Results:
+        """Score outputs: ``{sample_id: actual_output}``, pytrec_eval's ``{qid: {docid:
+        score}}``, an outputs file, a run frame, a ranx ``Run``, or earlier results that
+        kept their outputs.
+
+        ``strict`` turns duplicate retrieved ids and outputs for unknown samples into
+        errors. ``chunk_size`` (or an engine executor other than local) scores the samples
+        in chunks on the engine's executor: the same numbers, no run-level reports.
+        """
+        kept = outputs.outputs if isinstance(outputs, Results) else None
+        return self._score(_outputs(outputs), strict=strict, chunk_size=chunk_size, keep=kept)
+
+    def run(
+        self,
+        system: Callable[[Any], Any],
+        *,
+        concurrency: int = 8,
+        on_error: OnError = "record",
+        progress: bool | None = None,
+        strict: bool = False,
+    ) -> Results:
+        """Call ``system(sample.input)`` for every sample on a thread pool and score the
+        outputs. A failing call (or an invalid output) becomes an error row with NA scores
+        (``on_error="record"``) or stops the run (``"raise"``). The raw outputs are kept in
+        the results so they can be re-scored without calling the system again."""
+        if on_error not in ("record", "raise"):
+            raise ValueError("on_error must be 'record' or 'raise'")
+        samples = self.dataset.samples
+        raw_outputs: dict[str, Any] = {}
+        errors: dict[str, str] = {}
+        with (
+            _progress(progress, len(samples)) as advance,
+            ThreadPoolExecutor(max(1, concurrency)) as pool,
+        ):
+            futures = [pool.submit(system, sample.input) for sample in samples]
+            for sample, future in zip(samples, futures, strict=True):
+                try:
+                    actual = future.result()
+                except Exception as error:
+                    if on_error == "raise":
+                        for pending in futures:
+                            pending.cancel()
+                        raise
+                    errors[sample.id] = f"{type(error).__name__}: {error}"
+                else:
+                    try:
+                        documents.parse_outputs([(sample.id, actual, None)])
+                        raw_outputs[sample.id] = actual
+                    except InputError as invalid:
+                        if on_error == "raise":
+                            raise
+                        errors[sample.id] = "invalid output: " + "; ".join(
+                            str(p) for p in invalid.problems
+                        )
+                advance()
+        columns = documents.outputs_columns(raw_outputs)
+        return self._score(columns, strict=strict, errors=errors, keep=raw_outputs)
+
+    def _score(
+        self,
+        outputs: Columns,
+        *,
+        strict: bool,
+        chunk_size: int | None = None,
+        errors: Mapping[str, str] | None = None,
+        keep: Mapping[str, Any] | None = None,
+    ) -> Results:
+        dataset, executor = self.dataset, self.engine.executor
+        joined, unknown = aligned(dataset.columns, outputs)
+        if chunk_size is None and executor.name != "local":
+            chunk_size = DEFAULT_CHUNK_SIZE
+        size = chunk_size_of(chunk_size) if chunk_size is not None else None
+        chunks = slices(joined, size)
+        results = evaluate(
+            self.plan,
+            chunks,
+            Source(
+                dataset.name, lambda: dataset.hash, len(dataset), unknown, dict(errors or {}), keep
+            ),
+            shape=Shape.of(joined) if len(chunks) > 1 else None,
+            executor=executor,
+            strict=strict,
+            provenance={"chunk_size": size, "executor": executor.name} if size is not None else {},
+        )
+        log.info(
+            "evaluation.finished",
+            dataset=dataset.name,
+            samples=len(dataset),
+            metrics=len(self.plan.labels),
+            missing_outputs=len(results.diagnostics.missing_outputs),
+            errors=len(results.diagnostics.errors),
+        )
+        return results
+
+
+class _progress:
+    """A rich progress bar on a terminal (or when forced); a no-op otherwise."""
+
+    def __init__(self, enabled: bool | None, total: int) -> None:
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.total = total
+
+    def __enter__(self) -> Callable[[], None]:
+        if not self.enabled:
+            return lambda: None
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self._bar = Progress(console=Console(stderr=True), transient=False)
+        self._bar.start()
+        task = self._bar.add_task("running system", total=self.total)
+        return lambda: self._bar.advance(task)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self._bar.stop()

@@ -1,0 +1,393 @@
+"""The columnar Batch every metric scores: a chunk of samples with their outputs, rankings
+joined with labels once, as padded 2-D numpy arrays (one row per sample, one column per
+rank)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.io.columns import Columns, lengths
+from engine.io.config import DEFAULT_K
+
+__all__ = ["DEFAULT_K", "Batch", "Groups", "Shape"]
+
+_SHIFT = np.int64(32)  # key = row << 32 | document code
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+#: List columns whose rows a Batch pads to a width: every row sum over them must add the
+#: same terms in the same order whichever chunk the row is in.
+PADDED = ("retrieved", "relevance", "pool")
+
+
+@attrs.frozen
+class Shape:
+    """What the padding of a Batch must not depend on, fixed for a whole dataset: the
+    most distinct documents of any row of each padded list column, and the largest
+    relevance label (0 when there is none)."""
+
+    widths: Mapping[str, int] = attrs.field(factory=dict)
+    max_label: float = 0.0
+
+    @classmethod
+    def of(cls, columns: Columns) -> Shape:
+        widths = {}
+        for name in PADDED:
+            if columns.has(name):
+                codes, sizes = columns.doc_codes(name)
+                widths[name] = int(_distinct(codes, sizes).max(initial=0))
+        return cls(widths, _max_label(columns.column("relevance")))
+
+    def merge(self, other: Shape) -> Shape:
+        names = set(self.widths) | set(other.widths)
+        widths = {n: max(self.widths.get(n, 0), other.widths.get(n, 0)) for n in names}
+        return Shape(widths, max(self.max_label, other.max_label))
+
+
+def _owners(sizes: IntArray) -> IntArray:
+    return np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+
+
+def _first_occurrences(keys: IntArray) -> BoolArray:
+    """True at the first occurrence of each key (a sort-and-compare shortcut when no key
+    repeats, the common case)."""
+    keep = np.ones(keys.size, dtype=np.bool_)
+    ordered = np.sort(keys)
+    if keys.size < 2 or not (ordered[1:] == ordered[:-1]).any():
+        return keep
+    keep[:] = False
+    keep[np.unique(keys, return_index=True)[1]] = True
+    return keep
+
+
+def _distinct(codes: npt.NDArray[np.int32], sizes: IntArray) -> IntArray:
+    """Per row, how many distinct codes it lists."""
+    owners = _owners(sizes)
+    keep = _first_occurrences((owners << _SHIFT) | codes)
+    return np.bincount(owners[keep], minlength=sizes.size).astype(np.int64)
+
+
+def _columns_of(owners: IntArray, rows: int) -> tuple[IntArray, IntArray]:
+    """For items grouped by owner (non-decreasing): each item's column, and row lengths."""
+    sizes = np.bincount(owners, minlength=rows).astype(np.int64)
+    starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return np.arange(owners.size, dtype=np.int64) - starts, sizes
+
+
+@attrs.frozen
+class Groups:
+    """The groups (facets) of each sample: ``count`` per sample, and per member document
+    its ``sample``, ``group`` (index over all groups) and document ``code``."""
+
+    count: IntArray
+    sample: IntArray
+    group: IntArray
+    code: IntArray
+
+
+@attrs.define(slots=False, eq=False)
+class Batch:
+    """Samples and their outputs compiled into arrays of shape ``(Q, L)`` (``L``: the
+    longest deduplicated ranking of the dataset) and ``(Q, M)`` (``M``: the most
+    relevance labels of any sample).
+
+    Build with :meth:`compile`. Padding: ``doc_codes == -1``; ``ranked_labels`` is NaN
+    for padding and for unjudged documents.
+    """
+
+    columns: Columns
+    doc_codes: IntArray
+    positions: IntArray
+    lengths: IntArray
+    ranked_labels: FloatArray
+    label_values: FloatArray
+    sample_k: IntArray
+    duplicates_dropped: IntArray
+    has_output: BoolArray
+    shape: Shape
+    default_k: int = DEFAULT_K
+    _label_counts: dict[tuple[float, ...], IntArray] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
+    _labels: dict[str, tuple[IntArray, FloatArray]] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
+
+    @classmethod
+    def compile(
+        cls, columns: Columns, default_k: int = DEFAULT_K, shape: Shape | None = None
+    ) -> Batch:
+        """Join each sample's ranking with its labels. ``shape`` fixes the padding for
+        every chunk of a dataset (by default this batch's own)."""
+        n = len(columns)
+        codes, raw_lengths = columns.doc_codes("retrieved")
+        owners = _owners(raw_lengths)
+        keep = _first_occurrences((owners << _SHIFT) | codes)
+        kept_lengths = raw_lengths if keep.all() else np.bincount(owners[keep], minlength=n)
+        label_column = columns.column("relevance")
+        own = {
+            "retrieved": int(kept_lengths.max(initial=0)),
+            "relevance": int(lengths(label_column).max(initial=0)),
+        }
+        shape = shape or Shape(own, _max_label(label_column))
+        width = shape.widths.get("retrieved", own["retrieved"])
+        if keep.all() and n and (raw_lengths == width).all():  # rectangular: no scatter
+            doc_codes = codes.astype(np.int64).reshape(n, width)
+            positions = np.broadcast_to(np.arange(width, dtype=np.int64), (n, width))
+        else:
+            original_col, _ = _columns_of(owners, n)
+            col, _ = _columns_of(owners[keep], n)
+            doc_codes = np.full((n, width), -1, dtype=np.int64)
+            doc_codes[owners[keep], col] = codes[keep]
+            positions = np.full((n, width), -1, dtype=np.int64)
+            positions[owners[keep], col] = original_col[keep]
+        k = columns.column("k").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        batch = cls(
+            columns=columns,
+            doc_codes=doc_codes,
+            positions=positions,
+            lengths=kept_lengths.astype(np.int64),
+            ranked_labels=np.empty((n, width)),
+            label_values=_sorted_labels(
+                label_column, shape.widths.get("relevance", own["relevance"])
+            ),
+            sample_k=k,
+            duplicates_dropped=np.bincount(owners[~keep], minlength=n).astype(np.int64),
+            has_output=columns.column("retrieved").is_valid().to_numpy(zero_copy_only=False),
+            shape=shape,
+            default_k=default_k,
+        )
+        batch.ranked_labels = batch._join("relevance")
+        return batch
+
+    # -- shape and cutoffs -------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    @cached_property
+    def sample_ids(self) -> list[str]:
+        return self.columns.ids.to_pylist()  # type: ignore[no-any-return]
+
+    @cached_property
+    def ranks(self) -> IntArray:
+        """1-based rank of each column, shape ``(L,)``."""
+        return np.arange(1, self.doc_codes.shape[1] + 1, dtype=np.int64)
+
+    @cached_property
+    def valid(self) -> BoolArray:
+        """True where a column holds a retrieved document (not padding)."""
+        return self.doc_codes >= 0
+
+    def cutoffs(self, k: int | None = None) -> IntArray:
+        """Per-sample k: ``metadata.k``, else the metric's ``k``, else the config default."""
+        fallback = self.default_k if k is None else k
+        return np.where(self.sample_k > 0, self.sample_k, fallback)
+
+    def top_k(self, k: int | None = None) -> BoolArray:
+        """Mask of ``D_k``: the first ``min(k, n)`` retrieved documents of each sample."""
+        return (self.ranks[None, :] <= self.cutoffs(k)[:, None]) & self.valid
+
+    # -- relevance labels ----------------------------------------------------------------
+
+    @cached_property
+    def gains(self) -> FloatArray:
+        """Gain at each rank: the label if > 0, else 0 (unjudged and padding: 0)."""
+        return np.where(self.ranked_labels > 0, self.ranked_labels, 0.0)
+
+    @cached_property
+    def judged(self) -> BoolArray:
+        return ~np.isnan(self.ranked_labels)
+
+    def relevant(self, threshold: float = 1.0) -> BoolArray:
+        """True at ranks holding a judged document with label >= threshold."""
+        with np.errstate(invalid="ignore"):
+            return self.ranked_labels >= threshold
+
+    def num_relevant(self, threshold: float = 1.0) -> IntArray:
+        """|Rel| per sample: judged documents with label >= threshold."""
+        with np.errstate(invalid="ignore"):
+            return (self.label_values >= threshold).sum(axis=1).astype(np.int64)
+
+    def label_counts(self, values: Sequence[float]) -> IntArray:
+        """How many relevance labels of each sample equal each of ``values`` (e.g. grade
+        counts): shape ``(Q, len(values))``, read-only, cached per ``values``."""
+        key = tuple(map(float, values))
+        counts = self._label_counts.get(key)
+        if counts is None:
+            counts = np.zeros((len(self), len(key)), dtype=np.int64)
+            for column, value in enumerate(key):
+                counts[:, column] = (self.label_values == value).sum(axis=1)
+            counts.flags.writeable = False
+            self._label_counts[key] = counts
+        return counts
+
+    @cached_property
+    def ideal_gains(self) -> FloatArray:
+        """All judged gains of each sample sorted descending, zero-padded: shape ``(Q, M)``."""
+        return np.where(self.label_values > 0, self.label_values, 0.0)
+
+    @property
+    def max_label(self) -> float:
+        """The largest relevance label of the dataset (0 when there is none)."""
+        return self.shape.max_label
+
+    # -- other columns -------------------------------------------------------------------
+
+    def has(self, name: str) -> BoolArray:
+        """Per sample, whether it carries column ``name`` (``relevance``, ``utility``,
+        ``answers``, ``groups``, ``texts``, ``pool``, ``cited``)."""
+        return self.columns.column(name).is_valid().to_numpy(zero_copy_only=False)  # type: ignore[no-any-return]
+
+    def labels(self, kind: str) -> tuple[IntArray, IntArray, FloatArray]:
+        """Every label of one kind (``relevance``, ``utility``) as flat arrays: its
+        sample's row, its document code and its value, in each sample's order."""
+        column = self.columns.column(kind)
+        entries = pc.list_flatten(column)
+        codes = entries.field("doc").to_numpy(zero_copy_only=False).astype(np.int64)
+        values = entries.field("label").to_numpy(zero_copy_only=False).astype(np.float64)
+        return _owners(lengths(column)), codes, values
+
+    @cached_property
+    def utilities(self) -> FloatArray:
+        """Utility label at each rank (NaN where the passage has none)."""
+        return self._join("utility")
+
+    def member(self, name: str) -> BoolArray:
+        """True where the ranked document is in its sample's list ``name`` (``pool`` or
+        ``cited``); False for a sample without one."""
+        codes, sizes = self.columns.doc_codes(name)
+        list_keys = np.sort((_owners(sizes) << _SHIFT) | codes)
+        out = np.zeros(self.doc_codes.shape, dtype=np.bool_)
+        if list_keys.size:  # sorted lookup: far faster than np.isin on int64 keys
+            ranked_keys = self._ranked_keys()
+            slot = np.minimum(np.searchsorted(list_keys, ranked_keys), list_keys.size - 1)
+            out[self.valid] = list_keys[slot] == ranked_keys
+        return out
+
+    def list_labels(self, name: str) -> FloatArray:
+        """The relevance label of each distinct document of each sample's list ``name``
+        (e.g. ``pool``), in list order: shape ``(Q, W)`` with ``W`` the dataset's widest
+        such list; NaN when unlabelled, for padding, and for a sample without the list."""
+        codes, sizes = self.columns.doc_codes(name)
+        owners = _owners(sizes)
+        keep = _first_occurrences((owners << _SHIFT) | codes)
+        col, kept = _columns_of(owners[keep], len(self))
+        width = self.shape.widths.get(name, int(kept.max(initial=0)))
+        out = np.full((len(self), width), np.nan)
+        out[owners[keep], col] = self._lookup("relevance", owners[keep], codes[keep])
+        return out
+
+    @cached_property
+    def groups(self) -> Groups:
+        """Each sample's groups and their member documents."""
+        column = self.columns.column("groups")
+        count = lengths(column)
+        members = pc.list_flatten(column).field("docs")
+        member_sizes = lengths(members)
+        group = _owners(member_sizes)
+        return Groups(
+            count=count,
+            sample=_owners(count)[group],
+            group=group,
+            code=pc.list_flatten(members).to_numpy(zero_copy_only=False).astype(np.int64),
+        )
+
+    def in_top_k(self, rows: IntArray, codes: IntArray, k: int | None = None) -> BoolArray:
+        """For each (row, document code) pair, whether the document is in that row's ``D_k``."""
+        top = self.top_k(k)
+        keys = np.sort((np.nonzero(top)[0].astype(np.int64) << _SHIFT) | self.doc_codes[top])
+        wanted = (rows.astype(np.int64) << _SHIFT) | codes
+        if not keys.size:
+            return np.zeros(wanted.size, dtype=np.bool_)
+        slot = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+        return keys[slot] == wanted  # type: ignore[no-any-return]
+
+    @cached_property
+    def answers(self) -> list[list[str] | None]:
+        """Each sample's answers (None when it has none)."""
+        return self.columns.column("answers").to_pylist()  # type: ignore[no-any-return]
+
+    @cached_property
+    def ranked_texts(self) -> list[list[str | None]]:
+        """Passage text of each deduplicated ranked document, per sample (no padding)."""
+        texts = self.columns.column("texts").to_pylist()
+        out: list[list[str | None]] = []
+        for source, pos, length in zip(
+            texts, self.positions.tolist(), self.lengths.tolist(), strict=True
+        ):
+            kept = pos[:length]
+            out.append([source[p] for p in kept] if source else [None] * len(kept))
+        return out
+
+    def doc_ids(self, codes: npt.ArrayLike) -> list[str]:
+        """The document ids of codes (for messages)."""
+        return self.columns.docs.take(pa.array(np.asarray(codes, dtype=np.int64))).to_pylist()  # type: ignore[no-any-return]
+
+    # -- joins -----------------------------------------------------------------------------
+
+    def _ranked_keys(self) -> IntArray:
+        rows = np.broadcast_to(np.arange(len(self), dtype=np.int64)[:, None], self.doc_codes.shape)
+        valid = self.valid
+        keys: IntArray = (rows[valid] << _SHIFT) | self.doc_codes[valid]
+        return keys
+
+    def _sorted_labels_of(self, kind: str) -> tuple[IntArray, FloatArray]:
+        """(sorted keys, their labels) of one label kind."""
+        found = self._labels.get(kind)
+        if found is None:
+            column = self.columns.column(kind)
+            entries = pc.list_flatten(column)
+            keys = (_owners(lengths(column)) << _SHIFT) | entries.field("doc").to_numpy(
+                zero_copy_only=False
+            )
+            values = entries.field("label").to_numpy(zero_copy_only=False).astype(np.float64)
+            order = np.argsort(keys, kind="stable")
+            found = self._labels[kind] = (keys[order], values[order])
+        return found
+
+    def _lookup(self, kind: str, rows: IntArray, codes: npt.ArrayLike) -> FloatArray:
+        """The ``kind`` label of each (row, code) pair; NaN when there is none."""
+        keys, values = self._sorted_labels_of(kind)
+        wanted = (rows.astype(np.int64) << _SHIFT) | np.asarray(codes, dtype=np.int64)
+        if not keys.size:
+            return np.full(wanted.size, np.nan)
+        slot = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+        return np.where(keys[slot] == wanted, values[slot], np.nan)
+
+    def _join(self, kind: str) -> FloatArray:
+        """Each ranked document's ``kind`` label: shape ``(Q, L)``, NaN if absent."""
+        out = np.full(self.doc_codes.shape, np.nan)
+        valid = self.valid
+        rows = np.nonzero(valid)[0]
+        out[valid] = self._lookup(kind, rows, self.doc_codes[valid])
+        return out
+
+
+def _max_label(column: pa.Array) -> float:
+    labels = pc.list_flatten(column).field("label")
+    top = pc.max(labels).as_py() if len(labels) else None
+    return float(top) if top is not None else 0.0
+
+
+def _sorted_labels(column: pa.Array, width: int) -> FloatArray:
+    """Each sample's labels sorted descending, NaN-padded to ``width``."""
+    sizes = lengths(column)
+    values = (
+        pc.list_flatten(column).field("label").to_numpy(zero_copy_only=False).astype(np.float64)
+    )
+    owners = _owners(sizes)
+    order = np.lexsort((-values, owners))
+    col, _ = _columns_of(owners[order], sizes.size)
+    out = np.full((sizes.size, width), np.nan)
+    out[owners[order], col] = values[order]
+    return out

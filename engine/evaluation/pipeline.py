@@ -1,0 +1,614 @@
+"""The one evaluation path: chunks of aligned samples and outputs (columns) -> Batch ->
+metrics -> per-sample rows and summaries. Evaluating in memory is the one-chunk case;
+``chunk_size=``, ``--stream`` and the Ray executor run the same code on more chunks.
+
+Why the numbers do not depend on the chunking, bit for bit:
+
+- **Padding is fixed for the whole dataset.** Every chunk's :class:`~engine.Batch` is
+  padded to the dataset's :class:`~engine.evaluation.batch.Shape` (the widest ranking,
+  label list and pool; the largest label), so row sums add the same terms in the same
+  order as in one big batch, and ``retrieval-err-at-k`` sees the dataset's largest label.
+  A streamed evaluation finds the shape in a first pass over its inputs.
+- **Chunks start at multiples of** :data:`CHUNK_ALIGN` **rows**, so BLAS kernels group
+  rows as they do in one big batch (``chunk_size`` is rounded up).
+- **Summaries are order-independent**: the mean is an exact sum (``math.fsum``), the
+  confidence interval a Poisson bootstrap whose weights depend only on a sample's
+  position (:mod:`engine.evaluation.statistics`).
+
+A multi-chunk run has no run-level reports (``summarize`` needs every sample at once).
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import (
+    InputError,
+    MetricRequirementError,
+    MetricScoreError,
+    Problem,
+    SlotwiseError,
+)
+from engine.evaluation.batch import Batch, Shape
+from engine.evaluation.executors import Executor
+from engine.evaluation.metric import (
+    Metric,
+    MetricBase,
+    metric_label,
+    metric_params,
+    missing_requirements,
+)
+from engine.evaluation.results import Diagnostics, MetricRecord, Results, document_header
+from engine.evaluation.statistics import Bootstrap, Tally
+from engine.io.columns import Columns, concat
+from engine.io.sinks import RowChunk, Sink
+from engine.logs import log
+from engine.version import VERSION
+
+__all__ = [
+    "CHUNK_ALIGN",
+    "DEFAULT_CHUNK_SIZE",
+    "ChunkScores",
+    "ChunkTask",
+    "Plan",
+    "StreamingError",
+    "aligned",
+    "chunk_size_of",
+    "evaluate",
+    "first_pass",
+    "score_chunk",
+    "streamed_chunks",
+]
+
+#: Chunk boundaries fall on multiples of this many samples (see the module docstring).
+CHUNK_ALIGN = 64
+DEFAULT_CHUNK_SIZE = 16384
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+class StreamingError(SlotwiseError, ValueError):
+    """The evaluation cannot be streamed as asked (a metric, an input order)."""
+
+
+def chunk_size_of(chunk_size: int) -> int:
+    """``chunk_size`` rounded up to a multiple of :data:`CHUNK_ALIGN`."""
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+    return -(-chunk_size // CHUNK_ALIGN) * CHUNK_ALIGN
+
+
+# -- the plan: metrics, labelled, with their provenance ---------------------------------------
+
+
+@attrs.frozen
+class Plan:
+    """The metrics of an evaluation with their labels, plugins and records."""
+
+    metrics: tuple[Metric, ...]
+    labels: tuple[str, ...]
+    distributions: tuple[str | None, ...]
+    records: tuple[MetricRecord, ...]
+    default_k: int
+
+    @classmethod
+    def of(
+        cls,
+        metrics: Sequence[Metric],
+        provenance: Callable[[str], tuple[str | None, str | None]],
+        default_k: int,
+    ) -> Plan:
+        labels, distributions, records = [], [], []
+        for metric in metrics:
+            label = metric_label(metric)
+            distribution, version = provenance(metric.alias)
+            params = metric_params(metric)
+            if params.get("k", 0) is None and not getattr(metric, "uncut_by_default", False):
+                params["k"] = default_k  # an unset k is reported as the default it resolves to
+            labels.append(label)
+            distributions.append(distribution)
+            records.append(
+                MetricRecord(
+                    label, metric.alias, params, metric.higher_is_better, distribution, version
+                )
+            )
+        return cls(tuple(metrics), tuple(labels), tuple(distributions), tuple(records), default_k)
+
+    def custom_aggregates(self) -> list[str]:
+        """Labels of metrics with their own ``aggregate`` (not an exact mean)."""
+        return [
+            label
+            for metric, label in zip(self.metrics, self.labels, strict=True)
+            if getattr(type(metric), "aggregate", None) is not MetricBase.aggregate
+        ]
+
+
+# -- scoring one chunk (wherever the executor runs it) ----------------------------------------
+
+
+@attrs.frozen
+class ChunkTask:
+    """One chunk of aligned samples and outputs, and what scoring it needs."""
+
+    columns: Columns
+    plan: Plan
+    shape: Shape | None
+
+
+@attrs.frozen
+class ChunkScores:
+    """What scoring a chunk found: per-label values, details and reports; per sample the
+    dropped duplicate ids, whether it has an output and whether it has no relevant
+    document; and input problems (when there are any, nothing was scored)."""
+
+    values: Mapping[str, FloatArray]
+    details: Mapping[str, list[Any]]
+    reports: Mapping[str, Mapping[str, Any]]
+    duplicates: npt.NDArray[np.int64]
+    has_output: BoolArray
+    no_relevant: BoolArray
+    problems: tuple[Problem, ...] = ()
+
+
+def call_score(metric: Metric, label: str, distribution: str | None, batch: Batch) -> FloatArray:
+    """Run ``metric.score`` and check what it returns; any failure names the metric and plugin."""
+    source = f" (distribution {distribution})" if distribution else ""
+    try:
+        values = metric.score(batch)
+    except Exception as error:
+        raise MetricScoreError(
+            f"metric {label!r}{source} failed while scoring: {type(error).__name__}: {error}"
+        ) from error
+    array = np.asarray(values)
+    if array.shape != (len(batch),) or not np.issubdtype(array.dtype, np.floating):
+        raise MetricScoreError(
+            f"metric {label!r}{source} returned {array.dtype} of shape {array.shape}; "
+            f"expected one float per sample, shape ({len(batch)},)"
+        )
+    return array.astype(np.float64, copy=True)
+
+
+def score_chunk(task: ChunkTask) -> ChunkScores:
+    """Score one chunk as the whole dataset would be scored."""
+    plan = task.plan
+    batch = Batch.compile(task.columns, plan.default_k, task.shape)
+    problems = [
+        p
+        for m, label in zip(plan.metrics, plan.labels, strict=True)
+        for p in missing_requirements(m, label, batch)
+    ]
+    checked = (getattr(m, "check", lambda b: ())(batch) for m in plan.metrics)
+    problems += dict.fromkeys(p for found in checked for p in found)  # once, not per metric
+    no_relevant = batch.has("relevance") & (batch.num_relevant() == 0)
+    if problems:
+        return ChunkScores(
+            {}, {}, {}, batch.duplicates_dropped, batch.has_output, no_relevant, tuple(problems)
+        )
+    values, details, reports = {}, {}, {}
+    for metric, label, distribution in zip(
+        plan.metrics, plan.labels, plan.distributions, strict=True
+    ):
+        values[label] = call_score(metric, label, distribution, batch)
+        explained = getattr(metric, "details", lambda b: None)(batch)
+        if explained is not None:
+            details[label] = list(explained)
+        report = getattr(metric, "summarize", lambda b, v: None)(batch, values[label])
+        if report is not None:
+            reports[label] = dict(report)
+    return ChunkScores(
+        values, details, reports, batch.duplicates_dropped, batch.has_output, no_relevant
+    )
+
+
+# -- the driver ----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Source:
+    """What a run knows about its dataset before scoring: name, content hash (or how to
+    compute it), number of samples, outputs for unknown ids, failed samples and the raw
+    outputs to keep."""
+
+    name: str | None
+    digest: str | Callable[[], str]
+    samples: int
+    unknown: Sequence[str] | Callable[[], Sequence[str]] = ()
+    errors: Mapping[str, str] = attrs.field(factory=dict)
+    outputs: Mapping[str, Any] | None = None
+
+
+class _Collected:
+    """Everything gathered over the chunks, in dataset order."""
+
+    def __init__(self, plan: Plan, keep: bool, errors: Mapping[str, str], strict: bool) -> None:
+        self.plan, self.keep, self.strict = plan, keep, strict
+        self.error_ids = pa.array(list(errors), pa.string())
+        self.tallies = {label: Tally() for label in plan.labels}
+        self.bootstrap = None if keep else Bootstrap(len(plan.labels))
+        self.problems: list[Problem] = []
+        self.duplicates = 0
+        self.repeated: list[str] = []
+        self.repeats = 0  # samples with a repeated id
+        self.missing: list[str] = []
+        self.no_relevant: list[str] = []
+        self.ids: list[pa.Array] = []
+        self.metadata: list[pa.Array] = []
+        self.values: dict[str, list[FloatArray]] = {label: [] for label in plan.labels}
+        self.details: dict[str, list[Any]] = {}
+        self.reports: Mapping[str, Mapping[str, Any]] = {}
+        self.chunks = 0
+        self.rows = 0
+
+    def add(self, columns: Columns, scores: ChunkScores) -> RowChunk | None:
+        """Take one chunk's scores; returns its rows (None when it had input problems)."""
+        ids = columns.ids
+        self.chunks += 1
+        self.problems += scores.problems
+        failed = pc.is_in(ids, value_set=self.error_ids).to_numpy(zero_copy_only=False)
+        self.duplicates += int(scores.duplicates.sum())
+        self.repeats += int((scores.duplicates > 0).sum())
+        if self.strict or len(self.repeated) < 5:  # every one for the error, else examples
+            self.repeated += ids.filter(pa.array(scores.duplicates > 0)).to_pylist()
+        self.missing += ids.filter(pa.array(~scores.has_output & ~failed)).to_pylist()
+        self.no_relevant += ids.filter(pa.array(scores.no_relevant)).to_pylist()
+        if self.problems:
+            return None
+        values = {}
+        for label in self.plan.labels:
+            column = np.array(
+                scores.values[label], dtype=np.float64
+            )  # writable (Ray returns read-only arrays)
+            column[failed] = np.nan
+            self.tallies[label].add(column)
+            values[label] = column
+        details = {
+            label: scores.details.get(label) or [None] * len(ids) for label in scores.details
+        }
+        for label in details:
+            self.details.setdefault(label, [None] * self.rows)
+        for label in self.details:
+            self.details[label] += details.get(label) or [None] * len(ids)
+        self.reports = scores.reports if self.chunks == 1 else {}
+        metadata = columns.column("metadata")
+        rows = RowChunk(
+            ids, values, details, {}, metadata if metadata.null_count < len(metadata) else None
+        )
+        if self.bootstrap is not None and self.plan.labels:
+            self.bootstrap.add(np.column_stack([values[label] for label in self.plan.labels]))
+        if self.keep:
+            self.ids.append(ids)
+            self.metadata.append(metadata)
+            for label in self.plan.labels:
+                self.values[label].append(values[label])
+        self.rows += len(ids)
+        return rows
+
+    def raise_problems(self, strict: bool, unknown: Sequence[str]) -> None:
+        if self.problems:
+            raise MetricRequirementError(
+                self.problems, summary="the samples lack what the metrics require"
+            )
+        if strict and self.repeated:
+            raise InputError(
+                [
+                    Problem(
+                        "the ranked list repeats a document id",
+                        sample_id=i,
+                        pointer="/actual_output/retrieved",
+                    )
+                    for i in self.repeated
+                ],
+                summary="duplicate ids in rankings",
+            )
+        if strict and unknown:
+            raise InputError(
+                [
+                    Problem("output for a sample id not in the dataset", sample_id=i)
+                    for i in unknown
+                ],
+                summary="outputs do not match the dataset",
+            )
+
+
+def evaluate(
+    plan: Plan,
+    chunks: Iterable[Columns],
+    source: Source,
+    *,
+    shape: Shape | None,
+    executor: Executor,
+    strict: bool = False,
+    sink: Sink | None = None,
+    keep: bool = True,
+    progress: bool | None = False,
+    provenance: Mapping[str, Any] | None = None,
+) -> Results:
+    """Score chunks (in dataset order) on the executor and gather the results; rows go
+    to ``sink`` as they are scored and stay in memory when ``keep``."""
+    collected = _Collected(plan, keep, source.errors, strict)
+    remote = executor.name != "local"
+    held: deque[Columns] = deque()
+
+    def tasks() -> Iterator[ChunkTask]:
+        for chunk in chunks:
+            held.append(chunk)  # until its scores come back: bounded by the executor
+            yield ChunkTask(chunk.compact() if remote else chunk, plan, shape)
+
+    digest = source.digest
+    try:
+        if sink is not None:
+            digest = digest() if callable(digest) else digest
+            sink.start(document_header(source.name, digest, source.samples, plan.records))
+        with _Progress(progress, source.samples) as advance:
+            for scores in executor.map(score_chunk, tasks()):
+                chunk = held.popleft()
+                rows = collected.add(chunk, scores)
+                if rows is not None and sink is not None:
+                    sink.write(rows)
+                advance(len(chunk))
+        unknown = list(source.unknown() if callable(source.unknown) else source.unknown)
+        collected.raise_problems(strict, unknown)
+        results = _results(plan, source, collected, digest, unknown, keep, provenance or {})
+        if sink is not None:
+            sink.finish(results.trailer(), plan.labels)
+    except BaseException:
+        if sink is not None:
+            sink.abort()
+        raise
+    return results
+
+
+def _results(
+    plan: Plan,
+    source: Source,
+    collected: _Collected,
+    digest: str | Callable[[], str],
+    unknown: Sequence[str],
+    keep: bool,
+    provenance: Mapping[str, Any],
+) -> Results:
+    if collected.repeated:
+        log.warning(
+            "outputs.duplicates_dropped",
+            samples=collected.repeats,
+            dropped=collected.duplicates,
+            examples=collected.repeated[:5],
+        )
+    if unknown:
+        log.warning("outputs.unknown_ids", count=len(unknown), examples=list(unknown[:5]))
+    if collected.chunks > 1 and any(
+        type(m).summarize is not MetricBase.summarize
+        for m in plan.metrics
+        if hasattr(m, "summarize")
+    ):
+        log.warning(
+            "evaluation.reports_omitted", reason="run-level reports need every sample in one chunk"
+        )
+    scores = {
+        label: np.concatenate(parts) if parts else np.zeros(0)
+        for label, parts in collected.values.items()
+    }
+    aggregates = {
+        label: float(metric.aggregate(scores[label])) if keep else collected.tallies[label].mean
+        for metric, label in zip(plan.metrics, plan.labels, strict=True)
+    }
+    bootstrap = collected.bootstrap
+    intervals = (
+        None if bootstrap is None else dict(zip(plan.labels, bootstrap.intervals(), strict=True))
+    )
+    ids = pa.concat_arrays(collected.ids) if collected.ids else pa.array([], pa.string())
+    metadata = pa.concat_arrays(collected.metadata) if collected.metadata else None
+    return Results(
+        dataset_name=source.name,
+        dataset_hash=digest,
+        ids=ids if keep else pa.array([], pa.string()),
+        metrics=list(plan.records),
+        aggregates=aggregates,
+        counts={label: (t.n, t.na) for label, t in collected.tallies.items()},
+        diagnostics=Diagnostics(
+            missing_outputs=tuple(collected.missing),
+            duplicate_ids_dropped=collected.duplicates,
+            no_relevant=tuple(collected.no_relevant),
+            unknown_output_ids=tuple(unknown),
+            errors=dict(source.errors),
+        ),
+        provenance={
+            "slotwise": VERSION,
+            "python": platform.python_version(),
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "config_default_k": plan.default_k,
+            **provenance,
+        },
+        scores=scores if keep else None,
+        details=collected.details if keep else {},
+        reports=dict(collected.reports),
+        outputs=dict(source.outputs) if source.outputs is not None else None,
+        metadata=metadata if metadata is not None and metadata.null_count < len(metadata) else None,
+        intervals=intervals,
+        samples=source.samples,
+    )
+
+
+class _Progress:
+    """A rich progress bar with throughput on a terminal (or when forced); else a no-op."""
+
+    def __init__(self, enabled: bool | None, total: int) -> None:
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.total = total
+
+    def __enter__(self) -> Callable[[int], None]:
+        if not self.enabled:
+            return lambda count: None
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._bar = Progress(
+            TextColumn("scoring"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+        )
+        self._bar.start()
+        task = self._bar.add_task("scoring", total=self.total, rate="")
+
+        def advance(count: int) -> None:
+            self._bar.advance(task, count)
+            speed = self._bar.tasks[0].speed
+            self._bar.update(task, rate=f"{speed:,.0f} samples/s" if speed else "")
+
+        return advance
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self._bar.stop()
+
+
+# -- in memory -----------------------------------------------------------------------------------
+
+
+def aligned(samples: Columns, outputs: Columns) -> tuple[Columns, list[str]]:
+    """Samples with their outputs beside them (a row of nulls where a sample has none),
+    and the ids of outputs for samples not in the dataset."""
+    position = pc.index_in(outputs.ids, value_set=samples.ids)
+    known = position.is_valid().to_numpy(zero_copy_only=False)
+    unknown = sorted(outputs.ids.filter(pa.array(~known)).to_pylist())
+    rows = np.full(len(samples), -1, dtype=np.int64)
+    rows[position.filter(pa.array(known)).to_numpy(zero_copy_only=False)] = np.flatnonzero(known)
+    return samples.beside(outputs.take(rows)), unknown
+
+
+def slices(columns: Columns, size: int | None) -> list[Columns]:
+    """The table in chunks of ``size`` rows (one chunk when None)."""
+    if size is None or size >= len(columns):
+        return [columns]
+    return [columns.slice(start, size) for start in range(0, len(columns), size)]
+
+
+# -- streams -------------------------------------------------------------------------------------
+
+
+def _repeated(ids: pa.Array, what: str) -> None:
+    counts = pc.value_counts(ids)
+    repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1)).to_pylist()
+    if repeated:
+        raise InputError(
+            [Problem(f"{what} id appears more than once", sample_id=i) for i in repeated],
+            summary=f"repeated {what} ids (a stream needs each id once; TREC and columnar "
+            "files must keep each query's lines together)",
+        )
+
+
+@attrs.frozen
+class FirstPass:
+    """What a streamed evaluation learns before scoring: the padding shape, the content
+    hash, every sample id in order, and the outputs for ids not in the dataset."""
+
+    shape: Shape
+    digest: str
+    ids: pa.Array
+    unknown: tuple[str, ...]
+
+
+def first_pass(samples: Iterable[Columns], outputs: Iterable[Columns]) -> FirstPass:
+    """Read both streams once: shape, hash and ids; repeated ids are an error."""
+    from engine.io.columns import ContentHash
+
+    shape, digest, ids = Shape(), ContentHash(), []
+    for block in samples:
+        shape = shape.merge(Shape.of(block))
+        digest.update(block)
+        ids.append(block.ids)
+    if not ids or not sum(map(len, ids)):
+        raise InputError([Problem("the dataset has no samples")], summary="invalid dataset")
+    all_ids = pa.concat_arrays(ids)
+    _repeated(all_ids, "sample")
+    output_ids, unknown = [], []
+    for block in outputs:
+        known = pc.is_in(block.ids, value_set=all_ids)
+        unknown += block.ids.filter(pc.invert(known)).to_pylist()
+        shape = shape.merge(Shape.of(Columns(block.table.filter(known), block.docs)))
+        output_ids.append(block.ids)
+    if output_ids:
+        _repeated(pa.concat_arrays(output_ids), "output")
+    return FirstPass(shape, digest.hexdigest(), all_ids, tuple(unknown))
+
+
+def _rechunked(blocks: Iterable[Columns], size: int) -> Iterator[Columns]:
+    """Blocks of any sizes as chunks of exactly ``size`` rows (the last may be short)."""
+    parts: list[Columns] = []
+    count = 0
+    for block in blocks:
+        parts.append(block)
+        count += len(block)
+        while count >= size:
+            joined = concat(parts) if len(parts) > 1 else parts[0]
+            yield joined.slice(0, size)
+            rest = joined.slice(size, count - size)
+            parts, count = ([rest] if len(rest) else []), count - size
+    if count:
+        yield concat(parts) if len(parts) > 1 else parts[0]
+
+
+def streamed_chunks(
+    samples: Iterable[Columns], outputs: Iterable[Columns], ids: pa.Array, size: int
+) -> Iterator[Columns]:
+    """Chunks of ``size`` samples with their outputs beside them. Outputs must come in
+    about the dataset's order: each is held until its sample's chunk, and an output that
+    arrives after its sample's chunk was scored is an error (never a wrong number)."""
+    pending: Columns | None = None
+    positions = np.zeros(0, dtype=np.int64)
+    stream = iter(outputs)
+    exhausted = False
+    start = 0
+    for chunk in _rechunked(samples, size):
+        end = start + len(chunk)
+        while not exhausted and int((positions >= end).sum()) < size:
+            block = next(stream, None)
+            if block is None:
+                exhausted = True
+                break
+            found = pc.index_in(block.ids, value_set=ids)
+            known = found.is_valid()
+            block = Columns(block.table.filter(known), block.docs)
+            at = found.filter(known).to_numpy(zero_copy_only=False).astype(np.int64)
+            late = at < start
+            if late.any():
+                sample = block.ids[int(np.flatnonzero(late)[0])].as_py()
+                raise StreamingError(
+                    f"the output for sample {sample!r} comes after its place in the dataset's "
+                    "order: sort the outputs like the dataset (or raise chunk_size) to stream them"
+                )
+            pending = block if pending is None else concat([pending, block])
+            positions = np.concatenate([positions, at])
+        inside = (positions >= start) & (positions < end)
+        rows = np.full(len(chunk), -1, dtype=np.int64)
+        rows[positions[inside] - start] = np.flatnonzero(inside)
+        if pending is None:
+            yield chunk
+        else:
+            yield chunk.beside(pending.take(rows))
+            keep = np.flatnonzero(~inside)
+            pending, positions = pending.take(keep), positions[keep]
+        start = end

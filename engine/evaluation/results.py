@@ -1,0 +1,435 @@
+"""Results of an evaluation: per-sample scores, summaries with confidence intervals,
+diagnostics and provenance, and their JSON (``schemas/results.schema.json``), CSV,
+Parquet and console forms. A streamed evaluation returns the same type without the
+per-sample scores (they went to its sink)."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+import orjson
+import pyarrow as pa
+
+from engine.errors import InputError, MissingDependencyError, Problem
+from engine.evaluation.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED, Bootstrap
+from engine.io import schemas
+from engine.io.documents import RESULTS_SCHEMA_ID, canonical_json
+from engine.io.files import atomic_write, read_document
+from engine.io.sinks import RowChunk, Sink
+
+__all__ = ["Diagnostics", "MetricRecord", "Results", "document_header", "read_results"]
+
+FloatArray = npt.NDArray[np.float64]
+Interval = tuple[float, float] | None
+
+
+@attrs.frozen
+class MetricRecord:
+    """How one metric of the run was configured and where it came from."""
+
+    label: str
+    alias: str
+    params: Mapping[str, Any]
+    higher_is_better: bool
+    distribution: str | None
+    version: str | None
+
+
+@attrs.frozen
+class Diagnostics:
+    """What the engine noticed about the input while scoring."""
+
+    missing_outputs: tuple[str, ...] = ()
+    duplicate_ids_dropped: int = 0
+    no_relevant: tuple[str, ...] = ()
+    unknown_output_ids: tuple[str, ...] = ()
+    errors: Mapping[str, str] = attrs.field(factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "missing_outputs": list(self.missing_outputs),
+            "duplicate_ids_dropped": self.duplicate_ids_dropped,
+            "no_relevant": list(self.no_relevant),
+            "unknown_output_ids": list(self.unknown_output_ids),
+            "errors": [{"id": i, "error": e} for i, e in self.errors.items()],
+        }
+
+    def lines(self) -> list[str]:
+        """The diagnostics as sentences for the console."""
+        found = []
+        if self.missing_outputs:
+            found.append(
+                f"{len(self.missing_outputs)} sample(s) had no output and were scored as empty "
+                f"rankings: {_few(self.missing_outputs)}"
+            )
+        if self.duplicate_ids_dropped:
+            found.append(
+                f"{self.duplicate_ids_dropped} duplicate retrieved id(s) dropped (first occurrence kept)"
+            )
+        if self.no_relevant:
+            found.append(
+                f"{len(self.no_relevant)} sample(s) have no relevant document: {_few(self.no_relevant)}"
+            )
+        if self.unknown_output_ids:
+            found.append(
+                f"{len(self.unknown_output_ids)} output(s) for ids not in the dataset were ignored: "
+                f"{_few(self.unknown_output_ids)}"
+            )
+        if self.errors:
+            found.append(
+                f"{len(self.errors)} sample(s) failed and are NA: {_few(list(self.errors))}"
+            )
+        return found
+
+
+def _few(ids: Sequence[str], count: int = 5) -> str:
+    shown = ", ".join(ids[:count])
+    return shown + (f", ... ({len(ids) - count} more)" if len(ids) > count else "")
+
+
+def _number(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)
+
+
+def document_header(
+    name: str | None, digest: str, samples: int, metrics: Sequence[MetricRecord]
+) -> dict[str, Any]:
+    """The leading keys of a results document."""
+    return {
+        "schema": RESULTS_SCHEMA_ID,
+        "dataset": {"name": name, "hash": digest, "samples": samples},
+        "metrics": [attrs.asdict(m) for m in metrics],
+    }
+
+
+@attrs.define(eq=False)
+class Results:
+    """Per-metric summaries and, unless streamed, per-sample scores (NaN = NA) keyed by
+    metric label, in dataset order."""
+
+    dataset_name: str | None
+    _digest: str | Callable[[], str] = attrs.field(alias="dataset_hash")
+    ids: pa.Array
+    metrics: Sequence[MetricRecord]
+    aggregates: Mapping[str, float]
+    counts: Mapping[str, tuple[int, int]]
+    diagnostics: Diagnostics
+    provenance: Mapping[str, Any]
+    scores: Mapping[str, FloatArray] | None = None
+    details: Mapping[str, Sequence[Any]] = attrs.field(factory=dict)
+    reports: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+    outputs: Mapping[str, Any] | None = None
+    metadata: pa.Array | None = None  # per sample, canonical JSON text (or null)
+    intervals: Mapping[str, Interval] | None = None  # the default CIs, once computed
+    samples: int | None = None  # how many samples were scored (default: len(ids))
+
+    @property
+    def dataset_hash(self) -> str:
+        """The content hash of the dataset (computed on first use)."""
+        if callable(self._digest):
+            self._digest = self._digest()
+        return self._digest
+
+    @property
+    def labels(self) -> list[str]:
+        return [m.label for m in self.metrics]
+
+    @cached_property
+    def sample_ids(self) -> list[str]:
+        return self.ids.to_pylist()  # type: ignore[no-any-return]
+
+    def values(self, label: str) -> FloatArray:
+        """The per-sample values of one metric label (NaN = NA)."""
+        return self._scores()[label]
+
+    def _scores(self) -> Mapping[str, FloatArray]:
+        if self.scores is None:
+            raise ValueError(
+                "these results were streamed: their per-sample scores went to the sink, "
+                "not into memory"
+            )
+        return self.scores
+
+    def summary(
+        self, *, level: float = 0.95, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+    ) -> dict[str, dict[str, Any]]:
+        """Per metric label: ``mean`` (the metric's aggregate; None if all NA), ``n``,
+        ``na`` and ``ci``, the percentile Poisson bootstrap interval of the mean of the
+        non-NA values (``[lo, hi]``; None when n < 2), seeded (see
+        :mod:`engine.evaluation.statistics`)."""
+        intervals = self._intervals(level, resamples, seed)
+        return {
+            label: {
+                "mean": _number(self.aggregates[label]),
+                "n": self.counts[label][0],
+                "na": self.counts[label][1],
+                "ci": None if intervals[label] is None else list(intervals[label]),  # type: ignore[arg-type]
+            }
+            for label in self.labels
+        }
+
+    def _intervals(self, level: float, resamples: int, seed: int) -> Mapping[str, Interval]:
+        default = (level, resamples, seed) == (0.95, DEFAULT_RESAMPLES, DEFAULT_SEED)
+        if default and self.intervals is not None:
+            return self.intervals
+        scores = self._scores()
+        bootstrap = Bootstrap(len(self.labels), resamples=resamples, seed=seed)
+        if self.labels:
+            bootstrap.add(np.column_stack([scores[label] for label in self.labels]))
+        found = dict(zip(self.labels, bootstrap.intervals(level), strict=True))
+        if default:
+            self.intervals = found
+        return found
+
+    def by(self, key: str, **options: Any) -> Any:
+        """Per-stratum n, mean and bootstrap CI of every metric, strata being the values of
+        ``metadata[key]`` (samples without it: ``"(none)"``); see
+        :mod:`engine.evaluation.strata`."""
+        from engine.evaluation.strata import by
+
+        return by(self, key, **options)
+
+    def metadata_of(self) -> list[dict[str, Any]]:
+        """Each sample's metadata (empty when it has none)."""
+        if self.metadata is None:
+            return [{} for _ in range(len(self.ids))]
+        return [{} if text is None else json.loads(text) for text in self.metadata.to_pylist()]
+
+    def rows(self) -> RowChunk:
+        """The per-sample rows, as the sinks write them."""
+        return RowChunk(
+            self.ids,
+            {label: self._scores()[label] for label in self.labels},
+            dict(self.details),
+            dict(self.diagnostics.errors),
+            self.metadata,
+        )
+
+    def per_sample(self) -> list[dict[str, Any]]:
+        """One record per sample: ``{"id", "scores": {label: value or None}}`` (plus
+        ``details``, ``error`` and ``metadata`` where there are any)."""
+        return [orjson.loads(row) for row in self.rows().json_rows()]
+
+    def header(self) -> dict[str, Any]:
+        count = len(self.ids) if self.samples is None else self.samples
+        return document_header(self.dataset_name, self.dataset_hash, count, self.metrics)
+
+    def trailer(self) -> dict[str, Any]:
+        """The keys of the results document after its samples."""
+        document: dict[str, Any] = {
+            "summary": self.summary(),
+            "diagnostics": self.diagnostics.to_dict(),
+            "provenance": dict(self.provenance),
+        }
+        if self.reports:
+            document["reports"] = {label: dict(report) for label, report in self.reports.items()}
+        if self.outputs is not None:
+            document["outputs"] = dict(self.outputs)
+        return document
+
+    def write(self, fmt: str, path: str | os.PathLike[str] | None = None) -> bytes:
+        """The results as ``json``, ``jsonl``, ``csv`` or ``parquet`` (as the sinks write them), also written to ``path``
+        atomically when given."""
+        buffer = io.BytesIO()
+        sink = Sink(buffer, fmt)
+        sink.start(self.header())
+        if self.scores is not None:
+            sink.write(self.rows())
+        sink.finish(self.trailer(), self.labels)
+        if path is not None:
+            atomic_write(path, buffer.getvalue())
+        return buffer.getvalue()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``slotwise.results/v1`` document."""
+        return orjson.loads(self.write("json", None))  # type: ignore[no-any-return]
+
+    def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
+        """The results document as JSON text (written atomically to ``path`` when given);
+        streamed results have no per-sample rows here."""
+        return self.write("json", path).decode()
+
+    def to_csv(self, path: str | os.PathLike[str] | None = None) -> str:
+        """One row per sample, one column per metric label (empty cell = NA)."""
+        self._scores()
+        return self.write("csv", path).decode()
+
+    def to_parquet(self, path: str | os.PathLike[str]) -> None:
+        """Per-sample scores as Parquet: ``query_id`` and one float column per label."""
+        self._scores()
+        self.write("parquet", path)
+
+    def to_arrow(self) -> pa.Table:
+        """Per-sample scores as an Arrow table: ``query_id`` + one column per label."""
+        return self.rows().table("query_id")
+
+    def to_pandas(self) -> Any:
+        """Per-sample scores as a pandas DataFrame (``query_id`` + one column per label;
+        NaN = NA); needs pandas (``pip install 'slotwise[columnar]'``)."""
+        try:
+            import pandas  # noqa: F401
+        except ImportError as error:
+            raise MissingDependencyError("Results.to_pandas", "columnar", error) from error
+        return self.to_arrow().to_pandas()
+
+    def to_polars(self) -> Any:
+        """Per-sample scores as a polars DataFrame (``query_id`` + one column per label;
+        null = NA); needs polars."""
+        try:
+            import polars
+        except ImportError as error:
+            raise MissingDependencyError("Results.to_polars", "columnar", error) from error
+        return polars.from_arrow(self.to_arrow())
+
+    def report_lines(self) -> list[str]:
+        """The metrics' run-level reports as indented text lines for the console: nested
+        mappings one key per line, a mapping of scalars or a list of scalars on one line,
+        a list of mappings one item per line (``key=value``; NA for None)."""
+        lines = []
+        for label, report in self.reports.items():
+            lines.append(f"{label}:")
+            lines += _report_lines(report, "  ")
+        return lines
+
+    def table(self, exclude: Sequence[str] = ()) -> Any:
+        """A rich Table of the summary (leaving out the ``exclude`` labels)."""
+        from rich.table import Table
+
+        title = f"{self.dataset_name or 'dataset'} ({len(self.ids)} samples)"
+        table = Table(title=title, title_justify="left")
+        for column, justify in (
+            ("metric", "left"),
+            ("mean", "right"),
+            ("95% CI", "right"),
+            ("n", "right"),
+            ("na", "right"),
+        ):
+            table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        for label, stats in self.summary().items():
+            if label in exclude:
+                continue
+            mean = "NA" if stats["mean"] is None else f"{stats['mean']:.4f}"
+            ci = "-" if stats["ci"] is None else f"[{stats['ci'][0]:.4f}, {stats['ci'][1]:.4f}]"
+            table.add_row(label, mean, ci, str(stats["n"]), str(stats["na"]))
+        return table
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "NA"
+    if isinstance(value, float):
+        return "NA" if math.isnan(value) else f"{value:.4g}"
+    return str(value)
+
+
+def _flat(value: Any) -> bool:
+    return not isinstance(value, Mapping | list | tuple)
+
+
+def _report_lines(value: Mapping[str, Any], indent: str) -> list[str]:
+    lines = []
+    for key, item in value.items():
+        if _flat(item):
+            lines.append(f"{indent}{key}: {_scalar(item)}")
+        elif isinstance(item, Mapping) and all(map(_flat, item.values())):
+            inline = " ".join(f"{k}={_scalar(v)}" for k, v in item.items())
+            lines.append(f"{indent}{key}: {inline or '-'}")
+        elif isinstance(item, Mapping):
+            lines.append(f"{indent}{key}:")
+            lines += _report_lines(item, indent + "  ")
+        elif all(map(_flat, item)):
+            lines.append(f"{indent}{key}: {', '.join(map(_scalar, item)) or '-'}")
+        else:
+            lines.append(f"{indent}{key}:")
+            for entry in item:
+                if isinstance(entry, Mapping) and all(map(_flat, entry.values())):
+                    text = " ".join(f"{k}={_scalar(v)}" for k, v in entry.items())
+                else:
+                    text = json.dumps(entry, default=str)
+                lines.append(f"{indent}  - {text}")
+    return lines
+
+
+# -- reading results files -------------------------------------------------------------------
+
+
+def _nan(value: Any) -> float:
+    return math.nan if value is None else float(value)
+
+
+def results_from_dict(document: Mapping[str, Any], source: str | None = None) -> Results:
+    """Results from a ``slotwise.results/v1`` document (validated against its schema)."""
+    problems = list(schemas.problems(document, "results", source=source))
+    if not problems and document.get("schema") != RESULTS_SCHEMA_ID:
+        problems.append(Problem(f"not a {RESULTS_SCHEMA_ID} document", source=source))
+    if problems:
+        raise InputError(problems, summary=f"invalid results{f' {source}' if source else ''}")
+    records = [MetricRecord(**m) for m in document["metrics"]]
+    samples = document["samples"]
+    scores = {
+        r.label: np.array([_nan(s["scores"].get(r.label)) for s in samples], dtype=np.float64)
+        for r in records
+    }
+    summary = document["summary"]
+    aggregates, counts, intervals = {}, {}, {}
+    for r in records:
+        values = scores[r.label]
+        present = values[~np.isnan(values)]
+        stats = summary.get(r.label, {})
+        aggregates[r.label] = (
+            _nan(stats.get("mean"))
+            if r.label in summary
+            else (math.fsum(present.tolist()) / present.size if present.size else math.nan)
+        )
+        counts[r.label] = (
+            int(stats.get("n", present.size)),
+            int(stats.get("na", values.size - present.size)),
+        )
+        ci = stats.get("ci")
+        intervals[r.label] = None if ci is None else (float(ci[0]), float(ci[1]))
+    raw = document["diagnostics"]
+    diagnostics = Diagnostics(
+        missing_outputs=tuple(raw.get("missing_outputs", ())),
+        duplicate_ids_dropped=int(raw.get("duplicate_ids_dropped", 0)),
+        no_relevant=tuple(raw.get("no_relevant", ())),
+        unknown_output_ids=tuple(raw.get("unknown_output_ids", ())),
+        errors={e["id"]: e["error"] for e in raw.get("errors", ())},
+    )
+    details = {
+        r.label: [s.get("details", {}).get(r.label) for s in samples]
+        for r in records
+        if any(r.label in s.get("details", {}) for s in samples)
+    }
+    metadata = [canonical_json(s["metadata"]) if s.get("metadata") else None for s in samples]
+    return Results(
+        dataset_name=document["dataset"]["name"],
+        dataset_hash=document["dataset"]["hash"],
+        ids=pa.array([s["id"] for s in samples], pa.string()),
+        metrics=records,
+        aggregates=aggregates,
+        counts=counts,
+        diagnostics=diagnostics,
+        provenance=dict(document["provenance"]),
+        scores=scores,
+        details=details,
+        reports=dict(document.get("reports") or {}),
+        outputs=document.get("outputs"),
+        metadata=pa.array(metadata, pa.string()) if any(m is not None for m in metadata) else None,
+        intervals=intervals,
+    )
+
+
+def read_results(path: str | os.PathLike[str]) -> Results:
+    """Results from a results JSON file written by ``results.to_json`` or ``slotwise run
+    --format json``."""
+    return results_from_dict(read_document(Path(path)), source=str(path))

@@ -1,0 +1,154 @@
+"""Summaries of per-sample values that do not depend on how the values were chunked: the
+exact mean (a correctly rounded sum, mergeable in any order) and the percentile Poisson
+bootstrap interval of the mean (online, O(resamples) memory per metric).
+
+The bootstrap gives sample ``i`` of resample ``r`` a Poisson(1) weight drawn from a
+generator seeded by ``(seed, i // BLOCK)``, and adds each block's weighted sums to the
+totals in dataset order: the same values give the same interval, bit for bit, in one
+batch, in chunks, streamed, or on a cluster.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "BLOCK",
+    "DEFAULT_RESAMPLES",
+    "DEFAULT_SEED",
+    "Bootstrap",
+    "Tally",
+    "exact_parts",
+    "poisson_ci",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+DEFAULT_SEED = 0
+DEFAULT_RESAMPLES = 1000
+BLOCK = 1024  # samples whose weights come from one generator
+
+#: Poisson(1) from one random byte: P(w) = (94, 94, 47, 16, 4, 1) / 256 for w = 0..5, the
+#: Poisson probabilities rounded to 1/256 (mean 257/256, variance 1.004).
+_WEIGHTS = np.repeat(np.arange(6, dtype=np.float64), [94, 94, 47, 16, 4, 1])
+
+
+def exact_parts(values: Sequence[float]) -> list[float]:
+    """Floats whose exact (real-number) sum equals the exact sum of ``values``: the
+    correctly rounded sum, then the correctly rounded remainder, and so on until the
+    remainder is zero (usually two or three floats). Every step is one ``math.fsum``."""
+    parts: list[float] = []
+    total = math.fsum(values)
+    while total != 0.0:
+        parts.append(total)
+        if not math.isfinite(total):
+            break
+        total = math.fsum(itertools.chain(values, [-p for p in parts]))
+    return parts
+
+
+@attrs.define
+class Tally:
+    """A metric's running count of values, NAs and exact sum, mergeable in any order."""
+
+    n: int = 0
+    na: int = 0
+    parts: list[float] = attrs.field(factory=list)
+
+    def add(self, values: FloatArray) -> None:
+        present = values[~np.isnan(values)]
+        self.n += int(present.size)
+        self.na += int(values.size - present.size)
+        self.parts += exact_parts(present.tolist())
+        if len(self.parts) > 256:
+            self.parts = exact_parts(self.parts)
+
+    def merge(self, other: Tally) -> None:
+        self.n, self.na = self.n + other.n, self.na + other.na
+        self.parts = exact_parts(self.parts + other.parts)
+
+    @property
+    def mean(self) -> float:
+        """Equal, bit for bit, to ``MetricBase.aggregate`` of all values added."""
+        return math.fsum(self.parts) / self.n if self.n else math.nan
+
+
+class Bootstrap:
+    """Online percentile Poisson bootstrap of the means of several columns of values
+    (NaN = NA, left out). Feed rows in dataset order with :meth:`add`; read the
+    intervals with :meth:`intervals`."""
+
+    def __init__(
+        self, columns: int, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
+    ) -> None:
+        if resamples < 1:
+            raise ValueError(f"resamples must be at least 1, got {resamples}")
+        self.columns, self.resamples, self.seed = columns, resamples, seed
+        self._sums = np.zeros((resamples, 2 * columns))  # weighted sums, weighted counts
+        self._pending = np.zeros((0, columns))
+        self._block = 0
+        self._present = np.zeros(columns, dtype=np.int64)
+
+    def add(self, values: npt.ArrayLike) -> None:
+        """Rows of values (shape ``(n, columns)``), after every row added before."""
+        rows = np.asarray(values, dtype=np.float64).reshape(-1, self.columns)
+        self._present += (~np.isnan(rows)).sum(axis=0)
+        pending = np.concatenate([self._pending, rows]) if self._pending.size else rows
+        full = pending.shape[0] - pending.shape[0] % BLOCK
+        for start in range(0, full, BLOCK):
+            self._sums += self._block_sums(pending[start : start + BLOCK], self._block)
+            self._block += 1
+        self._pending = pending[full:]
+
+    def _block_sums(self, rows: FloatArray, block: int) -> FloatArray:
+        """Per resample, the weighted sums of one block's values and of their count."""
+        seed = np.random.SeedSequence([self.seed, block])
+        draws = np.random.Generator(np.random.SFC64(seed)).integers(
+            0, 256, size=(self.resamples, rows.shape[0]), dtype=np.uint8
+        )
+        present = ~np.isnan(rows)
+        both = np.concatenate([np.where(present, rows, 0.0), present.astype(np.float64)], axis=1)
+        sums: FloatArray = _WEIGHTS[draws] @ both
+        return sums
+
+    def intervals(self, level: float = 0.95) -> list[tuple[float, float] | None]:
+        """Per column, the percentile interval of the resampled means; None when fewer
+        than two values are not NA."""
+        if not 0 < level < 1:
+            raise ValueError(f"level must be between 0 and 1, got {level}")
+        sums = self._sums
+        if self._pending.shape[0]:  # the last, partial block
+            sums = sums + self._block_sums(self._pending, self._block)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = sums[:, : self.columns] / sums[:, self.columns :]
+        tail = (1 - level) / 2 * 100
+        found: list[tuple[float, float] | None] = []
+        for column in range(self.columns):
+            resampled = means[:, column]
+            resampled = resampled[~np.isnan(resampled)]
+            if self._present[column] < 2 or not resampled.size:
+                found.append(None)
+                continue
+            low, high = np.percentile(resampled, [tail, 100 - tail])
+            found.append((float(low), float(high)))
+        return found
+
+
+def poisson_ci(
+    values: npt.ArrayLike,
+    *,
+    level: float = 0.95,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> tuple[float, float] | None:
+    """The percentile Poisson bootstrap interval of the mean of the non-NA values; None
+    when fewer than two are not NA."""
+    bootstrap = Bootstrap(1, resamples=resamples, seed=seed)
+    bootstrap.add(np.asarray(values, dtype=np.float64).reshape(-1, 1))
+    return bootstrap.intervals(level)[0]

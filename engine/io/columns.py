@@ -1,0 +1,356 @@
+"""The columnar form every source produces and every evaluation consumes.
+
+:class:`Columns` is an Arrow table with one row per sample, plus ``docs``, the
+vocabulary of document ids: every document column holds int32 codes into it (dictionary
+encoding, one dictionary shared by all the table's columns). A dataset's sample columns
+and a system's output columns live in separate tables until they are aligned by sample
+id into one.
+
+Sample columns:
+
+- ``id`` (string): the sample id;
+- ``relevance``, ``utility`` (list of struct ``{doc: int32, label: float64}``): labels in
+  the order given; null when the sample has none of that kind;
+- ``answers`` (list of string) and ``groups`` (list of struct ``{group: string, docs:
+  list of int32}``): null when absent;
+- ``k`` (int64): ``metadata.k``, null when unset;
+- ``input``, ``metadata`` (string): canonical JSON text (sorted keys), null when absent.
+
+Output columns: ``retrieved`` (list of int32, rank 1 first, as given, duplicates
+included; null: no output), ``texts`` (list of string or null, one per retrieved item;
+null when no item has a text), ``pool`` and ``cited`` (list of int32; null when absent).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = [
+    "LABEL_KINDS",
+    "OUTPUT_COLUMNS",
+    "SAMPLE_COLUMNS",
+    "Columns",
+    "ContentHash",
+    "grouped",
+    "label_lists",
+    "lengths",
+    "list_array",
+    "merge_vocabularies",
+    "offsets_of",
+    "string_bytes",
+    "table_of",
+]
+
+IntArray = npt.NDArray[np.int64]
+CodeArray = npt.NDArray[np.int32]
+
+CODE = pa.int32()
+IDS = pa.list_(CODE)
+LABELS = pa.list_(pa.struct([("doc", CODE), ("label", pa.float64())]))
+GROUPS = pa.list_(pa.struct([("group", pa.string()), ("docs", IDS)]))
+
+#: Label kinds: each a list of (doc, label) per sample.
+LABEL_KINDS = ("relevance", "utility")
+#: Output columns holding lists of document codes.
+ID_LISTS = ("retrieved", "pool", "cited")
+
+SAMPLE_COLUMNS: dict[str, pa.DataType] = {
+    "id": pa.string(),
+    "relevance": LABELS,
+    "utility": LABELS,
+    "answers": pa.list_(pa.string()),
+    "groups": GROUPS,
+    "k": pa.int64(),
+    "input": pa.string(),
+    "metadata": pa.string(),
+}
+OUTPUT_COLUMNS: dict[str, pa.DataType] = {
+    "id": pa.string(),
+    "retrieved": IDS,
+    "texts": pa.list_(pa.string()),
+    "pool": IDS,
+    "cited": IDS,
+}
+
+
+# -- building ---------------------------------------------------------------------------
+
+
+def list_array(offsets: npt.ArrayLike, values: pa.Array, mask: Any = None) -> pa.Array:
+    """A list array from ``n + 1`` offsets and flat values; ``mask`` marks null rows
+    (which must span no values)."""
+    offsets = pa.array(np.asarray(offsets, dtype=np.int32), pa.int32())
+    if mask is not None and np.any(mask):
+        return pa.ListArray.from_arrays(offsets, values, mask=pa.array(np.asarray(mask)))
+    return pa.ListArray.from_arrays(offsets, values)
+
+
+def label_lists(
+    offsets: npt.ArrayLike, docs: npt.ArrayLike, labels: npt.ArrayLike, mask: Any = None
+) -> pa.Array:
+    """A ``relevance``/``utility`` column from offsets, flat doc codes and labels."""
+    entries = pa.StructArray.from_arrays(
+        [
+            pa.array(np.asarray(docs, dtype=np.int32), CODE),
+            pa.array(np.asarray(labels, dtype=np.float64), pa.float64()),
+        ],
+        names=["doc", "label"],
+    )
+    return list_array(offsets, entries, mask)
+
+
+def grouped(codes: npt.ArrayLike, count: int) -> tuple[IntArray | None, IntArray]:
+    """For rows carrying group codes ``0..count-1``: the order that brings each group's
+    rows together, keeping their order (None when they already are), and the ``count +
+    1`` offsets of the groups in that order."""
+    codes = np.asarray(codes, dtype=np.int64)
+    order = None
+    if codes.size > 1 and (codes[1:] < codes[:-1]).any():
+        order = np.argsort(codes, kind="stable")
+    sizes = np.bincount(codes, minlength=count) if codes.size else np.zeros(count, np.int64)
+    return order, offsets_of(sizes)
+
+
+def offsets_of(sizes: npt.ArrayLike) -> IntArray:
+    """``[0, s0, s0 + s1, ...]``."""
+    return np.concatenate(([0], np.cumsum(np.asarray(sizes, dtype=np.int64))))
+
+
+def lengths(column: pa.Array) -> IntArray:
+    """Per row, the length of a list column (0 for a null row)."""
+    return pc.list_value_length(column).fill_null(0).to_numpy().astype(np.int64)
+
+
+def table_of(columns: dict[str, pa.Array], kinds: dict[str, pa.DataType], rows: int) -> pa.Table:
+    """A table with every column of ``kinds`` in order (null-filled when not given)."""
+    arrays = [
+        columns[name].cast(kind) if name in columns else pa.nulls(rows, kind)
+        for name, kind in kinds.items()
+    ]
+    return pa.Table.from_arrays(arrays, names=list(kinds))
+
+
+def merge_vocabularies(vocabularies: Sequence[pa.Array]) -> tuple[pa.Array, list[CodeArray]]:
+    """One vocabulary for several, and for each a table old code -> new code."""
+    if len(vocabularies) == 1:
+        return vocabularies[0], [np.arange(len(vocabularies[0]), dtype=np.int32)]
+    joined = pa.concat_arrays([v.cast(pa.string()) for v in vocabularies])
+    encoded = pc.dictionary_encode(joined)
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    bounds = offsets_of([len(v) for v in vocabularies])
+    remaps = [codes[start:end] for start, end in itertools.pairwise(bounds)]
+    return encoded.dictionary, remaps
+
+
+# -- the table ----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Columns:
+    """A table of samples and/or their outputs, one row per sample; every document column
+    holds int32 codes into ``docs`` (see the module docstring for the columns)."""
+
+    table: pa.Table
+    docs: pa.Array
+
+    def __len__(self) -> int:
+        return int(self.table.num_rows)
+
+    @property
+    def ids(self) -> pa.Array:
+        return self.column("id")
+
+    def has(self, name: str) -> bool:
+        return name in self.table.column_names
+
+    def column(self, name: str) -> pa.Array:
+        """One column as a single array (all null when the table lacks it)."""
+        if name not in self.table.column_names:
+            kind = SAMPLE_COLUMNS.get(name) or OUTPUT_COLUMNS[name]
+            return pa.nulls(len(self), kind)
+        return self.table.column(name).combine_chunks()
+
+    def slice(self, start: int, length: int) -> Columns:
+        return Columns(self.table.slice(start, length), self.docs)
+
+    def take(self, rows: npt.ArrayLike) -> Columns:
+        """The rows at these positions; position -1 gives a row of nulls."""
+        positions = np.asarray(rows, dtype=np.int64)
+        index = pa.array(positions, mask=positions < 0)
+        return Columns(self.table.take(index), self.docs)
+
+    def recoded(self, docs: pa.Array, remap: npt.NDArray[Any]) -> Columns:
+        """The same rows with each document code ``c`` replaced by ``remap[c]``, a code
+        into ``docs``."""
+        table = self.table
+        for index, name in enumerate(table.column_names):
+            if name in (*LABEL_KINDS, *ID_LISTS, "groups"):
+                column = _map_codes(table.column(name).combine_chunks(), remap)
+                table = table.set_column(index, name, column)
+        return Columns(table, docs)
+
+    def compact(self) -> Columns:
+        """The same rows with ``docs`` cut down to the ids they use (before shipping a
+        slice of a large table to another process)."""
+        used = np.zeros(len(self.docs), dtype=np.bool_)
+        for name in (*LABEL_KINDS, *ID_LISTS, "groups"):
+            if self.has(name):
+                used[_codes(self.column(name))] = True
+        kept = np.flatnonzero(used)
+        remap = np.full(len(self.docs), -1, dtype=np.int32)
+        remap[kept] = np.arange(kept.size, dtype=np.int32)
+        return self.recoded(self.docs.take(pa.array(kept)), remap)
+
+    def beside(self, other: Columns) -> Columns:
+        """This table's columns and ``other``'s (same rows, its ``id`` dropped) as one
+        table, codes into one vocabulary."""
+        docs, (mine, theirs) = merge_vocabularies([self.docs, other.docs])
+        left, right = self.recoded(docs, mine).table, other.recoded(docs, theirs).table
+        for name in right.column_names:
+            if name != "id":
+                left = left.append_column(name, right.column(name))
+        return Columns(left, docs)
+
+    def doc_codes(self, name: str) -> tuple[CodeArray, IntArray]:
+        """A document-list column flattened: (codes, per-row lengths)."""
+        column = self.column(name)
+        return _codes(column), lengths(column)
+
+
+def _codes(column: pa.Array) -> CodeArray:
+    """Every document code of a document column, row by row (through structs and the
+    nested lists of ``groups``)."""
+    flat = pc.list_flatten(column)
+    if pa.types.is_struct(flat.type):
+        if flat.type.get_field_index("doc") >= 0:
+            flat = flat.field("doc")
+        else:
+            flat = pc.list_flatten(flat.field("docs"))
+    return flat.to_numpy(zero_copy_only=False).astype(np.int32)
+
+
+def _map_codes(column: pa.Array, remap: npt.NDArray[Any]) -> pa.Array:
+    """A document column with its codes passed through ``remap`` (offsets and nulls
+    kept)."""
+    flat = pc.list_flatten(column)
+    offsets = offsets_of(lengths(column))
+    mask = column.is_null().to_numpy(zero_copy_only=False)
+    if pa.types.is_integer(flat.type):
+        codes = flat.to_numpy(zero_copy_only=False)
+        return list_array(offsets, pa.array(remap[codes].astype(np.int32), CODE), mask)
+    if flat.type.get_field_index("doc") >= 0:
+        codes = flat.field("doc").to_numpy(zero_copy_only=False)
+        return label_lists(offsets, remap[codes], flat.field("label"), mask)
+    members = _map_codes(flat.field("docs"), remap)
+    entries = pa.StructArray.from_arrays([flat.field("group"), members], names=["group", "docs"])
+    return list_array(offsets, entries, mask)
+
+
+def concat(parts: Sequence[Columns]) -> Columns:
+    """The rows of several tables with the same columns, codes into one vocabulary."""
+    docs, remaps = merge_vocabularies([part.docs for part in parts])
+    tables = [part.recoded(docs, remap).table for part, remap in zip(parts, remaps, strict=True)]
+    return Columns(pa.concat_tables(tables), docs)
+
+
+def string_bytes(strings: pa.Array) -> memoryview:
+    """The concatenated UTF-8 bytes of a string array without nulls, without a copy."""
+    if len(strings) == 0:
+        return memoryview(b"")
+    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32)
+    start, end = offsets[strings.offset], offsets[strings.offset + len(strings)]
+    return memoryview(strings.buffers()[2])[start:end]
+
+
+# -- the content hash ---------------------------------------------------------------------
+
+
+class ContentHash:
+    """sha256 of a dataset's content, whatever its source or chunking: each sample
+    becomes one canonical line (id; labels of each kind sorted by document id; answers;
+    groups sorted by name, their documents by id; k; input; metadata) and the lines are
+    hashed in order."""
+
+    def __init__(self) -> None:
+        self._digest = hashlib.sha256()
+
+    def update(self, columns: Columns) -> None:
+        if len(columns):
+            self._digest.update(string_bytes(_canonical_lines(columns)))
+
+    def hexdigest(self) -> str:
+        return "sha256:" + self._digest.hexdigest()
+
+
+_FIELD, _ITEM, _LINE = "\x1f", "\x1e", "\x1d\n"
+
+
+def _canonical_lines(columns: Columns) -> pa.Array:
+    """One string per sample (see :class:`ContentHash`); absent values are ``\\0``."""
+    docs = columns.docs.cast(pa.string())
+    rank = np.empty(len(docs), dtype=np.int64)  # code -> place of its id in sorted order
+    rank[pc.array_sort_indices(docs).to_numpy()] = np.arange(len(docs))
+    parts = [
+        columns.column("id"),
+        *(_labels_text(columns.column(kind), docs, rank) for kind in LABEL_KINDS),
+        pc.binary_join(columns.column("answers"), _ITEM),
+        _groups_text(columns.column("groups"), docs, rank),
+        pc.cast(columns.column("k"), pa.string()),
+        columns.column("input"),
+        columns.column("metadata"),
+    ]
+    filled = [pc.fill_null(part, "\x00") for part in parts]
+    line = pc.binary_join_element_wise(*filled, _FIELD)
+    return pc.binary_join_element_wise(line, pa.repeat("", len(columns)), _LINE)
+
+
+def _sorted_names(
+    codes: CodeArray, owners: IntArray, docs: pa.Array, rank: IntArray
+) -> tuple[pa.Array, IntArray]:
+    """Document ids of ``codes`` sorted by (owner, id), and that order."""
+    order = np.lexsort((rank[codes], owners))
+    return docs.take(pa.array(codes[order])), order
+
+
+def _labels_text(column: pa.Array, docs: pa.Array, rank: IntArray) -> pa.Array:
+    """Per row, ``doc=label`` entries sorted by document id and joined; null stays null."""
+    flat = pc.list_flatten(column)
+    sizes = lengths(column)
+    owners = np.repeat(np.arange(len(column)), sizes)
+    names, order = _sorted_names(
+        flat.field("doc").to_numpy(zero_copy_only=False), owners, docs, rank
+    )
+    values = pc.cast(flat.field("label").take(pa.array(order)), pa.string())
+    entries = pc.binary_join_element_wise(names, values, "=")
+    mask = column.is_null().to_numpy(zero_copy_only=False)
+    return pc.binary_join(list_array(offsets_of(sizes), entries, mask), _ITEM)
+
+
+def _groups_text(column: pa.Array, docs: pa.Array, rank: IntArray) -> pa.Array:
+    """Per row, ``group=doc,doc`` entries sorted by group name (documents by id)."""
+    flat = pc.list_flatten(column)
+    members = flat.field("docs")
+    member_sizes = lengths(members)
+    member_owners = np.repeat(np.arange(len(members)), member_sizes)
+    names, _ = _sorted_names(
+        pc.list_flatten(members).to_numpy(zero_copy_only=False), member_owners, docs, rank
+    )
+    member_text = pc.binary_join(list_array(offsets_of(member_sizes), names), ",")
+    entries = pc.binary_join_element_wise(flat.field("group"), member_text, "=")
+    sizes = lengths(column)
+    owners = np.repeat(np.arange(len(column)), sizes)
+    order = pc.sort_indices(
+        pa.table({"owner": owners, "group": flat.field("group")}),
+        sort_keys=[("owner", "ascending"), ("group", "ascending")],
+    )
+    mask = column.is_null().to_numpy(zero_copy_only=False)
+    return pc.binary_join(list_array(offsets_of(sizes), entries.take(order), mask), _ITEM)

@@ -1,0 +1,462 @@
+"""JSON, YAML and JSONL documents: datasets (``{name?, samples: [...]}`` or one sample
+per JSONL line) and outputs (``{sample_id: actual_output}``, ``{"id", "actual_output"}``
+lines, or a results file that kept its outputs), validated against ``schemas/`` with
+every problem reported together, and turned into :class:`~engine.io.columns.Columns`."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+
+from engine.errors import InputError, Problem
+from engine.io import schemas
+from engine.io.columns import (
+    OUTPUT_COLUMNS,
+    SAMPLE_COLUMNS,
+    Columns,
+    label_lists,
+    list_array,
+    offsets_of,
+    table_of,
+)
+from engine.io.files import atomic_write, base_name, format_suffix, read_document, read_jsonl
+from engine.io.frames import Coded
+
+__all__ = [
+    "DOCUMENT_SUFFIXES",
+    "RESULTS_SCHEMA_ID",
+    "canonical_json",
+    "outputs_columns",
+    "parse_outputs",
+    "parse_samples",
+    "raw_outputs",
+    "raw_samples",
+    "read_outputs_mapping",
+    "read_raw_outputs",
+    "read_samples",
+    "samples_columns",
+    "write_samples",
+]
+
+DOCUMENT_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
+RESULTS_SCHEMA_ID = "slotwise.results/v1"
+_LONG_FORM = frozenset({"relevance", "utility", "answers", "groups"})
+
+
+def canonical_json(value: Any) -> str:
+    """Compact JSON with sorted keys: equal values give equal text."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+# -- samples -------------------------------------------------------------------------------
+
+
+def parse_samples(
+    raws: Iterable[tuple[Any, int | None]], source: str | None = None, *, prefix: str = ""
+) -> Columns:
+    """Validate raw samples (each with its line number, if any) into columns.
+
+    Pointers locate each problem in the document: ``{prefix}/{index}/...`` for samples
+    without a line number, relative to the line for JSONL. Raises :class:`InputError`
+    listing every problem: schema violations, duplicate ids, an empty dataset.
+    """
+    problems: list[Problem] = []
+    valid: list[Mapping[str, Any]] = []
+    seen: dict[str, int] = {}
+    for index, (raw, line) in enumerate(raws):
+        if schemas.certainly_valid_sample(raw) and raw["id"] not in seen:  # the fast path
+            seen[raw["id"]] = index
+            valid.append(raw)
+            continue
+        sample_id = schemas.sample_id_of(raw)
+        path = [] if line is not None else [*filter(None, prefix.split("/")), index]
+        found = list(
+            schemas.problems(
+                raw, "sample", sample_id=sample_id, source=source, line=line, prefix=path
+            )
+        )
+        if sample_id is not None and sample_id in seen:
+            found.append(
+                Problem(
+                    f"duplicate sample id (first at item {seen[sample_id]})",
+                    sample_id=sample_id,
+                    pointer=schemas.pointer([*path, "id"]),
+                    source=source,
+                    line=line,
+                )
+            )
+        elif sample_id is not None:
+            seen[sample_id] = index
+        problems.extend(found)
+        if not found:
+            valid.append(raw)
+    if not problems and not seen:
+        problems.append(Problem("the dataset has no samples", source=source))
+    if problems:
+        raise InputError(problems, summary=f"invalid dataset{f' {source}' if source else ''}")
+    return samples_columns(valid)
+
+
+class _Labels:
+    """Flat (doc, label) pairs of one label kind, with per-sample sizes."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+        self.present: list[bool] = []
+        self.docs: list[str] = []
+        self.values: list[float] = []
+
+    def add(self, labels: Mapping[str, float] | None) -> None:
+        self.present.append(labels is not None)
+        labels = labels or {}
+        self.sizes.append(len(labels))
+        self.docs += labels
+        self.values += labels.values()
+
+
+def _relevance(value: Any) -> dict[str, float]:
+    """A list of ids means label 1 for each; a map id -> number is graded."""
+    if isinstance(value, Mapping):
+        return {str(doc): float(label) for doc, label in value.items()}
+    return dict.fromkeys(map(str, value), 1.0)
+
+
+def _utility(value: Mapping[str, Any]) -> dict[str, float]:
+    """u directly, or u = (+1 if relevant else -1) * (1 - p_no_response)."""
+    out = {}
+    for doc, label in value.items():
+        if isinstance(label, Mapping):
+            sign = 1.0 if label["relevant"] else -1.0
+            out[str(doc)] = sign * (1.0 - float(label["p_no_response"]))
+        else:
+            out[str(doc)] = float(label)
+    return out
+
+
+def samples_columns(raws: Sequence[Mapping[str, Any]]) -> Columns:
+    """Columns of raw samples that already passed ``sample.schema.json``."""
+    ids, ks, inputs, metadata = [], [], [], []
+    labels = {"relevance": _Labels(), "utility": _Labels()}
+    answers: list[list[str] | None] = []
+    groups: list[dict[str, list[str]] | None] = []
+    for raw in raws:
+        expected = raw.get("expected_output")
+        if expected is None:
+            given: Mapping[str, Any] = {}
+        elif isinstance(expected, Mapping) and _LONG_FORM & expected.keys():
+            given = expected
+        else:
+            given = {"relevance": expected}
+        labels["relevance"].add(_relevance(given["relevance"]) if "relevance" in given else None)
+        labels["utility"].add(_utility(given["utility"]) if "utility" in given else None)
+        answer = given.get("answers")
+        answers.append(
+            None if answer is None else [answer] if isinstance(answer, str) else list(answer)
+        )
+        group = given.get("groups")
+        groups.append(
+            None if group is None else {str(g): list(map(str, d)) for g, d in group.items()}
+        )
+        meta = raw.get("metadata") or {}
+        ids.append(str(raw["id"]))
+        ks.append(meta.get("k"))
+        inputs.append(None if raw.get("input") is None else canonical_json(raw["input"]))
+        metadata.append(canonical_json(meta) if meta else None)
+    group_docs = [doc for group in groups if group for docs in group.values() for doc in docs]
+    vocabulary, codes = _encode([labels["relevance"].docs, labels["utility"].docs, group_docs])
+    rows = len(ids)
+    columns: dict[str, pa.Array] = {
+        "id": pa.array(ids, pa.string()),
+        "answers": pa.array(answers, SAMPLE_COLUMNS["answers"]),
+        "groups": _groups(groups, codes[2]),
+        "k": pa.array(ks, pa.int64()),
+        "input": pa.array(inputs, pa.string()),
+        "metadata": pa.array(metadata, pa.string()),
+    }
+    for (kind, found), kind_codes in zip(labels.items(), codes[:2], strict=True):
+        mask = ~np.asarray(found.present, dtype=np.bool_)
+        columns[kind] = label_lists(offsets_of(found.sizes), kind_codes, found.values, mask)
+    return Columns(table_of(columns, SAMPLE_COLUMNS, rows), vocabulary)
+
+
+def _groups(groups: Sequence[Mapping[str, list[str]] | None], codes: np.ndarray) -> pa.Array:
+    names = [name for group in groups if group for name in group]
+    sizes = [len(docs) for group in groups if group for docs in group.values()]
+    members = list_array(offsets_of(sizes), pa.array(codes, pa.int32()))
+    entries = pa.StructArray.from_arrays(
+        [pa.array(names, pa.string()), members], names=["group", "docs"]
+    )
+    mask = np.array([group is None for group in groups], dtype=np.bool_)
+    return list_array(offsets_of([len(group or ()) for group in groups]), entries, mask)
+
+
+def _encode(lists: Sequence[Sequence[str]]) -> tuple[pa.Array, list[np.ndarray]]:
+    """One vocabulary for several lists of document ids, and each list's codes."""
+    coded = Coded.of_strings(itertools.chain.from_iterable(lists), sum(map(len, lists)))
+    bounds = offsets_of([len(part) for part in lists])
+    return coded.ids, [coded.codes[start:end] for start, end in itertools.pairwise(bounds)]
+
+
+def read_samples(path: Path) -> tuple[str, Columns]:
+    """(name, samples) of a ``.yaml``/``.yml``/``.json`` dataset document or a ``.jsonl``
+    file of samples."""
+    source = str(path)
+    if format_suffix(path) == ".jsonl":
+        return base_name(path), parse_samples(
+            ((raw, line) for line, raw in read_jsonl(path)), source
+        )
+    document = read_document(path)
+    envelope = (
+        {k: v for k, v in document.items() if k != "samples"}
+        if isinstance(document, dict)
+        else document
+    )
+    if isinstance(document, dict):
+        envelope["samples"] = []
+    problems = list(schemas.problems(envelope, "dataset", source=source))
+    if problems:
+        raise InputError(problems, summary=f"invalid dataset {source}")
+    name = document.get("name") or base_name(path)
+    return name, parse_samples(
+        ((raw, None) for raw in document["samples"]), source, prefix="/samples"
+    )
+
+
+def write_samples(
+    path: str | Path, samples: Sequence[Mapping[str, Any]], name: str | None = None
+) -> None:
+    """Write raw samples as JSONL (one per line) or, for ``.yaml``/``.yml``/``.json``, as a
+    dataset document; atomically."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        text = "".join(json.dumps(s, ensure_ascii=False) + "\n" for s in samples)
+    else:
+        document = {"name": name or path.stem, "schema_version": 1, "samples": list(samples)}
+        if suffix in (".yaml", ".yml"):
+            import yaml
+
+            text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+        elif suffix == ".json":
+            text = json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+        else:
+            raise InputError(
+                [
+                    Problem(
+                        f"unknown dataset format {path.suffix!r}; use one of {', '.join(DOCUMENT_SUFFIXES)}",
+                        source=str(path),
+                    )
+                ]
+            )
+    atomic_write(path, text)
+
+
+# -- outputs ---------------------------------------------------------------------------------
+
+
+def parse_outputs(
+    items: Iterable[tuple[Any, Any, int | None]], source: str | None = None
+) -> dict[str, Any]:
+    """Validate (sample id, actual_output, line) triples; returns id -> raw actual_output.
+
+    Raises :class:`InputError` listing every invalid output and duplicate id.
+    """
+    problems: list[Problem] = []
+    raw_outputs: dict[str, Any] = {}
+    for sample_id, actual, line in items:
+        sample_id = str(sample_id)
+        found = list(
+            schemas.problems(
+                actual,
+                "outputs",
+                definition="actualOutput",
+                sample_id=sample_id,
+                source=source,
+                line=line,
+                prefix=["actual_output"],
+            )
+        )
+        if sample_id in raw_outputs:
+            found.append(
+                Problem(
+                    "duplicate output for this sample id",
+                    sample_id=sample_id,
+                    source=source,
+                    line=line,
+                )
+            )
+        problems.extend(found)
+        raw_outputs[sample_id] = actual
+    if problems:
+        raise InputError(problems, summary=f"invalid outputs{f' {source}' if source else ''}")
+    return raw_outputs
+
+
+def outputs_columns(outputs: Mapping[str, Any]) -> Columns:
+    """Columns of validated outputs (sample id -> raw ``actual_output``)."""
+    if _bare_lists(outputs):
+        return _ranked_columns(outputs)
+    retrieved, texts, pools, cited = [], [], [], []
+    for actual in outputs.values():
+        items, pool, cites = (
+            (actual["retrieved"], actual.get("pool"), actual.get("cited"))
+            if isinstance(actual, Mapping)
+            else (actual, None, None)
+        )
+        retrieved.append([str(i["id"]) if isinstance(i, Mapping) else str(i) for i in items])
+        text = [i.get("text") if isinstance(i, Mapping) else None for i in items]
+        texts.append(text if any(t is not None for t in text) else None)
+        pools.append(None if pool is None else list(map(str, pool)))
+        cited.append(None if cites is None else list(map(str, cites)))
+    lists = [retrieved, *([x for x in column if x is not None] for column in (pools, cited))]
+    vocabulary, codes = _encode([list(itertools.chain.from_iterable(part)) for part in lists])
+    columns = {
+        "id": pa.array(list(map(str, outputs)), pa.string()),
+        "retrieved": list_array(
+            offsets_of([len(r) for r in retrieved]), pa.array(codes[0], pa.int32())
+        ),
+        "texts": pa.array(texts, OUTPUT_COLUMNS["texts"]),
+    }
+    for name, column, part in (("pool", pools, codes[1]), ("cited", cited, codes[2])):
+        mask = np.array([x is None for x in column], dtype=np.bool_)
+        columns[name] = list_array(
+            offsets_of([len(x or ()) for x in column]), pa.array(part, pa.int32()), mask
+        )
+    return Columns(table_of(columns, OUTPUT_COLUMNS, len(retrieved)), vocabulary)
+
+
+def _ranked_columns(outputs: Mapping[str, Sequence[str]]) -> Columns:
+    """Columns of bare ranked lists, coded in one C-level pass."""
+    sizes = np.fromiter(map(len, outputs.values()), dtype=np.int64, count=len(outputs))
+    coded = Coded.of_strings(itertools.chain.from_iterable(outputs.values()), int(sizes.sum()))
+    columns = {
+        "id": pa.array(list(outputs), pa.string()),
+        "retrieved": list_array(
+            offsets_of(sizes), pa.array(coded.codes.astype(np.int32), pa.int32())
+        ),
+    }
+    return Columns(table_of(columns, OUTPUT_COLUMNS, len(outputs)), coded.ids)
+
+
+def _bare_lists(source: Mapping[Any, Any]) -> bool:
+    """True if every key is a string and every output a valid bare list of string ids."""
+    return set(map(type, source)) <= {str} and all(map(_bare_ids, source.values()))
+
+
+def _bare_ids(value: Any) -> bool:
+    return type(value) is list and set(map(type, value)) <= {str} and "" not in value
+
+
+def read_outputs_mapping(source: Mapping[str, Any]) -> Columns:
+    """Validated columns of ``{sample_id: actual_output}`` given in Python."""
+    if _bare_lists(source):  # fully checked by _bare_lists, at C speed
+        return _ranked_columns(source)
+    return outputs_columns(parse_outputs((k, v, None) for k, v in source.items()))
+
+
+def _from_jsonl(path: Path) -> dict[str, Any]:
+    """Outputs from ``{"id": ..., "actual_output": ...}`` lines (``$defs/line``)."""
+    problems: list[Problem] = []
+    triples = []
+    for line, record in read_jsonl(path):
+        sample_id = schemas.sample_id_of(record)
+        if sample_id is None or "actual_output" not in record:
+            message = 'an outputs line is an object {"id": ..., "actual_output": ...}'
+            problems.append(Problem(message, sample_id=sample_id, source=str(path), line=line))
+        else:
+            triples.append((sample_id, record["actual_output"], line))
+    try:
+        raw = parse_outputs(triples, str(path))
+    except InputError as error:
+        problems.extend(error.problems)
+    if problems:
+        problems.sort(key=lambda p: p.line or 0)
+        raise InputError(problems, summary=f"invalid outputs {path}")
+    return raw
+
+
+def read_raw_outputs(path: Path) -> dict[str, Any]:
+    """Validated raw outputs of a ``.json``/``.jsonl`` outputs file or a results file
+    that kept its outputs."""
+    if format_suffix(path) == ".jsonl":
+        return _from_jsonl(path)
+    document = read_document(path)
+    if isinstance(document, dict) and document.get("schema") == RESULTS_SCHEMA_ID:
+        if "outputs" not in document:
+            raise InputError(
+                [Problem("this results file kept no outputs to re-score", source=str(path))]
+            )
+        document = document["outputs"]
+    if not isinstance(document, dict):
+        raise InputError(
+            [
+                Problem(
+                    "an outputs file is a JSON object {sample_id: actual_output}", source=str(path)
+                )
+            ]
+        )
+    return parse_outputs(((k, v, None) for k, v in document.items()), str(path))
+
+
+def raw_samples(columns: Columns) -> list[dict[str, Any]]:
+    """Samples as raw dicts in the dataset format (the short form for relevance alone,
+    unless a document is named like a long-form key), e.g. to write a dataset file."""
+    from engine.io.records import samples_of
+
+    raws = []
+    for sample in samples_of(columns):
+        raw: dict[str, Any] = {"id": sample.id}
+        if sample.input is not None:
+            raw["input"] = sample.input
+        expected: dict[str, Any] = {}
+        if sample.relevance is not None:
+            expected["relevance"] = {d: _plain_number(v) for d, v in sample.relevance.items()}
+        if sample.utility is not None:
+            expected["utility"] = {d: _plain_number(v) for d, v in sample.utility.items()}
+        if sample.answers is not None:
+            expected["answers"] = list(sample.answers)
+        if sample.groups is not None:
+            expected["groups"] = {g: list(ids) for g, ids in sample.groups.items()}
+        short = set(expected) == {"relevance"} and not _LONG_FORM & expected["relevance"].keys()
+        if expected:
+            raw["expected_output"] = expected["relevance"] if short else expected
+        if sample.metadata:
+            raw["metadata"] = dict(sample.metadata)
+        raws.append(raw)
+    return raws
+
+
+def raw_outputs(columns: Columns) -> dict[str, Any]:
+    """Outputs as raw ``{sample_id: actual_output}`` (a bare list of ids when an output
+    has no texts, pool or cited ids)."""
+    from engine.io.records import outputs_of
+
+    found: dict[str, Any] = {}
+    for sample_id, output in outputs_of(columns).items():
+        if output.texts is None and output.pool is None and output.cited is None:
+            found[sample_id] = list(output.retrieved)
+            continue
+        texts = output.texts or [None] * len(output.retrieved)
+        actual: dict[str, Any] = {
+            "retrieved": [
+                {"id": d} if t is None else {"id": d, "text": t}
+                for d, t in zip(output.retrieved, texts, strict=True)
+            ]
+        }
+        if output.pool is not None:
+            actual["pool"] = list(output.pool)
+        if output.cited is not None:
+            actual["cited"] = list(output.cited)
+        found[sample_id] = actual
+    return found
+
+
+def _plain_number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else float(value)

@@ -1,0 +1,221 @@
+"""Input files as they arrive (a UTF-8 byte-order mark is ignored; ``.gz``, ``.bz2``,
+``.xz`` and ``.zst`` are decompressed by suffix), YAML/JSON/JSONL parsing with
+line-numbered errors, and atomic writes."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import json
+import lzma
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from engine.errors import InputError, Problem
+
+__all__ = [
+    "COMPRESSIONS",
+    "AtomicFile",
+    "arrow_input",
+    "atomic_write",
+    "base_name",
+    "format_suffix",
+    "open_binary",
+    "open_text",
+    "read_document",
+    "read_jsonl",
+    "read_text",
+]
+
+#: File-name suffix -> codec; the suffix before it names the format (``run.trec.gz``).
+COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
+
+
+def format_suffix(path: str | os.PathLike[str]) -> str:
+    """The lower-case suffix that names the file's format, past any compression suffix:
+    ``.jsonl`` for ``data.jsonl.gz``."""
+    path = Path(path)
+    if path.suffix.lower() in COMPRESSIONS:
+        path = path.with_suffix("")
+    return path.suffix.lower()
+
+
+def base_name(path: str | os.PathLike[str]) -> str:
+    """The file's name without its format and compression suffixes: ``run`` for
+    ``run.trec.gz``."""
+    path = Path(path)
+    if path.suffix.lower() in COMPRESSIONS:
+        path = path.with_suffix("")
+    return path.stem
+
+
+def _unreadable(path: Path, error: OSError) -> InputError:
+    return InputError([Problem(f"cannot read file: {error.strerror or error}", source=str(path))])
+
+
+def open_binary(path: str | os.PathLike[str]) -> IO[bytes]:
+    """The file's bytes, decompressed according to its suffix."""
+    path = Path(path)
+    codec = COMPRESSIONS.get(path.suffix.lower())
+    try:
+        if codec == "gzip":
+            return gzip.open(path, "rb")  # type: ignore[return-value]
+        if codec == "bz2":
+            return bz2.open(path, "rb")
+        if codec == "xz":
+            return lzma.open(path, "rb")
+        if codec == "zstd":
+            import pyarrow
+
+            return pyarrow.CompressedInputStream(pyarrow.OSFile(str(path)), "zstd")  # type: ignore[return-value]
+        return path.open("rb")
+    except OSError as error:
+        raise _unreadable(path, error) from None
+
+
+def arrow_input(path: str | os.PathLike[str]) -> Any:
+    """A pyarrow input stream of the decompressed file, for pyarrow's readers."""
+    import pyarrow
+
+    path = Path(path)
+    codec = COMPRESSIONS.get(path.suffix.lower())
+    try:
+        if codec is None:
+            return pyarrow.OSFile(str(path))
+        if codec == "xz":  # not an Arrow codec: Python's lzma behind Arrow's file interface
+            return pyarrow.PythonFile(open_binary(path), mode="r")
+        return pyarrow.CompressedInputStream(pyarrow.OSFile(str(path)), codec)
+    except OSError as error:
+        raise _unreadable(path, error) from None
+
+
+def open_text(path: str | os.PathLike[str]) -> IO[str]:
+    """The file as UTF-8 text (a leading byte-order mark dropped), decompressed by suffix."""
+    return io.TextIOWrapper(open_binary(path), encoding="utf-8-sig", newline=None)  # type: ignore[arg-type]
+
+
+def read_text(path: str | os.PathLike[str]) -> str:
+    """The whole file as text; unreadable or non-UTF-8 files are an :class:`InputError`."""
+    path = Path(path)
+    try:
+        with open_text(path) as handle:
+            return handle.read()
+    except OSError as error:
+        raise _unreadable(path, error) from None
+    except (UnicodeDecodeError, EOFError, lzma.LZMAError) as error:
+        reason = getattr(error, "reason", None) or str(error)
+        raise InputError([Problem(f"not UTF-8 text: {reason}", source=str(path))]) from None
+
+
+def read_document(path: Path) -> Any:
+    """Parse a whole YAML (``.yaml``/``.yml``) or JSON file."""
+    text = read_text(path)
+    if format_suffix(path) in (".yaml", ".yml"):
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            line = mark.line + 1 if mark is not None else None
+            problem = getattr(error, "problem", None) or str(error)
+            raise InputError(
+                [Problem(f"malformed YAML: {problem}", source=str(path), line=line)]
+            ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(
+            [
+                Problem(
+                    f"malformed JSON: {error.msg} (column {error.colno})",
+                    source=str(path),
+                    line=error.lineno,
+                )
+            ]
+        ) from None
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, parsed object) for each non-blank line; all malformed lines
+    are reported together."""
+    problems = []
+    try:
+        with open_text(path) as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield number, json.loads(line)
+                except json.JSONDecodeError as error:
+                    problems.append(
+                        Problem(
+                            f"malformed JSON: {error.msg} (column {error.colno})",
+                            source=str(path),
+                            line=number,
+                        )
+                    )
+    except OSError as error:
+        raise _unreadable(path, error) from None
+    except (UnicodeDecodeError, EOFError, lzma.LZMAError) as error:
+        reason = getattr(error, "reason", None) or str(error)
+        raise InputError([Problem(f"not UTF-8 text: {reason}", source=str(path))]) from None
+    if problems:
+        raise InputError(problems, summary=f"malformed JSONL in {path}")
+
+
+class AtomicFile:
+    """A file written under a temporary name beside ``path`` and renamed over it by
+    :meth:`commit`, so readers see the old file or the new one, never a part;
+    :meth:`abort` (or leaving a ``with`` block on an exception) removes the partial file."""
+
+    def __init__(self, path: str | os.PathLike[str], *, binary: bool = False) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, self._temp = tempfile.mkstemp(
+            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
+        )
+        os.chmod(self._temp, _mode_for(self.path))  # mkstemp makes 0600: keep the usual ones
+        self.handle: IO[Any] = (
+            os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")
+        )
+
+    def commit(self) -> None:
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+        self.handle.close()
+        os.replace(self._temp, self.path)
+
+    def abort(self) -> None:
+        if not self.handle.closed:
+            self.handle.close()
+        Path(self._temp).unlink(missing_ok=True)
+
+    def __enter__(self) -> IO[Any]:
+        return self.handle
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
+    """Write ``data`` to ``path`` atomically (see :class:`AtomicFile`)."""
+    with AtomicFile(path, binary=isinstance(data, bytes)) as handle:
+        handle.write(data)
+
+
+def _mode_for(target: Path) -> int:
+    """The existing file's permissions, or what a plain ``open()`` would give (0666 - umask)."""
+    try:
+        return target.stat().st_mode & 0o777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask

@@ -1,0 +1,472 @@
+"""Long-format tables: one row per (query, document), as TREC files, Parquet/Arrow files,
+pandas and polars frames, pytrec_eval-shaped dicts and ranx objects hold them.
+
+- labels: ``query_id``, ``doc_id`` and ``relevance`` (graded label) and/or ``utility``
+  (u in [-1, 1]); a null means "no label of this kind for this document";
+- runs: ``query_id``, ``doc_id`` and ``rank`` (1 first) or ``score`` (ranked as trec_eval
+  ranks: score descending, ties by doc id descending);
+- results: ``query_id`` plus one column per metric label (NaN = NA).
+
+Each becomes :class:`~engine.io.columns.Columns`, grouped and ranked with numpy and
+validated vectorised (missing columns, empty ids, labels and scores that are not finite
+numbers, a document labelled twice), every problem naming its row or line.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import InputError, Problem
+from engine.io.columns import (
+    LABEL_KINDS,
+    OUTPUT_COLUMNS,
+    SAMPLE_COLUMNS,
+    Columns,
+    grouped,
+    label_lists,
+    lengths,
+    list_array,
+    offsets_of,
+    table_of,
+)
+from engine.io.files import AtomicFile, format_suffix
+
+__all__ = [
+    "TABLE_SUFFIXES",
+    "Coded",
+    "Where",
+    "as_table",
+    "labels_columns",
+    "labels_from_dicts",
+    "labels_from_table",
+    "labels_table",
+    "read_table",
+    "run_columns",
+    "run_from_dicts",
+    "run_from_table",
+    "run_table",
+    "write_table",
+]
+
+TABLE_SUFFIXES = (".parquet", ".arrow", ".feather")
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+_WORDED = 50  # problems worded per kind; the rest are counted
+
+
+@attrs.frozen
+class Coded:
+    """An id column dictionary-encoded: int64 ``codes`` into ``ids`` (a string array)."""
+
+    codes: IntArray = attrs.field(converter=lambda c: np.asarray(c, dtype=np.int64))
+    ids: pa.Array
+
+    @classmethod
+    def of(cls, column: pa.Array | pa.ChunkedArray) -> Coded:
+        """Encode a string (or dictionary, or integer) column, in C."""
+        if isinstance(column, pa.ChunkedArray) and pa.types.is_dictionary(column.type):
+            column = column.unify_dictionaries()
+            if column.num_chunks == 0:
+                return cls(np.zeros(0, np.int64), pa.array([], pa.string()))
+            codes = np.concatenate(
+                [c.indices.to_numpy(zero_copy_only=False) for c in column.chunks]
+            )
+            return cls(codes, column.chunk(0).dictionary.cast(pa.string()))
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        if not pa.types.is_dictionary(column.type):
+            column = pc.dictionary_encode(column.cast(pa.string()))
+        return cls(
+            column.indices.to_numpy(zero_copy_only=False), column.dictionary.cast(pa.string())
+        )
+
+    @classmethod
+    def of_strings(cls, ids: Iterable[str], count: int) -> Coded:
+        """Codes of ``count`` Python strings, in order of first appearance, in one C-level
+        pass (a dict lookup per id, no Python step)."""
+        vocabulary: dict[str, int] = {}
+        first = np.fromiter(
+            map(vocabulary.setdefault, ids, itertools.count()), dtype=np.int64, count=count
+        )
+        dense = np.zeros(max(count, 1), dtype=np.int64)
+        dense[np.fromiter(vocabulary.values(), dtype=np.int64, count=len(vocabulary))] = np.arange(
+            len(vocabulary)
+        )
+        return cls(dense[first] if count else first, pa.array(list(vocabulary), pa.string()))
+
+    def id_of(self, row: int) -> str:
+        return str(self.ids[int(self.codes[row])].as_py())
+
+
+@attrs.frozen
+class Where:
+    """Where rows come from, to word problems: a file (``source``) and, for text files,
+    the line number of each row (``lines``); else rows are counted from ``first_row``."""
+
+    source: str | None = None
+    lines: IntArray | None = None
+    first_row: int = 0
+
+    def place(self, row: int) -> str:
+        return (
+            f"line {self.lines[row]}" if self.lines is not None else f"row {self.first_row + row}"
+        )
+
+    def problem(self, row: int, message: str, sample_id: str | None = None) -> Problem:
+        if self.lines is not None:
+            return Problem(
+                message, sample_id=sample_id, source=self.source, line=int(self.lines[row])
+            )
+        return Problem(
+            f"row {self.first_row + row}: {message}", sample_id=sample_id, source=self.source
+        )
+
+    def rows(self, rows: IntArray, message: str, queries: Coded | None = None) -> list[Problem]:
+        """A problem per offending row (the first few worded, the rest counted)."""
+        found = [
+            self.problem(row, message, queries.id_of(row) if queries is not None else None)
+            for row in rows[:_WORDED].tolist()
+        ]
+        if rows.size > _WORDED:
+            found.append(
+                Problem(f"... and {rows.size - _WORDED} more: {message}", source=self.source)
+            )
+        return found
+
+
+def _empty_ids(
+    coded: Coded, what: str, where: Where, queries: Coded | None = None
+) -> list[Problem]:
+    """Rows whose id is empty or null."""
+    empty = np.flatnonzero(pc.equal(coded.ids, "").fill_null(True).to_numpy(zero_copy_only=False))
+    rows = np.flatnonzero(np.isin(coded.codes, empty)) if empty.size else np.zeros(0, np.int64)
+    return where.rows(rows, f"empty {what}", queries)
+
+
+def _numbers(
+    column: pa.Array | pa.ChunkedArray, what: str, queries: Coded, where: Where, *, optional: bool
+) -> tuple[FloatArray, list[Problem]]:
+    """A numeric column as float64, NaN where null (allowed when ``optional``), and a
+    problem per row that is not a finite number (or null when required)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    numeric = pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
+    if not (numeric or pa.types.is_null(column.type)):
+        text = column.cast(pa.string())
+        number = pc.match_substring_regex(text, r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$")
+        bad = np.flatnonzero(~number.fill_null(True).to_numpy(zero_copy_only=False))
+        if bad.size:
+            return np.zeros(0), where.rows(bad, f"{what} is not a number", queries)
+    null = column.is_null().to_numpy(zero_copy_only=False)
+    values = column.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=True)
+    problems = where.rows(
+        np.flatnonzero(~np.isfinite(values) & ~null), f"{what} is not a finite number", queries
+    )
+    if not optional:
+        problems += where.rows(np.flatnonzero(null), f"{what} is missing", queries)
+    values[null] = np.nan
+    return values, problems
+
+
+# -- labels --------------------------------------------------------------------------------
+
+
+def labels_columns(
+    queries: Coded, docs: Coded, values: Mapping[str, FloatArray], where: Where = Where()
+) -> Columns:
+    """Samples from long-format labels: one per query id, in order of first appearance,
+    with one list per label kind (NaN: no label of that kind for this document; a query
+    with none has a null list). A document labelled twice by one kind is an error."""
+    order, _ = grouped(queries.codes, len(queries.ids))
+    rows = np.arange(queries.codes.size) if order is None else order
+    query_codes, doc_codes = queries.codes[rows], docs.codes[rows]
+    columns: dict[str, pa.Array] = {"id": queries.ids}
+    problems = []
+    for kind, kind_values in values.items():
+        present = ~np.isnan(kind_values[rows])
+        keys = (query_codes[present] << np.int64(32)) | doc_codes[present]
+        problems += _labelled_twice(keys, rows[present], kind, queries, docs, where)
+        sizes = np.bincount(query_codes[present], minlength=len(queries.ids))
+        columns[kind] = label_lists(
+            offsets_of(sizes), doc_codes[present], kind_values[rows][present], mask=sizes == 0
+        )
+    if problems:
+        raise InputError(
+            problems, summary=f"invalid labels{f' {where.source}' if where.source else ''}"
+        )
+    return Columns(table_of(columns, SAMPLE_COLUMNS, len(queries.ids)), docs.ids)
+
+
+def _labelled_twice(
+    keys: IntArray, rows: IntArray, kind: str, queries: Coded, docs: Coded, where: Where
+) -> list[Problem]:
+    """A problem per row that labels a document its query already labelled."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    again = np.flatnonzero(ordered[1:] == ordered[:-1]) + 1
+    problems = []
+    for position in again[:_WORDED].tolist():
+        first, row = int(rows[order[position - 1]]), int(rows[order[position]])
+        message = f"document {docs.id_of(row)!r} has two {kind} labels (the first at {where.place(first)})"
+        problems.append(where.problem(row, message, queries.id_of(row)))
+    return problems
+
+
+def labels_from_table(table: pa.Table, where: Where = Where()) -> Columns:
+    """Samples from a long-format labels table (see the module docstring)."""
+    kinds = [kind for kind in LABEL_KINDS if kind in table.column_names]
+    _require(table, ("query_id", "doc_id"), kinds or ["relevance"], "labels", where.source)
+    queries, docs = Coded.of(table.column("query_id")), Coded.of(table.column("doc_id"))
+    problems = _empty_ids(queries, "query_id", where) + _empty_ids(docs, "doc_id", where, queries)
+    values = {}
+    for kind in kinds:
+        values[kind], found = _numbers(table.column(kind), kind, queries, where, optional=True)
+        problems += found
+    if not problems:
+        unlabelled = np.logical_and.reduce([np.isnan(v) for v in values.values()])
+        problems += where.rows(
+            np.flatnonzero(unlabelled), f"no {' or '.join(kinds)} label", queries
+        )
+    if problems:
+        raise InputError(
+            problems, summary=f"invalid labels{f' {where.source}' if where.source else ''}"
+        )
+    return labels_columns(queries, docs, values, where)
+
+
+def labels_from_dicts(qrels: Mapping[str, Any]) -> Columns | None:
+    """Samples from pytrec_eval's qrels shape ``{qid: {docid: label}}``; None unless every
+    id is a non-empty string and every label a finite number (the JSON path then words
+    the problems)."""
+    if (
+        not qrels
+        or not _string_keys(qrels)
+        or not all(type(labels) is dict and _string_keys(labels) for labels in qrels.values())
+    ):
+        return None
+    labels = _numbers_of(
+        itertools.chain.from_iterable(map(dict.values, qrels.values())), qrels.values()
+    )
+    if labels is None:
+        return None
+    sizes = np.fromiter(map(len, qrels.values()), dtype=np.int64, count=len(qrels))
+    docs = Coded.of_strings(itertools.chain.from_iterable(qrels.values()), int(sizes.sum()))
+    queries = Coded(np.repeat(np.arange(len(qrels)), sizes), pa.array(list(qrels), pa.string()))
+    return labels_columns(queries, docs, {"relevance": labels})
+
+
+def _string_keys(mapping: Mapping[Any, Any]) -> bool:
+    return set(map(type, mapping)) <= {str} and "" not in mapping
+
+
+def _numbers_of(values: Iterable[Any], maps: Iterable[Mapping[str, Any]]) -> FloatArray | None:
+    """The values as float64 if every one is a finite int or float (bools are not)."""
+    maps = list(maps)
+    if not set(itertools.chain.from_iterable(map(type, m.values()) for m in maps)) <= {int, float}:
+        return None
+    array = np.fromiter(values, dtype=np.float64, count=sum(map(len, maps)))
+    return array if np.isfinite(array).all() else None
+
+
+# -- runs -----------------------------------------------------------------------------------
+
+
+def run_columns(
+    queries: Coded, docs: Coded, *, scores: FloatArray | None = None, ranks: IntArray | None = None
+) -> Columns:
+    """Outputs from a long-format run: one ranked list per query id (in order of first
+    appearance), by ``ranks`` ascending, or by ``scores`` as trec_eval orders them
+    (score descending, ties by doc id descending)."""
+    order, offsets = grouped(queries.codes, len(queries.ids))
+    rows = np.arange(queries.codes.size) if order is None else order
+    query_codes = queries.codes[rows]
+    if ranks is not None:
+        rows = rows[np.lexsort((ranks[rows], query_codes))]
+    elif scores is not None:
+        rows = _trec_order(rows, query_codes, scores, docs)
+    retrieved = list_array(offsets, pa.array(docs.codes[rows].astype(np.int32), pa.int32()))
+    columns = {"id": queries.ids, "retrieved": retrieved}
+    return Columns(table_of(columns, OUTPUT_COLUMNS, len(queries.ids)), docs.ids)
+
+
+def _trec_order(rows: IntArray, query_codes: IntArray, scores: FloatArray, docs: Coded) -> IntArray:
+    """Rows (grouped by query) in trec_eval's order. A run already in that order (scores
+    strictly descending within each query, as runs are written) is found with one check;
+    document ids are compared only when scores tie."""
+    score = scores[rows]
+    same = query_codes[1:] == query_codes[:-1]
+    if not (score[1:] >= score[:-1])[same].any():
+        return rows
+    by_score = np.lexsort((-score, query_codes))
+    ordered_query, ordered_score = query_codes[by_score], score[by_score]
+    tied = (ordered_query[1:] == ordered_query[:-1]) & (ordered_score[1:] == ordered_score[:-1])
+    if not tied.any():
+        return rows[by_score]
+    place = np.empty(len(docs.ids), dtype=np.int64)  # code -> place of its id in sorted order
+    place[pc.array_sort_indices(docs.ids).to_numpy()] = np.arange(len(docs.ids))
+    return rows[np.lexsort((-place[docs.codes[rows]], -score, query_codes))]
+
+
+def run_from_table(table: pa.Table, where: Where = Where()) -> Columns:
+    """Outputs from a long-format run table with ``rank`` or ``score``."""
+    names = table.column_names
+    order = "rank" if "rank" in names else "score"
+    _require(
+        table,
+        ("query_id", "doc_id"),
+        [order if order in names else "rank or score"],
+        "runs",
+        where.source,
+    )
+    queries, docs = Coded.of(table.column("query_id")), Coded.of(table.column("doc_id"))
+    problems = _empty_ids(queries, "query_id", where) + _empty_ids(docs, "doc_id", where, queries)
+    numbers, found = _numbers(table.column(order), order, queries, where, optional=False)
+    problems += found
+    if not problems and order == "rank":
+        bad = np.flatnonzero((numbers < 1) | (numbers != np.floor(numbers)))
+        problems += where.rows(bad, "rank must be a positive integer", queries)
+    if problems:
+        raise InputError(
+            problems, summary=f"invalid run{f' {where.source}' if where.source else ''}"
+        )
+    if order == "rank":
+        return run_columns(queries, docs, ranks=numbers.astype(np.int64))
+    return run_columns(queries, docs, scores=numbers)
+
+
+def run_from_dicts(run: Mapping[str, Any]) -> Columns | None:
+    """Outputs from pytrec_eval's run shape ``{qid: {docid: score}}``, ranked as trec_eval
+    ranks; None unless every id is a non-empty string and every score a finite number
+    (the outputs path then takes it, or words the problems)."""
+    if (
+        not run
+        or not _string_keys(run)
+        or not all(type(scored) is dict and _string_keys(scored) for scored in run.values())
+    ):
+        return None
+    scores = _numbers_of(
+        itertools.chain.from_iterable(map(dict.values, run.values())), run.values()
+    )
+    if scores is None:
+        return None
+    sizes = np.fromiter(map(len, run.values()), dtype=np.int64, count=len(run))
+    docs = Coded.of_strings(itertools.chain.from_iterable(run.values()), int(sizes.sum()))
+    queries = Coded(np.repeat(np.arange(len(run)), sizes), pa.array(list(run), pa.string()))
+    return run_columns(queries, docs, scores=scores)
+
+
+# -- back to long tables -------------------------------------------------------------------
+
+
+def labels_table(samples: Columns) -> pa.Table:
+    """Samples' labels as a long table: ``query_id``, ``doc_id``, ``relevance``,
+    ``utility`` (null where a document has no label of that kind), queries in order."""
+    keys, values = [], {}
+    for kind in LABEL_KINDS:
+        column = samples.column(kind)
+        entries = pc.list_flatten(column)
+        rows = np.repeat(np.arange(len(samples), dtype=np.int64), lengths(column))
+        kind_keys = (rows << np.int64(32)) | entries.field("doc").to_numpy(zero_copy_only=False)
+        keys.append(kind_keys)
+        values[kind] = (kind_keys, entries.field("label").to_numpy(zero_copy_only=False))
+    every = np.unique(np.concatenate(keys))
+    columns = {
+        "query_id": samples.ids.take(pa.array(every >> np.int64(32))),
+        "doc_id": samples.docs.take(pa.array(every & np.int64(0xFFFFFFFF))),
+    }
+    for kind, (kind_keys, labels) in values.items():
+        found = np.full(every.size, np.nan)
+        found[np.searchsorted(every, kind_keys)] = labels
+        columns[kind] = pa.array(found, mask=np.isnan(found))
+    return pa.table(columns)
+
+
+def run_table(outputs: Columns) -> pa.Table:
+    """Ranked lists as a long table: ``query_id``, ``doc_id``, ``rank`` (1 first)."""
+    column = outputs.column("retrieved")
+    sizes = lengths(column)
+    rows = np.repeat(np.arange(len(outputs), dtype=np.int64), sizes)
+    ranks = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes) + 1
+    return pa.table(
+        {
+            "query_id": outputs.ids.take(pa.array(rows)),
+            "doc_id": outputs.docs.take(pc.list_flatten(column)),
+            "rank": pa.array(ranks, pa.int64()),
+        }
+    )
+
+
+# -- files and frames ----------------------------------------------------------------------
+
+
+def _require(
+    table: pa.Table, ids: Sequence[str], values: Sequence[str], what: str, source: str | None
+) -> None:
+    needed = [*ids, *values]
+    missing = [c for c in needed if c not in table.column_names]
+    if missing:
+        raise InputError(
+            [
+                Problem(
+                    f"{what} need columns {', '.join(needed)}; missing {', '.join(missing)} "
+                    f"(found {', '.join(table.column_names) or 'none'})",
+                    source=source,
+                )
+            ]
+        )
+
+
+def read_table(path: str | os.PathLike[str]) -> pa.Table:
+    """An Arrow table from a ``.parquet`` or ``.arrow``/``.feather`` file."""
+    import pyarrow.feather
+    import pyarrow.parquet
+
+    path = Path(path)
+    try:
+        if format_suffix(path) == ".parquet":
+            return pyarrow.parquet.read_table(path)
+        return pyarrow.feather.read_table(path)
+    except (OSError, pa.ArrowInvalid) as error:
+        raise InputError(
+            [Problem(f"cannot read columnar file: {error}", source=str(path))]
+        ) from None
+
+
+def as_table(frame: Any) -> pa.Table | None:
+    """An Arrow table from a pandas or polars DataFrame or an Arrow table; None for
+    anything else."""
+    if isinstance(frame, pa.Table):
+        return frame
+    module = type(frame).__module__.split(".")[0]
+    if module == "pandas":
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    if module == "polars":
+        return frame.to_arrow()
+    return None
+
+
+def write_table(table: pa.Table, path: str | os.PathLike[str]) -> None:
+    """Write a table as ``.parquet`` or ``.arrow``/``.feather``, atomically."""
+    import pyarrow.feather
+    import pyarrow.parquet
+
+    path = Path(path)
+    if path.suffix.lower() not in TABLE_SUFFIXES:
+        raise InputError([Problem(f"use one of {', '.join(TABLE_SUFFIXES)}", source=str(path))])
+    with AtomicFile(path, binary=True) as handle:
+        if path.suffix.lower() == ".parquet":
+            pyarrow.parquet.write_table(table, handle)
+        else:
+            pyarrow.feather.write_feather(table, handle)

@@ -1,0 +1,211 @@
+"""Every source of samples and outputs, to :class:`~engine.io.columns.Columns`: files by
+format (YAML/JSON/JSONL documents, TREC qrels and runs, Parquet/Arrow tables, each
+optionally compressed), and Python objects (raw samples, ``{sample_id: actual_output}``,
+pytrec_eval-shaped dicts, pandas/polars frames, ranx ``Qrels``/``Run``). Streamed
+sources yield the same columns in blocks, with bounded memory."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from engine.errors import InputError, Problem
+from engine.io import documents, frames, trec
+from engine.io.columns import Columns
+from engine.io.files import base_name, format_suffix, read_jsonl
+from engine.io.frames import TABLE_SUFFIXES, Where
+
+__all__ = [
+    "DATASET_SUFFIXES",
+    "OUTPUTS_SUFFIXES",
+    "dataset_columns",
+    "read_dataset",
+    "read_outputs",
+    "stream_dataset",
+    "stream_outputs",
+]
+
+DATASET_SUFFIXES = (*documents.DOCUMENT_SUFFIXES, *TABLE_SUFFIXES)
+OUTPUTS_SUFFIXES = (".json", ".jsonl", *TABLE_SUFFIXES)
+_LINES_PER_BLOCK = 4096  # JSONL lines validated together when streaming
+_ROWS_PER_BATCH = 1 << 17  # table rows read together when streaming
+
+
+def _unknown_format(path: Path, known: tuple[str, ...], what: str) -> InputError:
+    return InputError(
+        [
+            Problem(
+                f"unknown {what} format {path.suffix!r}; use one of {', '.join(known)}",
+                source=str(path),
+            )
+        ]
+    )
+
+
+def read_dataset(path: str | os.PathLike[str], *, qrels: bool = False) -> tuple[str, Columns]:
+    """(name, samples) of a dataset file, or of a TREC qrels file when ``qrels``."""
+    path = Path(path)
+    if qrels:
+        found = trec.read_qrels(path)
+    elif format_suffix(path) in TABLE_SUFFIXES:
+        found = frames.labels_from_table(frames.read_table(path), Where(str(path)))
+    elif format_suffix(path) in documents.DOCUMENT_SUFFIXES:
+        return documents.read_samples(path)
+    else:
+        raise _unknown_format(path, DATASET_SUFFIXES, "dataset")
+    if not len(found):
+        raise InputError(
+            [Problem("the dataset has no samples", source=str(path))], summary="invalid dataset"
+        )
+    return base_name(path), found
+
+
+def dataset_columns(source: Any) -> Columns:
+    """Samples from Python: raw sample mappings (validated against the schema), qrels
+    ``{qid: {docid: label}}``, a labels frame (pandas, polars, Arrow), a ranx ``Qrels``, or
+    samples already in columns."""
+    if isinstance(source, Columns):
+        return source
+    table = frames.as_table(source)
+    if table is not None:
+        return frames.labels_from_table(table)
+    if _from_ranx(source, "Qrels"):
+        source = source.to_dict()
+    if isinstance(source, Mapping):
+        found = frames.labels_from_dicts(source)
+        if found is not None:
+            return found
+        raws = [{"id": qid, "expected_output": labels} for qid, labels in source.items()]
+        return documents.parse_samples((raw, None) for raw in raws)
+    return documents.parse_samples((raw, None) for raw in source)
+
+
+def read_outputs(source: Any, *, run: bool = False) -> Columns:
+    """Outputs from a file (an outputs document, a Parquet/Arrow run, a results file that
+    kept its outputs, or a TREC run when ``run``), ``{sample_id: actual_output}``,
+    pytrec_eval's ``{qid: {docid: score}}``, a run frame, a ranx ``Run``, or outputs already
+    in columns."""
+    if isinstance(source, Columns):
+        return source
+    table = frames.as_table(source)
+    if table is not None:
+        return frames.run_from_table(table)
+    if _from_ranx(source, "Run"):
+        source = source.to_dict()
+    if isinstance(source, Mapping):
+        return frames.run_from_dicts(source) or documents.read_outputs_mapping(source)
+    path = Path(source)
+    if run:
+        return trec.read_run(path)
+    if format_suffix(path) in TABLE_SUFFIXES:
+        return frames.run_from_table(frames.read_table(path), Where(str(path)))
+    if format_suffix(path) in (".json", ".jsonl"):
+        return documents.outputs_columns(documents.read_raw_outputs(path))
+    raise _unknown_format(path, OUTPUTS_SUFFIXES, "outputs")
+
+
+def _from_ranx(source: Any, name: str) -> bool:
+    kind = type(source)
+    return kind.__name__ == name and kind.__module__.split(".")[0] == "ranx"
+
+
+# -- streams ---------------------------------------------------------------------------------
+
+
+def stream_dataset(path: str | os.PathLike[str], *, qrels: bool = False) -> Iterator[Columns]:
+    """The samples of a dataset file in blocks: JSONL, Parquet/Arrow and TREC qrels are
+    read as streams, YAML/JSON documents whole."""
+    path = Path(path)
+    suffix = format_suffix(path)
+    if qrels:
+        return trec.stream_qrels(path)
+    if suffix == ".jsonl":
+        return _jsonl_samples(path)
+    if suffix in TABLE_SUFFIXES:
+        return (frames.labels_from_table(t, w) for t, w in _query_batches(path))
+    return iter([read_dataset(path)[1]])
+
+
+def stream_outputs(path: str | os.PathLike[str], *, run: bool = False) -> Iterator[Columns]:
+    """The outputs of a file in blocks: JSONL, Parquet/Arrow runs and TREC runs are read
+    as streams, JSON documents whole."""
+    path = Path(path)
+    suffix = format_suffix(path)
+    if run:
+        return trec.stream_run(path)
+    if suffix == ".jsonl":
+        return _jsonl_outputs(path)
+    if suffix in TABLE_SUFFIXES:
+        return (frames.run_from_table(t, w) for t, w in _query_batches(path))
+    return iter([read_outputs(path)])
+
+
+def _blocks(path: Path) -> Iterator[list[tuple[int, Any]]]:
+    lines = read_jsonl(path)
+    while block := list(itertools.islice(lines, _LINES_PER_BLOCK)):
+        yield block
+
+
+def _jsonl_samples(path: Path) -> Iterator[Columns]:
+    for block in _blocks(path):
+        yield documents.parse_samples(((raw, line) for line, raw in block), str(path))
+
+
+def _jsonl_outputs(path: Path) -> Iterator[Columns]:
+    for block in _blocks(path):
+        triples, problems = [], []
+        for line, record in block:
+            sample_id = record.get("id") if isinstance(record, dict) else None
+            if not isinstance(sample_id, str) or "actual_output" not in record:
+                message = 'an outputs line is an object {"id": ..., "actual_output": ...}'
+                problems.append(Problem(message, source=str(path), line=line))
+            else:
+                triples.append((sample_id, record["actual_output"], line))
+        if problems:
+            raise InputError(problems, summary=f"invalid outputs {path}")
+        yield documents.outputs_columns(documents.parse_outputs(triples, str(path)))
+
+
+def _query_batches(path: Path) -> Iterator[tuple[pa.Table, Where]]:
+    """A Parquet/Arrow file in batches of rows that never split a query's rows (they must
+    be together), each with where its rows start."""
+    import pyarrow.ipc
+    import pyarrow.parquet
+
+    try:
+        if format_suffix(path) == ".parquet":
+            batches: Iterator[Any] = pyarrow.parquet.ParquetFile(path).iter_batches(_ROWS_PER_BATCH)
+        else:
+            reader = pyarrow.ipc.open_file(path)
+            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+    except (OSError, pa.ArrowInvalid) as error:
+        raise InputError(
+            [Problem(f"cannot read columnar file: {error}", source=str(path))]
+        ) from None
+    held: pa.Table | None = None
+    first = 0
+    for batch in batches:
+        table = pa.Table.from_batches([batch])
+        if held is not None:
+            table = pa.concat_tables([held, table])
+        if "query_id" not in table.column_names or table.num_rows == 0:
+            held = table
+            continue
+        queries = table.column("query_id")
+        last = queries[-1]
+        cut = table.num_rows
+        while cut > 0 and queries[cut - 1] == last:
+            cut -= 1
+        if cut == 0:
+            held = table
+            continue
+        yield table.slice(0, cut), Where(str(path), first_row=first)
+        first += cut
+        held = table.slice(cut)
+    if held is not None and held.num_rows:
+        yield held, Where(str(path), first_row=first)

@@ -1,0 +1,294 @@
+"""TREC qrels and run files.
+
+- qrels: ``qid iter docid rel`` (4 whitespace-separated fields; ``iter`` is ignored);
+- run: ``qid Q0 docid rank score tag`` (6 fields). The rank column is ignored: documents
+  are ordered as trec_eval orders them, by score descending, ties by doc id descending.
+
+A file with single spaces (or single tabs) between fields is read by pyarrow's CSV reader
+straight into columns; any other file, and any file with a problem, is read line by line,
+which reports every bad line with its number. Streamed files are read in blocks of whole
+lines that never split a query's lines.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as csv
+
+from engine.errors import InputError, Problem
+from engine.io.columns import Columns, lengths, string_bytes
+from engine.io.files import AtomicFile, arrow_input, open_binary
+from engine.io.frames import Coded, Where, labels_columns, run_columns
+
+__all__ = ["read_qrels", "read_run", "stream_qrels", "stream_run", "write_qrels", "write_run"]
+
+_ID = pa.dictionary(pa.int32(), pa.string())
+_BLOCK = 1 << 26  # bytes per streamed block
+
+
+class _Format:
+    """The layout of one kind of TREC file."""
+
+    def __init__(self, kind: str, names: tuple[str, ...], number: str, what: str) -> None:
+        self.kind, self.names, self.number, self.what = kind, names, number, what
+        self.layout = " ".join(
+            {"query": "qid", "iteration": "iter", "doc": "docid", "label": "rel", "q0": "Q0"}.get(
+                n, n
+            )
+            for n in names
+        )
+
+    def columns(self, queries: Coded, docs: Coded, numbers: np.ndarray, where: Where) -> Columns:
+        if self.kind == "qrels":
+            return labels_columns(queries, docs, {"relevance": numbers}, where)
+        return run_columns(queries, docs, scores=numbers)
+
+
+_QRELS = _Format("qrels", ("query", "iteration", "doc", "label"), "label", "relevance")
+_RUN = _Format("run", ("query", "q0", "doc", "rank", "score", "tag"), "score", "score")
+
+
+def read_qrels(path: str | os.PathLike[str]) -> Columns:
+    """Samples of a qrels file: one per query, in order of first appearance, with its
+    relevance labels. A document judged twice for a query is an error naming both lines."""
+    return _read(Path(path), _QRELS)
+
+
+def read_run(path: str | os.PathLike[str]) -> Columns:
+    """Outputs of a run file: one ranked list per query, in trec_eval's order. Repeated doc
+    ids are kept (the engine drops and counts them)."""
+    return _read(Path(path), _RUN)
+
+
+def stream_qrels(path: str | os.PathLike[str]) -> Iterator[Columns]:
+    """:func:`read_qrels` in blocks of whole queries (a query's lines must be together)."""
+    return _stream(Path(path), _QRELS)
+
+
+def stream_run(path: str | os.PathLike[str]) -> Iterator[Columns]:
+    """:func:`read_run` in blocks of whole queries (a query's lines must be together)."""
+    return _stream(Path(path), _RUN)
+
+
+def _read(path: Path, layout: _Format) -> Columns:
+    with open_binary(path) as handle:
+        first = handle.readline(1 << 16)
+    parsed = _columnar(arrow_input(path), layout, _delimiter(first))
+    if parsed is not None:
+        try:
+            return layout.columns(*parsed, Where(str(path)))
+        except InputError:
+            pass  # e.g. a document judged twice: the line reader names the lines
+    with open_binary(path) as handle:
+        return _worded(handle, layout, path, 1)
+
+
+def _stream(path: Path, layout: _Format) -> Iterator[Columns]:
+    """Blocks of whole queries; the problems of every block are reported together, once
+    the whole file was read."""
+    delimiter = None
+    problems: list[Problem] = []
+    for first_line, block in _blocks(path):
+        delimiter = delimiter or _delimiter(block[: block.find(b"\n") + 1])
+        parsed = _columnar(pa.BufferReader(block), layout, delimiter)
+        if parsed is not None and not problems:
+            try:
+                yield layout.columns(*parsed, Where(str(path)))
+                continue
+            except InputError:
+                pass
+        try:
+            columns = _worded(io.BytesIO(block), layout, path, first_line)
+        except InputError as error:
+            problems += error.problems
+            continue
+        if not problems:
+            yield columns
+    if problems:
+        raise InputError(problems, summary=f"malformed {layout.kind} {path}")
+
+
+def _worded(handle: IO[bytes], layout: _Format, path: Path, first_line: int) -> Columns:
+    """Columns of lines read one by one; every bad line (malformed, or labelling a
+    document again) is reported, in line order."""
+    queries, docs, numbers, where, problems = _by_line(handle, layout, path, first_line)
+    try:
+        columns = layout.columns(queries, docs, numbers, where)
+    except InputError as error:
+        problems += error.problems
+    if problems:
+        problems.sort(key=lambda p: p.line or 0)
+        raise InputError(problems, summary=f"malformed {layout.kind} {path}")
+    return columns
+
+
+def _delimiter(first_line: bytes) -> str:
+    """A space, or a tab when the first line separates its fields with tabs only."""
+    return "\t" if b"\t" in first_line and b" " not in first_line.strip() else " "
+
+
+def _columnar(
+    source: Any, layout: _Format, delimiter: str
+) -> tuple[Coded, Coded, np.ndarray] | None:
+    """(queries, docs, numbers) read by pyarrow, or None when the input is not canonically
+    formatted or a number is not finite (the line reader then reads it or words why)."""
+    try:
+        table = csv.read_csv(
+            source,
+            read_options=csv.ReadOptions(column_names=list(layout.names), block_size=1 << 24),
+            parse_options=csv.ParseOptions(
+                delimiter=delimiter,
+                quote_char=False,
+                escape_char=False,
+                double_quote=False,
+                newlines_in_values=False,
+                ignore_empty_lines=True,
+            ),
+            convert_options=csv.ConvertOptions(
+                include_columns=["query", "doc", layout.number],
+                column_types={"query": _ID, "doc": _ID, layout.number: pa.float64()},
+                null_values=[],
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
+    except (pa.ArrowInvalid, OSError, InputError):
+        return None
+    numbers = table.column(layout.number).to_numpy()
+    if not np.isfinite(numbers).all():
+        return None
+    return Coded.of(table.column("query")), Coded.of(table.column("doc")), numbers
+
+
+def _by_line(
+    handle: IO[bytes], layout: _Format, path: Path, first_line: int
+) -> tuple[Coded, Coded, np.ndarray, Where, list[Problem]]:
+    """(queries, docs, numbers, where) of the good lines, and a problem per bad line."""
+    lines, queries, docs, values = [], [], [], []
+    problems = []
+    width, column = len(layout.names), layout.names.index(layout.number)
+    try:
+        for number, raw in enumerate(handle, start=first_line):
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]  # a byte-order mark
+            fields = [
+                field.decode("utf-8") for field in raw.split()
+            ]  # ASCII whitespace, as trec_eval
+            if not fields:
+                continue
+            if len(fields) != width:
+                message = f"expected {width} fields '{layout.layout}', got {len(fields)}"
+                problems.append(Problem(message, source=str(path), line=number))
+                continue
+            value = _number(fields[column])
+            if value is None:
+                message = f"{layout.what} {fields[column]!r} is not a finite number"
+                problems.append(Problem(message, source=str(path), line=number))
+                continue
+            lines.append(number)
+            queries.append(fields[0])
+            docs.append(fields[2])
+            values.append(value)
+    except UnicodeDecodeError as error:
+        raise InputError([Problem(f"not UTF-8 text: {error.reason}", source=str(path))]) from None
+    where = Where(str(path), lines=np.asarray(lines, dtype=np.int64))
+    return (
+        Coded.of_strings(queries, len(queries)),
+        Coded.of_strings(docs, len(docs)),
+        np.asarray(values, dtype=np.float64),
+        where,
+        problems,
+    )
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _blocks(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(number of the first line, block) of about ``_BLOCK`` bytes of whole lines each;
+    the lines of the last query of a block move to the next one, so no query is split."""
+    line, rest = 1, b""
+    with open_binary(path) as handle:
+        while chunk := handle.read(_BLOCK):
+            block = rest + chunk
+            end = block.rfind(b"\n") + 1
+            cut = _last_query_start(block, end)
+            if cut == 0:  # one query so far: read on
+                rest = block
+                continue
+            yield line, block[:cut]
+            line += block.count(b"\n", 0, cut)
+            rest = block[cut:]
+    if rest:
+        yield line, rest if rest.endswith(b"\n") else rest + b"\n"
+
+
+def _last_query_start(block: bytes, end: int) -> int:
+    """Where the lines of the query of the last whole line (ending at ``end``) begin."""
+    if end == 0:
+        return 0
+    start = block.rfind(b"\n", 0, end - 1) + 1
+    query = block[start:end].split(maxsplit=1)[:1]
+    while start > 0:
+        previous = block.rfind(b"\n", 0, start - 1) + 1
+        if block[previous:start].split(maxsplit=1)[:1] != query:
+            return start
+        start = previous
+    return 0
+
+
+# -- writing -----------------------------------------------------------------------------
+
+
+def _write_lines(path: str | os.PathLike[str], fields: list[Any]) -> None:
+    line = pc.binary_join_element_wise(*fields, " ")
+    lines = pc.binary_join_element_wise(line, pa.repeat("", len(line)), "\n")
+    with AtomicFile(path, binary=True) as handle:
+        handle.write(string_bytes(lines))
+
+
+def write_qrels(path: str | os.PathLike[str], samples: Columns) -> None:
+    """Write the relevance labels of samples as ``qid 0 docid rel`` lines (atomically);
+    samples without relevance labels are left out."""
+    column = samples.column("relevance")
+    entries = pc.list_flatten(column)
+    rows = np.repeat(np.arange(len(samples)), lengths(column))
+    fields = [
+        samples.ids.take(pa.array(rows)),
+        pa.repeat("0", len(entries)),
+        samples.docs.take(entries.field("doc")),
+        pc.cast(entries.field("label"), pa.string()),
+    ]
+    _write_lines(path, fields)
+
+
+def write_run(path: str | os.PathLike[str], outputs: Columns, tag: str = "slotwise") -> None:
+    """Write ranked lists as ``qid Q0 docid rank score tag`` lines (atomically), scores
+    ``n - rank + 1``, strictly descending, so :func:`read_run` restores the same order."""
+    column = outputs.column("retrieved")
+    sizes = lengths(column)
+    starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
+    ranks = np.arange(int(sizes.sum())) - starts + 1
+    fields = [
+        outputs.ids.take(pa.array(np.repeat(np.arange(len(outputs)), sizes))),
+        pa.repeat("Q0", len(ranks)),
+        outputs.docs.take(pc.list_flatten(column)),
+        pc.cast(pa.array(ranks), pa.string()),
+        pc.cast(pa.array(np.repeat(sizes, sizes) - ranks + 1), pa.string()),
+        pa.repeat(tag, len(ranks)),
+    ]
+    _write_lines(path, fields)
