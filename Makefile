@@ -33,11 +33,13 @@ test: $(VENV)/.test
 	$(BIN)/python -m pytest
 	$(BIN)/ruff check engine metrics_plugins tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 lint: $(VENV)/.test
 	$(BIN)/ruff check engine metrics_plugins tests
 	$(BIN)/ruff format --check engine metrics_plugins tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: $(VENV)/.test
 	$(BIN)/python -m pip install --quiet -e '.[bench]'

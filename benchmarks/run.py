@@ -1,19 +1,26 @@
 """Benchmark slotwise against pytrec_eval and ranx on the same data, in the same run.
 
-    python benchmarks/run.py [--queries 100000] [--docs 100] [--repeat 3] [--out benchmarks/RESULTS.md]
+    python benchmarks/run.py [--queries 100000] [--docs 100] [--repeat 3] [--stream-queries 1000000]
 
 Data: seeded synthetic queries, each with a ranked run of ``--docs`` documents (scores
 strictly descending, as run files are written) drawn from 300 candidates, and ~10 judged
-documents with grades 0-3. Steps, each timed ``--repeat`` times with the tools alternating
-so machine noise hits all alike (medians reported):
+documents with grades 0-3. Every tool computes the same five measures: nDCG@10, AP, RR,
+R@100 and P@10. Steps, each timed ``--repeat`` times with the tools alternating so
+machine noise hits all alike (medians reported):
 
-- (a) end to end from in-memory Python dicts (pytrec_eval's shapes);
-- (b) end to end from TREC qrels/run files (each tool's own reader);
+- (a) end to end from pytrec_eval-shaped Python dicts;
+- (b) end to end from TREC qrels/run files, in this process (each tool's own reader);
 - (c) the metric step alone (slotwise: ``score`` on a compiled Batch; pytrec_eval:
-  ``evaluate`` on a built evaluator; ranx: ``evaluate`` after a warm-up call).
+  ``evaluate`` on a built evaluator; ranx: its numba kernels on its typed lists, warm);
+- (d) the command line in a fresh process: ``slotwise run --qrels --run --format json
+  --output F`` (per-sample JSON and confidence intervals written) against a script doing
+  pytrec_eval's ``parse_qrel`` + ``parse_run`` + ``evaluate``, with peak RSS;
+- (e) ``slotwise run --stream`` over ``--stream-queries`` queries from TREC files against
+  the same at ``--queries``: peak RSS and throughput, and the in-memory throughput.
 
-Peak memory (max RSS) of (b) is measured per tool in a separate process, as is a fresh
-process scoring 1,000 queries including the import. Writes a Markdown report.
+Also: bootstrap CIs alone (``--queries`` samples x 5 metrics x 1000 resamples), the
+set-based family and UDCG, and a fresh process scoring 1,000 queries. Writes a Markdown
+report (``--out``).
 """
 
 from __future__ import annotations
@@ -23,7 +30,6 @@ import json
 import os
 import platform
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -39,31 +45,21 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 SLOTWISE = [
-    "retrieval-hit-at-k@10",
-    "retrieval-precision-at-k@10",
-    "retrieval-recall-at-k@100",
-    "retrieval-r-precision",
-    "retrieval-mrr",
-    "retrieval-map",
-    "retrieval-dcg-at-k@10",
     "retrieval-ndcg-at-k@10",
-    "retrieval-err-at-k@10",
-    "retrieval-auc-pr",
-    "retrieval-judged-at-k@10",
+    "retrieval-map",
+    "retrieval-mrr",
+    "retrieval-recall-at-k@100",
+    "retrieval-precision-at-k@10",
 ]
-PYTREC = ["success.10", "P.10", "recall.100", "Rprec", "recip_rank", "map", "ndcg_cut.10"]
-PYTREC += ["iprec_at_recall"]
-RANX = ["hit_rate@10", "precision@10", "recall@100", "r-precision", "mrr", "map", "dcg@10"]
-RANX += ["ndcg@10"]
+PYTREC = ["ndcg_cut.10", "map", "recip_rank", "recall.100", "P.10"]
+RANX = [("ndcg", 10), ("map", 0), ("mrr", 0), ("recall", 100), ("precision", 10)]
 SETBASED = ["ra-nwg-at-k@10", "proc-at-k@10", "pct-proc-at-k@10", "harm-at-k@10"]
 
 Qrels = dict[str, dict[str, int]]
 RunDict = dict[str, dict[str, float]]
 
 
-def make_data(
-    queries: int, docs: int, seed: int = 0, grades: range = range(4)
-) -> tuple[Qrels, RunDict]:
+def make_data(queries: int, docs: int, seed: int = 0, grades: range = range(4)) -> tuple[Qrels, RunDict]:
     rng = random.Random(seed)
     qrels: Qrels = {}
     run: RunDict = {}
@@ -89,6 +85,32 @@ def write_files(qrels: Qrels, run: RunDict, folder: Path) -> tuple[Path, Path]:
     return qrels_path, run_path
 
 
+def write_big_files(queries: int, docs: int, folder: Path, seed: int = 0) -> tuple[Path, Path]:
+    """The same distribution as :func:`make_data`, written block by block with numpy (no
+    dicts: a million queries would not fit them)."""
+    rng = np.random.default_rng(seed)
+    qrels_path, run_path = folder / f"big{queries}.qrels", folder / f"big{queries}.run"
+    with qrels_path.open("w") as labels, run_path.open("w") as ranked:
+        for start in range(0, queries, 10_000):
+            count = min(10_000, queries - start)
+            q = np.arange(start, start + count)
+            judged = rng.integers(0, 300, (count, 10))
+            grades = rng.integers(0, 4, (count, 10))
+            lines = [
+                f"q{qid} 0 d{doc} {grade}\n"
+                for qid, row, grade_row in zip(q.tolist(), judged.tolist(), grades.tolist(), strict=True)
+                for doc, grade in dict(zip(row, grade_row, strict=True)).items()
+            ]
+            labels.writelines(lines)
+            order = np.argsort(rng.random((count, 300)), axis=1)[:, :docs]
+            ranked.writelines(
+                f"q{qid} Q0 d{doc} {rank + 1} {docs - rank}.0 bench\n"
+                for qid, row in zip(q.tolist(), order.tolist(), strict=True)
+                for rank, doc in enumerate(row)
+            )
+    return qrels_path, run_path
+
+
 # -- the tools ----------------------------------------------------------------------------
 
 
@@ -97,22 +119,11 @@ def slotwise_tool() -> dict[str, Callable[..., Any]]:
 
     eng = engine.Engine(config={})
     metrics = [eng.metric(spec) for spec in SLOTWISE]
-
-    def batch(qrels: Qrels, run: RunDict) -> Any:
-        from engine import trec
-        from engine.batch import Batch
-        from engine.dataset import parse_samples
-        from engine.outputs import load_outputs
-
-        samples = parse_samples((s, None) for s in trec.qrels_to_samples(qrels))
-        outputs = load_outputs(trec.rank_scored(run))
-        return Batch.compile(samples, [outputs.get(s.id) for s in samples])
-
     return {
         "dicts": lambda qrels, run: eng.evaluate_trec(qrels, run, metrics),
         "files": lambda qrels_path, run_path: eng.evaluate_trec(qrels_path, run_path, metrics),
-        "prepare": batch,
-        "metrics": lambda prepared: [m.score(prepared) for m in metrics],
+        "prepare": lambda qrels, run: eng.dataset(qrels).batch(run),
+        "metrics": lambda batch: [m.score(batch) for m in metrics],
     }
 
 
@@ -138,18 +149,25 @@ def ranx_tool() -> dict[str, Callable[..., Any]]:
     from ranx import Qrels as RQrels
     from ranx import Run as RRun
     from ranx import evaluate
+    from ranx.metrics import metric_switch
+
+    names = [f"{m}@{k}" if k else m for m, k in RANX]
 
     def files(qrels_path: Path, run_path: Path) -> Any:
         qrels = RQrels.from_file(str(qrels_path), kind="trec")
-        return evaluate(
-            qrels, RRun.from_file(str(run_path), kind="trec"), RANX, make_comparable=True
-        )
+        return evaluate(qrels, RRun.from_file(str(run_path), kind="trec"), names, make_comparable=True)
+
+    def prepare(qrels: Qrels, run: RunDict) -> Any:
+        return RQrels(qrels).to_typed_list(), RRun(run).to_typed_list()
+
+    def kernels(prepared: Any) -> Any:  # the numba kernels on typed lists: no conversions
+        return [metric_switch(m)(prepared[0], prepared[1], k, 1) for m, k in RANX]
 
     return {
-        "dicts": lambda qrels, run: evaluate(RQrels(qrels), RRun(run), RANX, make_comparable=True),
+        "dicts": lambda qrels, run: evaluate(RQrels(qrels), RRun(run), names, make_comparable=True),
         "files": files,
-        "prepare": lambda qrels, run: (RQrels(qrels), RRun(run)),
-        "metrics": lambda prepared: evaluate(*prepared, RANX, make_comparable=True),
+        "prepare": prepare,
+        "metrics": kernels,
     }
 
 
@@ -162,46 +180,43 @@ def timed(step: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-# -- child processes: peak memory, ranx first call, a small cold start -------------------------
+def in_process_child(*argv: str) -> dict[str, float]:
+    """A command in a fresh process: wall seconds and peak RSS (bytes)."""
+    wrapper = (
+        "import resource, subprocess, sys, time; t = time.perf_counter(); "
+        "done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
+        "print(done.returncode, time.perf_counter() - t, "
+        "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)"
+    )
+    out = subprocess.run([sys.executable, "-c", wrapper, *argv], capture_output=True, text=True, check=True)
+    code, seconds, rss = out.stdout.split()
+    if code != "0":
+        raise RuntimeError(f"{argv} exited {code}")
+    return {"seconds": float(seconds), "max_rss": float(rss)}
 
 
-def child(args: argparse.Namespace) -> None:
-    """Run one step in this (fresh) process and print JSON with its time and max RSS."""
-    started = time.perf_counter()
-    if args.child == "cold":
-        import engine
-
-        qrels, run = make_data(1000, args.docs)
-        engine.Engine(config={}).evaluate_trec(qrels, run, SLOTWISE)
-        seconds = time.perf_counter() - started
-    else:
-        tool = TOOLS[args.child]()
-        if args.mode == "first-call":
-            qrels, run = make_data(100, args.docs)
-            prepared = tool["prepare"](qrels, run)
-            seconds = timed(lambda: tool["metrics"](prepared))
-        else:
-            seconds = timed(lambda: tool["files"](Path(args.qrels), Path(args.run)))
-    print(json.dumps({"seconds": seconds, "max_rss": peak_rss()}))
+PYTREC_SCRIPT = """
+import sys, pytrec_eval
+with open(sys.argv[1]) as q, open(sys.argv[2]) as r:
+    qrels, run = pytrec_eval.parse_qrel(q), pytrec_eval.parse_run(r)
+pytrec_eval.RelevanceEvaluator(qrels, set(sys.argv[3].split(","))).evaluate(run)
+"""
 
 
-def peak_rss() -> int:
-    """This process's peak resident memory in bytes: VmHWM (reset by exec, unlike
-    ru_maxrss, which a child forked from a large parent inherits)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def slotwise_cli(qrels: Path, run: Path, out: Path, *extra: str) -> list[str]:
+    slotwise = str(Path(sys.executable).with_name("slotwise"))
+    return [slotwise, "run", "--qrels", str(qrels), "--run", str(run), "--metrics", ",".join(SLOTWISE),
+            "--format", "json", "--output", str(out), *extra]  # fmt: skip
 
 
-def in_child(*argv: str) -> dict[str, float]:
-    command = [sys.executable, __file__, *argv]
-    done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+def cold_start(docs: int) -> float:
+    code = (
+        "import time; t = time.perf_counter(); import engine; import sys; "
+        f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); from run import make_data, SLOTWISE; "
+        f"q, r = make_data(1000, {docs}); engine.Engine(config={{}}).evaluate_trec(q, r, SLOTWISE); "
+        "print(time.perf_counter() - t)"
+    )
+    return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
 # -- the report ----------------------------------------------------------------------------
@@ -223,17 +238,14 @@ def machine() -> str:
         memory = f", {psutil.virtual_memory().total / 2**30:.0f} GiB RAM"
     except ImportError:
         pass
-    return (
-        f"{cpu}, {os.cpu_count()} cores{memory}; Linux {platform.release()}; "
-        f"Python {platform.python_version()}, numpy {np.__version__}"
-    )
+    return f"{cpu}, {os.cpu_count()} cores{memory}; Linux {platform.release()}; Python {platform.python_version()}, numpy {np.__version__}"
 
 
 def versions() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     found = []
-    for names in (["slotwise"], ["pytrec-eval-terrier", "pytrec_eval"], ["ranx"]):
+    for names in (["slotwise"], ["pytrec-eval-terrier", "pytrec_eval"], ["ranx"], ["pyarrow"]):
         for name in names:
             try:
                 found.append(f"{name} {version(name)}")
@@ -243,21 +255,29 @@ def versions() -> str:
     return ", ".join(found)
 
 
+def bootstrap_seconds(queries: int) -> float:
+    from engine.evaluation.statistics import Bootstrap
+
+    values = np.random.default_rng(1).random((queries, 5))
+    values[::7, 1] = np.nan
+
+    def run() -> None:
+        bootstrap = Bootstrap(5)
+        bootstrap.add(values)
+        bootstrap.intervals()
+
+    return statistics.median(timed(run) for _ in range(3))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--queries", type=int, default=100_000)
     parser.add_argument("--docs", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--stream-queries", type=int, default=1_000_000, help="0: skip step (e)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
     parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated subset")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--mode", help=argparse.SUPPRESS)
-    parser.add_argument("--qrels", help=argparse.SUPPRESS)
-    parser.add_argument("--run", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        child(args)
-        return
 
     names = [n for n in args.tools.split(",") if n]
     tools = {name: TOOLS[name]() for name in names}
@@ -270,10 +290,8 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         qrels_path, run_path = write_files(qrels, run, Path(folder))
-        if "ranx" in tools:  # its first call compiles (or loads) the numba kernels
-            first = in_child("--child", "ranx", "--mode", "first-call", "--docs", str(args.docs))
         prepared = {name: tool["prepare"](qrels, run) for name, tool in tools.items()}
-        for name, tool in tools.items():  # warm-up: imports, caches, JIT
+        for name, tool in tools.items():  # warm-up: imports, caches, numba JIT
             tool["metrics"](prepared[name])
         steps: dict[tuple[str, str], Callable[[], object]] = {}
         for name, tool in tools.items():
@@ -281,73 +299,81 @@ def main() -> None:
             steps[("files", name)] = lambda t=tool: t["files"](qrels_path, run_path)
             steps[("metrics", name)] = lambda t=tool, n=name: t["metrics"](prepared[n])
         timings: dict[tuple[str, str], list[float]] = {key: [] for key in steps}
+        cli: dict[str, list[dict[str, float]]] = {"slotwise": [], "pytrec_eval": []}
+        out = Path(folder) / "results.json"
         for _ in range(args.repeat):
             for key, step in steps.items():
                 timings[key].append(timed(step))
                 print(f"  {key[0]:8s} {key[1]:12s} {timings[key][-1]:7.2f} s", file=sys.stderr)
-        memory = {
-            name: in_child(
-                "--child",
-                name,
-                "--mode",
-                "files",
-                "--qrels",
-                str(qrels_path),
-                "--run",
-                str(run_path),
-            )
-            for name in tools
-        }
-    cold = [in_child("--child", "cold", "--docs", str(args.docs)) for _ in range(3)]
+            cli["slotwise"].append(in_process_child(*slotwise_cli(qrels_path, run_path, out)))
+            script = [sys.executable, "-c", PYTREC_SCRIPT, str(qrels_path), str(run_path), ",".join(PYTREC)]
+            cli["pytrec_eval"].append(in_process_child(*script))
+            print(f"  cli      {cli['slotwise'][-1]['seconds']:.2f} s vs {cli['pytrec_eval'][-1]['seconds']:.2f} s", file=sys.stderr)
+        del prepared
+        stream = {}
+        if args.stream_queries:
+            big = write_big_files(args.stream_queries, args.docs, Path(folder))
+            for label, (q, r) in (("small", (qrels_path, run_path)), ("big", big)):
+                stream[label] = in_process_child(*slotwise_cli(q, r, out, "--stream"))
+                print(f"  stream {label}: {stream[label]}", file=sys.stderr)
+    cold = [cold_start(args.docs) for _ in range(3)]
     medians = {key: statistics.median(values) for key, values in timings.items()}
+    cli_median = {name: {k: statistics.median(r[k] for r in runs) for k in ("seconds", "max_rss")} for name, runs in cli.items()}
 
     say("# Benchmark results")
     say()
-    say(
-        f"Command: `python benchmarks/run.py --queries {args.queries} --docs {args.docs} "
-        f"--repeat {args.repeat}`"
-    )
+    say(f"Command: `python benchmarks/run.py --queries {args.queries} --docs {args.docs} --repeat {args.repeat} --stream-queries {args.stream_queries}`")
     say()
     say(f"Machine: {machine()}. Versions: {versions()}.")
     say()
     say(
-        f"Data: {args.queries:,} queries x {args.docs} ranked documents, ~10 judged per "
-        f"query (grades 0-3); median of {args.repeat} alternating repetitions. slotwise "
-        f"computes {len(SLOTWISE)} metrics, pytrec_eval {len(PYTREC)} measures, ranx "
-        f"{len(RANX)} (it has no ERR, AUC-PR or judged@k). Ratios below 1: slotwise is faster."
+        f"Data: {args.queries:,} queries x {args.docs} ranked documents, ~10 judged per query "
+        f"(grades 0-3); every tool computes nDCG@10, AP, RR, R@100 and P@10; median of "
+        f"{args.repeat} alternating repetitions. Ratios below 1: slotwise is faster."
     )
     say()
     peers = [n for n in names if n != "slotwise"]
-    header = "| step | " + " | ".join(f"{n} (s)" for n in names)
-    header += "".join(f" | slotwise / {p}" for p in peers if "slotwise" in tools)
-    say(header + " |")
-    say("|---" * (1 + len(names) + (len(peers) if "slotwise" in tools else 0)) + "|")
+    say("| step | " + " | ".join(f"{n} (s)" for n in names) + "".join(f" | slotwise / {p}" for p in peers) + " |")
+    say("|---" * (1 + len(names) + len(peers)) + "|")
     titles = {
-        "dicts": "(a) end to end, in-memory dicts",
-        "files": "(b) end to end, TREC files",
-        "metrics": "(c) metric step alone",
+        "dicts": "(a) end to end, pytrec_eval-shaped dicts",
+        "files": "(b) end to end, TREC files, in-process",
+        "metrics": "(c) metric step alone (ranx: warm numba kernels)",
     }
     for step, title in titles.items():
         row = [title, *(f"{medians[(step, n)]:.2f}" for n in names)]
-        if "slotwise" in tools:
-            row += [f"{medians[(step, 'slotwise')] / medians[(step, p)]:.2f}" for p in peers]
+        row += [f"{medians[(step, 'slotwise')] / medians[(step, p)]:.2f}" for p in peers]
         say("| " + " | ".join(row) + " |")
-    say()
-    say("Peak memory (max RSS of a fresh process running step (b)):")
-    say()
-    for name, found in memory.items():
-        say(f"- {name}: {found['max_rss'] / 2**20:,.0f} MiB ({found['seconds']:.2f} s)")
-    if "ranx" in tools:
-        say(
-            f"- ranx first metric call in a fresh process (numba compile or cache load): "
-            f"{first['seconds']:.2f} s"
-        )
+    s, p = cli_median["slotwise"], cli_median["pytrec_eval"]
+    say(
+        f"| (d) `slotwise run --qrels --run --format json --output` vs pytrec_eval parse + evaluate, fresh processes "
+        f"| {s['seconds']:.2f} | {p['seconds']:.2f} | | {s['seconds'] / p['seconds']:.2f} | |"
+    )
     say()
     say(
-        "A fresh process scoring 1,000 queries with the slotwise metrics, including "
-        f"`import engine` and data generation: median "
-        f"{statistics.median(c['seconds'] for c in cold):.2f} s in-process after start; "
-        "see also `time python -c ...` in docs/scale.md."
+        f"Peak RSS of (d): slotwise {s['max_rss'] / 2**20:,.0f} MiB, pytrec_eval "
+        f"{p['max_rss'] / 2**20:,.0f} MiB (ratio {s['max_rss'] / p['max_rss']:.2f})."
+    )
+    say()
+    if stream:
+        small, big = stream["small"], stream["big"]
+        in_memory = args.queries / s["seconds"]
+        say(
+            f"(e) `--stream`: {args.queries:,} queries in {small['seconds']:.1f} s, peak RSS "
+            f"{small['max_rss'] / 2**20:,.0f} MiB; {args.stream_queries:,} queries in "
+            f"{big['seconds']:.1f} s, peak RSS {big['max_rss'] / 2**20:,.0f} MiB (x"
+            f"{big['max_rss'] / small['max_rss']:.2f}); throughput {args.stream_queries / big['seconds']:,.0f} "
+            f"queries/s streamed vs {in_memory:,.0f} in memory (x{args.stream_queries / big['seconds'] / in_memory:.2f})."
+        )
+        say()
+    say(
+        f"Bootstrap CIs alone ({args.queries:,} samples x 5 metrics x 1000 resamples): "
+        f"{bootstrap_seconds(args.queries):.2f} s."
+    )
+    say()
+    say(
+        "A fresh process scoring 1,000 queries, including `import engine` and data "
+        f"generation: median {statistics.median(cold):.2f} s."
     )
     say()
     say(other_families(args.queries, args.docs))
@@ -356,11 +382,8 @@ def main() -> None:
 
 
 def other_families(queries: int, docs: int) -> str:
-    """Throughput of the set-based family (graded 0-5) and UDCG, slotwise only."""
+    """Throughput of the set-based family (graded 1-5) and UDCG, slotwise only."""
     import engine
-    from engine.batch import Batch
-    from engine.dataset import parse_samples
-    from engine.outputs import load_outputs
 
     eng = engine.Engine(config={})
     rows = [
@@ -372,33 +395,19 @@ def other_families(queries: int, docs: int) -> str:
     families = {
         "set-based": ([{"id": q, "expected_output": g} for q, g in qrels.items()], SETBASED),
         "utility": (
-            [
-                {
-                    "id": q,
-                    "expected_output": {"utility": {d: (g - 2.5) / 2.5 for d, g in labels.items()}},
-                }
-                for q, labels in qrels.items()
-            ],
+            [{"id": q, "expected_output": {"utility": {d: (g - 2.5) / 2.5 for d, g in labels.items()}}} for q, labels in qrels.items()],
             ["udcg@10"],
         ),
     }
     for family, (samples, specs) in families.items():
-        try:
-            metrics = [eng.metric(spec) for spec in specs]
-            started = time.perf_counter()
-            eng.dataset(samples=samples).with_metrics(metrics).evaluate(ranked)
-            end_to_end = time.perf_counter() - started
-            parsed = parse_samples((s, None) for s in samples)
-            outputs = load_outputs(ranked)
-            batch = Batch.compile(parsed, [outputs.get(s.id) for s in parsed])
-            step = timed(lambda m=metrics, b=batch: [x.score(b) for x in m])
-        except Exception as error:  # a family still landing: say so, do not fail the run
-            rows.append(f"| {family} | {', '.join(specs)} | skipped: {type(error).__name__} | | |")
-            continue
-        rows.append(
-            f"| {family} | {', '.join(specs)} | {end_to_end:.2f} | {step:.2f} | "
-            f"{queries / end_to_end:,.0f} |"
-        )
+        metrics = [eng.metric(spec) for spec in specs]
+        started = time.perf_counter()
+        dataset = eng.dataset(samples=samples)
+        dataset.with_metrics(metrics).evaluate(ranked)
+        end_to_end = time.perf_counter() - started
+        batch = dataset.batch(ranked)
+        step = timed(lambda m=metrics, b=batch: [x.score(b) for x in m])
+        rows.append(f"| {family} | {', '.join(specs)} | {end_to_end:.2f} | {step:.2f} | {queries / end_to_end:,.0f} |")
     return "\n".join(rows)
 
 

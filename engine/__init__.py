@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.analysis.compare import Comparison
-from engine.analysis.compare import compare as compare
 from engine.errors import (
     ConfigError,
     DuplicateMetricError,
@@ -45,7 +43,6 @@ from engine.version import VERSION as __version__
 __all__ = [
     "Batch",
     "Columns",
-    "Comparison",
     "Config",
     "ConfigError",
     "Dataset",
@@ -113,6 +110,14 @@ def metrics() -> list[MetricInfo]:
 def register_metric(cls: type[Any]) -> type[Any]:
     """Register an in-process metric class with the default engine (also a decorator)."""
     return default_engine().register_metric(cls)
+
+
+def compare(results: Any, **options: Any) -> Any:
+    """Paired comparison of results on the same dataset; see
+    :func:`engine.analysis.compare.compare`."""
+    from engine.analysis.compare import compare as paired
+
+    return paired(results, **options)
 
 
 def evaluate_stream(metrics: Any, **options: Any) -> Results:

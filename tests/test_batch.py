@@ -42,12 +42,13 @@ class TestCompile:
         assert batch.has_output.tolist() == [True, True, False]
 
     def test_duplicates_keep_first(self):
-        """Repeated ids keep their first rank and are counted per sample."""
+        """Repeated ids keep their first rank and are counted per sample; the row keeps
+        the width of the ranking as given (padding after the kept ids)."""
         batch = _batch([({"a": 1}, ["x", "a", "x", "a", "y"], None)])
         assert batch.lengths.tolist() == [3]
-        assert batch.positions[0].tolist() == [0, 1, 4]
+        assert batch.positions[0].tolist() == [0, 1, 4, -1, -1]
         assert batch.duplicates_dropped.tolist() == [2]
-        np.testing.assert_array_equal(batch.ranked_labels[0], [np.nan, 1, np.nan])
+        np.testing.assert_array_equal(batch.ranked_labels[0], [np.nan, 1, np.nan, np.nan, np.nan])
 
     def test_same_doc_id_in_different_samples(self):
         """A document id shared by samples gets each sample's own label."""
@@ -85,7 +86,8 @@ class TestCompile:
         assert batch.member("pool").tolist() == [[False, True], [False, False]]
         assert batch.has("pool").tolist() == [True, False]
         np.testing.assert_array_equal(batch.utilities, [[0.5, np.nan], [-1.0, np.nan]])
-        np.testing.assert_array_equal(batch.list_labels("pool"), [[2, 1], [np.nan, np.nan]])
+        expected = [[2, 1, np.nan], [np.nan, np.nan, np.nan]]  # the pool as given: 3 ids wide
+        np.testing.assert_array_equal(batch.list_labels("pool"), expected)
 
     def test_empty_batch(self):
         """An empty batch has well-formed zero-size arrays."""
@@ -125,3 +127,18 @@ def test_matches_a_row_by_row_join(rows):
         assert sorted(
             batch.label_values[i][~np.isnan(batch.label_values[i])], reverse=True
         ) == sorted(labels.values(), reverse=True)
+
+
+def test_row_sort_paths_agree():
+    """The int32 row sort and the argsort fallback (for vocabularies too large to pack a
+    code and a column in 31 bits) give the same sorted codes and columns."""
+    from engine.evaluation.batch import _sorted_rows
+
+    codes = np.random.default_rng(5).integers(-1, 50, (40, 12)).astype(np.int32)
+    fast_codes, fast_columns = _sorted_rows(codes, 50)
+    slow_codes, slow_columns = _sorted_rows(codes, 2**30)
+    real = fast_codes < 50
+    np.testing.assert_array_equal(fast_codes[real], slow_codes[real])
+    np.testing.assert_array_equal(fast_columns, slow_columns)
+    expected = np.argsort(np.where(codes >= 0, codes, 99), axis=1, kind="stable")
+    np.testing.assert_array_equal(fast_columns, expected)

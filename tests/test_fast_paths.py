@@ -197,16 +197,20 @@ class TestEvaluateTrec:
 
 class TestCompile:
     def test_ragged_and_duplicate_rankings(self) -> None:
-        """Rankings of unequal length and with repeats take the general layout."""
+        """Rankings of unequal length and with repeats take the general layout; the width
+        is the longest ranking as given (repeats included), which a streamed first pass
+        can count without deduplicating."""
         samples = [
             {"id": "a", "expected_output": {"x": 1}},
             {"id": "b", "expected_output": {"y": 2}},
         ]
         batch = make_batch(samples, {"a": ["x", "z", "x"], "b": ["y"]})
-        assert batch.doc_codes.shape == (2, 2)
+        assert batch.doc_codes.shape == (2, 3)
+        assert batch.lengths.tolist() == [2, 1]
         assert batch.duplicates_dropped.tolist() == [1, 0]
-        assert batch.positions.tolist() == [[0, 1], [0, -1]]
-        np.testing.assert_array_equal(batch.ranked_labels, [[1.0, np.nan], [2.0, np.nan]])
+        assert batch.positions.tolist() == [[0, 1, -1], [0, -1, -1]]
+        expected = [[1.0, np.nan, np.nan], [2.0, np.nan, np.nan]]
+        np.testing.assert_array_equal(batch.ranked_labels, expected)
 
     def test_rectangular_rankings(self) -> None:
         """Equal-length rankings without repeats: the same arrays, without scattering."""

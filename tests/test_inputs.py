@@ -164,7 +164,7 @@ class TestBadDatasets:
 
     def test_unknown_suffix(self, eng, tmp_path):
         """Unsupported file types are rejected with the supported list."""
-        path = tmp_path / "data.csv"
+        path = tmp_path / "data.tsv"
         path.write_text("id\n")
         with pytest.raises(engine.InputError, match="unknown dataset format"):
             eng.dataset(path)

@@ -25,6 +25,7 @@ from engine.evaluation.pipeline import (
     chunk_size_of,
     evaluate,
     first_pass,
+    prefetched,
     slices,
     streamed_chunks,
 )
@@ -33,7 +34,7 @@ from engine.evaluation.results import Results
 from engine.io import documents, sources, trec
 from engine.io.columns import Columns, ContentHash
 from engine.io.config import Config
-from engine.io.files import base_name
+from engine.io.files import base_name, format_suffix
 from engine.io.records import Sample, samples_of
 from engine.io.sinks import open_sink
 from engine.logs import log
@@ -148,7 +149,7 @@ class Engine:
             _, columns = sources.read_dataset(declared.path)
             return Dataset(columns, self, name or declared.name, declared.metrics, declared.outputs)
         path = Path(source)
-        if not path.exists() and not str(path).lower().endswith(sources.DATASET_SUFFIXES):
+        if not path.exists() and format_suffix(path) not in sources.DATASET_SUFFIXES:
             known = ", ".join(self.config.datasets) or "none"
             where = self.config.source or "no slotwise.yaml found"
             message = f"no dataset named {str(source)!r} is declared ({where}; declared: {known}) and no such file"
@@ -219,11 +220,12 @@ class Engine:
         def output_blocks() -> Any:
             return sources.stream_outputs(output_path, run=run is not None)
 
-        first = first_pass(sample_blocks(), output_blocks())
+        lengths = sources.stream_output_lengths(output_path, run=run is not None)
+        first = first_pass(prefetched(sample_blocks()), prefetched(lengths))
         sink = open_sink(scores, scores_format) if scores is not None else None
         results = evaluate(
             plan,
-            streamed_chunks(sample_blocks(), output_blocks(), first.ids, size),
+            prefetched(streamed_chunks(sample_blocks(), output_blocks(), first, size)),
             Source(name or base_name(data_path), first.digest, len(first.ids), first.unknown),
             shape=first.shape,
             executor=self.executor,

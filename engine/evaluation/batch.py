@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import cached_property
+from typing import Any
 
 import attrs
 import numpy as np
@@ -19,6 +20,7 @@ from engine.io.config import DEFAULT_K
 __all__ = ["DEFAULT_K", "Batch", "Groups", "Shape"]
 
 _SHIFT = np.int64(32)  # key = row << 32 | document code
+_PAD = np.int64(2**31 - 1)  # sorts after every document code
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -32,7 +34,7 @@ PADDED = ("retrieved", "relevance", "pool")
 @attrs.frozen
 class Shape:
     """What the padding of a Batch must not depend on, fixed for a whole dataset: the
-    most distinct documents of any row of each padded list column, and the largest
+    longest list (repeated ids included) of each padded list column, and the largest
     relevance label (0 when there is none)."""
 
     widths: Mapping[str, int] = attrs.field(factory=dict)
@@ -40,11 +42,7 @@ class Shape:
 
     @classmethod
     def of(cls, columns: Columns) -> Shape:
-        widths = {}
-        for name in PADDED:
-            if columns.has(name):
-                codes, sizes = columns.doc_codes(name)
-                widths[name] = int(_distinct(codes, sizes).max(initial=0))
+        widths = {name: _widest(columns.column(name)) for name in PADDED if columns.has(name)}
         return cls(widths, _max_label(columns.column("relevance")))
 
     def merge(self, other: Shape) -> Shape:
@@ -69,11 +67,10 @@ def _first_occurrences(keys: IntArray) -> BoolArray:
     return keep
 
 
-def _distinct(codes: npt.NDArray[np.int32], sizes: IntArray) -> IntArray:
-    """Per row, how many distinct codes it lists."""
-    owners = _owners(sizes)
-    keep = _first_occurrences((owners << _SHIFT) | codes)
-    return np.bincount(owners[keep], minlength=sizes.size).astype(np.int64)
+def _widest(column: pa.Array) -> int:
+    """The longest list of a list column (0 when there is none)."""
+    longest = pc.max(pc.list_value_length(column)).as_py()
+    return int(longest or 0)
 
 
 def _columns_of(owners: IntArray, rows: int) -> tuple[IntArray, IntArray]:
@@ -97,15 +94,15 @@ class Groups:
 @attrs.define(slots=False, eq=False)
 class Batch:
     """Samples and their outputs compiled into arrays of shape ``(Q, L)`` (``L``: the
-    longest deduplicated ranking of the dataset) and ``(Q, M)`` (``M``: the most
-    relevance labels of any sample).
+    longest ranking of the dataset) and ``(Q, M)`` (``M``: the most relevance labels of
+    any sample).
 
     Build with :meth:`compile`. Padding: ``doc_codes == -1``; ``ranked_labels`` is NaN
     for padding and for unjudged documents.
     """
 
     columns: Columns
-    doc_codes: IntArray
+    doc_codes: npt.NDArray[np.int32]
     positions: IntArray
     lengths: IntArray
     ranked_labels: FloatArray
@@ -130,26 +127,25 @@ class Batch:
         every chunk of a dataset (by default this batch's own)."""
         n = len(columns)
         codes, raw_lengths = columns.doc_codes("retrieved")
-        owners = _owners(raw_lengths)
-        keep = _first_occurrences((owners << _SHIFT) | codes)
-        kept_lengths = raw_lengths if keep.all() else np.bincount(owners[keep], minlength=n)
         label_column = columns.column("relevance")
-        own = {
-            "retrieved": int(kept_lengths.max(initial=0)),
-            "relevance": int(lengths(label_column).max(initial=0)),
-        }
+        own = {"retrieved": int(raw_lengths.max(initial=0)), "relevance": _widest(label_column)}
         shape = shape or Shape(own, _max_label(label_column))
         width = shape.widths.get("retrieved", own["retrieved"])
-        if keep.all() and n and (raw_lengths == width).all():  # rectangular: no scatter
-            doc_codes = codes.astype(np.int64).reshape(n, width)
+        index = _rectangular_index(codes, raw_lengths, width, len(columns.docs))  # common
+        if index is not None:  # every ranking fills the width, none repeats an id
+            doc_codes = codes.reshape(n, width)
             positions = np.broadcast_to(np.arange(width, dtype=np.int64), (n, width))
+            kept_lengths, dropped = raw_lengths, np.zeros(n, dtype=np.int64)
         else:
+            owners = _owners(raw_lengths)
+            keep = _first_occurrences((owners << _SHIFT) | codes)
             original_col, _ = _columns_of(owners, n)
-            col, _ = _columns_of(owners[keep], n)
-            doc_codes = np.full((n, width), -1, dtype=np.int64)
+            col, kept_lengths = _columns_of(owners[keep], n)
+            doc_codes = np.full((n, width), -1, dtype=np.int32)
             doc_codes[owners[keep], col] = codes[keep]
             positions = np.full((n, width), -1, dtype=np.int64)
             positions[owners[keep], col] = original_col[keep]
+            dropped = np.bincount(owners[~keep], minlength=n).astype(np.int64)
         k = columns.column("k").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
         batch = cls(
             columns=columns,
@@ -161,11 +157,13 @@ class Batch:
                 label_column, shape.widths.get("relevance", own["relevance"])
             ),
             sample_k=k,
-            duplicates_dropped=np.bincount(owners[~keep], minlength=n).astype(np.int64),
+            duplicates_dropped=dropped,
             has_output=columns.column("retrieved").is_valid().to_numpy(zero_copy_only=False),
             shape=shape,
             default_k=default_k,
         )
+        if index is not None:
+            batch.__dict__["_ranked_index"] = index
         batch.ranked_labels = batch._join("relevance")
         return batch
 
@@ -202,7 +200,7 @@ class Batch:
     @cached_property
     def gains(self) -> FloatArray:
         """Gain at each rank: the label if > 0, else 0 (unjudged and padding: 0)."""
-        return np.where(self.ranked_labels > 0, self.ranked_labels, 0.0)
+        return np.fmax(self.ranked_labels, 0.0)  # NaN (unjudged, padding) and labels < 0: 0
 
     @cached_property
     def judged(self) -> BoolArray:
@@ -266,12 +264,9 @@ class Batch:
         """True where the ranked document is in its sample's list ``name`` (``pool`` or
         ``cited``); False for a sample without one."""
         codes, sizes = self.columns.doc_codes(name)
-        list_keys = np.sort((_owners(sizes) << _SHIFT) | codes)
+        rows, columns = self._find(_owners(sizes), codes)
         out = np.zeros(self.doc_codes.shape, dtype=np.bool_)
-        if list_keys.size:  # sorted lookup: far faster than np.isin on int64 keys
-            ranked_keys = self._ranked_keys()
-            slot = np.minimum(np.searchsorted(list_keys, ranked_keys), list_keys.size - 1)
-            out[self.valid] = list_keys[slot] == ranked_keys
+        out[rows, columns] = True
         return out
 
     def list_labels(self, name: str) -> FloatArray:
@@ -281,8 +276,8 @@ class Batch:
         codes, sizes = self.columns.doc_codes(name)
         owners = _owners(sizes)
         keep = _first_occurrences((owners << _SHIFT) | codes)
-        col, kept = _columns_of(owners[keep], len(self))
-        width = self.shape.widths.get(name, int(kept.max(initial=0)))
+        col, _ = _columns_of(owners[keep], len(self))
+        width = self.shape.widths.get(name, int(sizes.max(initial=0)))
         out = np.full((len(self), width), np.nan)
         out[owners[keep], col] = self._lookup("relevance", owners[keep], codes[keep])
         return out
@@ -304,13 +299,10 @@ class Batch:
 
     def in_top_k(self, rows: IntArray, codes: IntArray, k: int | None = None) -> BoolArray:
         """For each (row, document code) pair, whether the document is in that row's ``D_k``."""
-        top = self.top_k(k)
-        keys = np.sort((np.nonzero(top)[0].astype(np.int64) << _SHIFT) | self.doc_codes[top])
-        wanted = (rows.astype(np.int64) << _SHIFT) | codes
-        if not keys.size:
-            return np.zeros(wanted.size, dtype=np.bool_)
-        slot = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
-        return keys[slot] == wanted  # type: ignore[no-any-return]
+        found = np.zeros(rows.size, dtype=np.bool_)
+        where, columns = self._find(rows, codes, positions=True)
+        found[where] = columns < self.cutoffs(k)[rows[where]]
+        return found
 
     @cached_property
     def answers(self) -> list[list[str] | None]:
@@ -335,22 +327,32 @@ class Batch:
 
     # -- joins -----------------------------------------------------------------------------
 
-    def _ranked_keys(self) -> IntArray:
-        rows = np.broadcast_to(np.arange(len(self), dtype=np.int64)[:, None], self.doc_codes.shape)
-        valid = self.valid
-        keys: IntArray = (rows[valid] << _SHIFT) | self.doc_codes[valid]
-        return keys
+    @cached_property
+    def _ranked_index(self) -> tuple[IntArray, npt.NDArray[Any]]:
+        """The ranked documents' keys (row << 32 | code), sorted, and for each its column."""
+        ordered, columns = _sorted_rows(self.doc_codes, len(self.columns.docs))
+        return _row_keys(ordered), columns.ravel()
+
+    def _find(
+        self, rows: IntArray, codes: npt.ArrayLike, *, positions: bool = False
+    ) -> tuple[IntArray, IntArray]:
+        """Where (row, code) pairs sit in the ranking: the rows and columns of those found
+        (with ``positions``: the indices of the pairs found, and their columns)."""
+        keys, columns = self._ranked_index
+        wanted = (np.asarray(rows, dtype=np.int64) << _SHIFT) | np.asarray(codes, dtype=np.int64)
+        if not keys.size or not wanted.size:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        slot = _search_rows(keys, wanted, np.asarray(rows, dtype=np.int64), self.doc_codes.shape[1])
+        hit = np.flatnonzero(keys[slot] == wanted)
+        found_columns = columns[slot[hit]]
+        return (hit if positions else np.asarray(rows)[hit]), found_columns
 
     def _sorted_labels_of(self, kind: str) -> tuple[IntArray, FloatArray]:
         """(sorted keys, their labels) of one label kind."""
         found = self._labels.get(kind)
         if found is None:
-            column = self.columns.column(kind)
-            entries = pc.list_flatten(column)
-            keys = (_owners(lengths(column)) << _SHIFT) | entries.field("doc").to_numpy(
-                zero_copy_only=False
-            )
-            values = entries.field("label").to_numpy(zero_copy_only=False).astype(np.float64)
+            rows, codes, values = self.labels(kind)
+            keys = (rows << _SHIFT) | codes
             order = np.argsort(keys, kind="stable")
             found = self._labels[kind] = (keys[order], values[order])
         return found
@@ -366,11 +368,63 @@ class Batch:
 
     def _join(self, kind: str) -> FloatArray:
         """Each ranked document's ``kind`` label: shape ``(Q, L)``, NaN if absent."""
+        rows, codes, values = self.labels(kind)
         out = np.full(self.doc_codes.shape, np.nan)
-        valid = self.valid
-        rows = np.nonzero(valid)[0]
-        out[valid] = self._lookup(kind, rows, self.doc_codes[valid])
+        where, columns = self._find(rows, codes, positions=True)
+        out[rows[where], columns] = values[where]
         return out
+
+
+def _rectangular_index(
+    codes: npt.NDArray[np.int32], sizes: IntArray, width: int, vocabulary: int
+) -> tuple[IntArray, npt.NDArray[np.int32]] | None:
+    """For rankings that all have ``width`` ids and none repeated: the sorted keys and
+    columns of :attr:`Batch._ranked_index`, from one row-wise sort; None otherwise."""
+    if not sizes.size or not width or (sizes != width).any():
+        return None
+    ordered, columns = _sorted_rows(codes.reshape(sizes.size, width), vocabulary)
+    if (ordered[:, 1:] == ordered[:, :-1]).any():
+        return None
+    return _row_keys(ordered), columns.ravel()
+
+
+def _sorted_rows(
+    codes: npt.NDArray[np.int32], vocabulary: int
+) -> tuple[npt.NDArray[Any], npt.NDArray[np.int32]]:
+    """Each row's codes (``< vocabulary``) sorted, padding (-1) last, and the column each
+    came from, ties in column order. Sorting ``code * width + column`` as int32 (numpy
+    sorts such rows with SIMD) is much faster than ``argsort``, the fallback for huge
+    vocabularies."""
+    width = codes.shape[1]
+    top = vocabulary  # padding sorts as this code, after every real one
+    if (top + 1) * max(width, 1) < 2**31:
+        spread = np.where(codes >= 0, codes, top).astype(np.int32) * np.int32(width)
+        ordered = np.sort(spread + np.arange(width, dtype=np.int32), axis=1)
+        code = ordered // np.int32(width)
+        return code, (ordered - code * np.int32(width)).astype(np.int32)
+    padded = np.where(codes >= 0, codes, _PAD)
+    order = np.argsort(padded, axis=1, kind="stable")
+    return np.take_along_axis(padded, order, axis=1), order.astype(np.int32)
+
+
+def _search_rows(keys: IntArray, wanted: IntArray, rows: IntArray, width: int) -> IntArray:
+    """Where each wanted key is, or would be, in ``keys``: sorted rows of ``width`` keys,
+    each key searched in its own row only (a binary search of a few steps for all keys
+    at once; a whole-array search is slower on long rankings). Clipped to a valid index."""
+    low, high = rows * width, rows * width + width
+    for _ in range(max(width, 1).bit_length()):
+        middle = (low + high) // 2
+        right = (middle < high) & (keys[np.minimum(middle, keys.size - 1)] < wanted)
+        low = np.where(right, middle + 1, low)
+        high = np.where(right, high, middle)
+    return np.minimum(low, keys.size - 1)
+
+
+def _row_keys(codes: npt.NDArray[Any]) -> IntArray:
+    """Keys row << 32 | code of a (Q, W) matrix of codes, flattened row by row."""
+    rows = np.arange(codes.shape[0], dtype=np.int64)[:, None]
+    keys: IntArray = ((rows << _SHIFT) | codes).ravel()
+    return keys
 
 
 def _max_label(column: pa.Array) -> float:

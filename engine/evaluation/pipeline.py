@@ -67,6 +67,7 @@ __all__ = [
     "chunk_size_of",
     "evaluate",
     "first_pass",
+    "prefetched",
     "score_chunk",
     "streamed_chunks",
 ]
@@ -496,7 +497,10 @@ def aligned(samples: Columns, outputs: Columns) -> tuple[Columns, list[str]]:
     unknown = sorted(outputs.ids.filter(pa.array(~known)).to_pylist())
     rows = np.full(len(samples), -1, dtype=np.int64)
     rows[position.filter(pa.array(known)).to_numpy(zero_copy_only=False)] = np.flatnonzero(known)
-    return samples.beside(outputs.take(rows)), unknown
+    in_order = len(outputs) == len(samples) and bool((rows == np.arange(rows.size)).all())
+    joined = samples.beside(outputs if in_order else outputs.take(rows))
+    pa.default_memory_pool().release_unused()  # what recoding freed: give it back
+    return joined, unknown
 
 
 def slices(columns: Columns, size: int | None) -> list[Columns]:
@@ -531,8 +535,11 @@ class FirstPass:
     unknown: tuple[str, ...]
 
 
-def first_pass(samples: Iterable[Columns], outputs: Iterable[Columns]) -> FirstPass:
-    """Read both streams once: shape, hash and ids; repeated ids are an error."""
+def first_pass(
+    samples: Iterable[Columns], outputs: Iterable[tuple[pa.Array, Mapping[str, Any]]]
+) -> FirstPass:
+    """Read the samples, and the outputs' ids and list lengths, once: shape, hash and
+    ids; repeated ids are an error."""
     from engine.io.columns import ContentHash
 
     shape, digest, ids = Shape(), ContentHash(), []
@@ -544,15 +551,62 @@ def first_pass(samples: Iterable[Columns], outputs: Iterable[Columns]) -> FirstP
         raise InputError([Problem("the dataset has no samples")], summary="invalid dataset")
     all_ids = pa.concat_arrays(ids)
     _repeated(all_ids, "sample")
-    output_ids, unknown = [], []
-    for block in outputs:
-        known = pc.is_in(block.ids, value_set=all_ids)
-        unknown += block.ids.filter(pc.invert(known)).to_pylist()
-        shape = shape.merge(Shape.of(Columns(block.table.filter(known), block.docs)))
-        output_ids.append(block.ids)
+    output_ids: list[pa.Array] = []
+    sizes: dict[str, list[Any]] = {}
+    for block_ids, block_sizes in outputs:
+        output_ids.append(block_ids)
+        for name, size in block_sizes.items():
+            sizes.setdefault(name, []).append(size)
     if output_ids:
-        _repeated(pa.concat_arrays(output_ids), "output")
-    return FirstPass(shape, digest.hexdigest(), all_ids, tuple(unknown))
+        every = pa.concat_arrays(output_ids)
+        _repeated(every, "output")
+        known = pc.is_in(every, value_set=all_ids).to_numpy(zero_copy_only=False)
+        unknown = tuple(every.filter(pa.array(~known)).to_pylist())
+        widths = {
+            name: int(np.concatenate(parts)[known].max(initial=0)) for name, parts in sizes.items()
+        }
+        shape = shape.merge(Shape(widths))
+    return FirstPass(shape, digest.hexdigest(), all_ids, unknown if output_ids else ())
+
+
+def prefetched(items: Iterable[Any], depth: int = 2) -> Iterator[Any]:
+    """``items``, produced by a background thread up to ``depth`` ahead of the consumer:
+    reading and parsing the next chunk (pyarrow and numpy release the GIL) overlaps with
+    scoring this one. An exception in the producer is raised in the consumer."""
+    import queue
+    import threading
+
+    found: queue.Queue[tuple[str, Any]] = queue.Queue(depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        found.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            found.put(("end", None))
+        except BaseException as error:
+            found.put(("error", error))
+
+    worker = threading.Thread(target=produce, name="slotwise-prefetch", daemon=True)
+    worker.start()
+    try:
+        while True:
+            kind, item = found.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join()
 
 
 def _rechunked(blocks: Iterable[Columns], size: int) -> Iterator[Columns]:
@@ -572,43 +626,49 @@ def _rechunked(blocks: Iterable[Columns], size: int) -> Iterator[Columns]:
 
 
 def streamed_chunks(
-    samples: Iterable[Columns], outputs: Iterable[Columns], ids: pa.Array, size: int
+    samples: Iterable[Columns], outputs: Iterable[Columns], first: FirstPass, size: int
 ) -> Iterator[Columns]:
     """Chunks of ``size`` samples with their outputs beside them. Outputs must come in
-    about the dataset's order: each is held until its sample's chunk, and an output that
-    arrives after its sample's chunk was scored is an error (never a wrong number)."""
-    pending: Columns | None = None
-    positions = np.zeros(0, dtype=np.int64)
+    about the dataset's order: each is held until its sample's chunk comes, at most
+    ``size`` of them ahead; an output that arrives after its sample's chunk was scored is
+    an error (never a wrong number)."""
+    unknown = pa.array(first.unknown, pa.string())
     stream = iter(outputs)
-    exhausted = False
-    start = 0
+    pending: Columns | None = None
+
+    def ahead(chunk: Columns) -> int:
+        """Pending outputs that are not for this chunk."""
+        if pending is None:
+            return 0
+        return int(pc.sum(pc.invert(pc.is_in(pending.ids, value_set=chunk.ids))).as_py() or 0)
+
     for chunk in _rechunked(samples, size):
-        end = start + len(chunk)
-        while not exhausted and int((positions >= end).sum()) < size:
+        while ahead(chunk) < size:
             block = next(stream, None)
             if block is None:
-                exhausted = True
                 break
-            found = pc.index_in(block.ids, value_set=ids)
-            known = found.is_valid()
-            block = Columns(block.table.filter(known), block.docs)
-            at = found.filter(known).to_numpy(zero_copy_only=False).astype(np.int64)
-            late = at < start
-            if late.any():
-                sample = block.ids[int(np.flatnonzero(late)[0])].as_py()
-                raise StreamingError(
-                    f"the output for sample {sample!r} comes after its place in the dataset's "
-                    "order: sort the outputs like the dataset (or raise chunk_size) to stream them"
+            if len(unknown):
+                block = Columns(
+                    block.table.filter(pc.invert(pc.is_in(block.ids, value_set=unknown))),
+                    block.docs,
                 )
             pending = block if pending is None else concat([pending, block])
-            positions = np.concatenate([positions, at])
-        inside = (positions >= start) & (positions < end)
-        rows = np.full(len(chunk), -1, dtype=np.int64)
-        rows[positions[inside] - start] = np.flatnonzero(inside)
         if pending is None:
             yield chunk
-        else:
-            yield chunk.beside(pending.take(rows))
-            keep = np.flatnonzero(~inside)
-            pending, positions = pending.take(keep), positions[keep]
-        start = end
+            continue
+        position = pc.index_in(pending.ids, value_set=chunk.ids)
+        found = position.is_valid().to_numpy(zero_copy_only=False)
+        rows = np.full(len(chunk), -1, dtype=np.int64)
+        rows[position.filter(pa.array(found)).to_numpy(zero_copy_only=False)] = np.flatnonzero(
+            found
+        )
+        yield chunk.beside(pending.take(rows))
+        pending = pending.take(np.flatnonzero(~found))
+    skipped = set(first.unknown)
+    late = [] if pending is None else pending.ids.to_pylist()
+    late += [i for block in stream for i in block.ids.to_pylist() if i not in skipped]
+    if late:
+        raise StreamingError(
+            f"the output for sample {late[0]!r} comes after its place in the dataset's order: "
+            "sort the outputs like the dataset (or raise chunk_size) to stream them"
+        )

@@ -218,7 +218,7 @@ class Results:
     def per_sample(self) -> list[dict[str, Any]]:
         """One record per sample: ``{"id", "scores": {label: value or None}}`` (plus
         ``details``, ``error`` and ``metadata`` where there are any)."""
-        return [orjson.loads(row) for row in self.rows().json_rows()]
+        return [orjson.loads(row) for row in self.rows().json_rows().to_pylist()]
 
     def header(self) -> dict[str, Any]:
         count = len(self.ids) if self.samples is None else self.samples

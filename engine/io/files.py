@@ -73,7 +73,8 @@ def open_binary(path: str | os.PathLike[str]) -> IO[bytes]:
         if codec == "zstd":
             import pyarrow
 
-            return pyarrow.CompressedInputStream(pyarrow.OSFile(str(path)), "zstd")  # type: ignore[return-value]
+            stream = pyarrow.CompressedInputStream(pyarrow.OSFile(str(path)), "zstd")
+            return io.BufferedReader(stream)  # type: ignore[arg-type]  # lines need a buffer
         return path.open("rb")
     except OSError as error:
         raise _unreadable(path, error) from None

@@ -39,7 +39,7 @@ from engine.io.columns import (
     offsets_of,
     table_of,
 )
-from engine.io.files import AtomicFile, format_suffix
+from engine.io.files import AtomicFile, arrow_input, format_suffix
 
 __all__ = [
     "TABLE_SUFFIXES",
@@ -58,7 +58,8 @@ __all__ = [
     "write_table",
 ]
 
-TABLE_SUFFIXES = (".parquet", ".arrow", ".feather")
+TABLE_SUFFIXES = (".parquet", ".arrow", ".feather", ".csv")
+_ID_COLUMNS = {"query_id": pa.string(), "doc_id": pa.string()}  # "007" stays "007"
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -70,7 +71,7 @@ _WORDED = 50  # problems worded per kind; the rest are counted
 class Coded:
     """An id column dictionary-encoded: int64 ``codes`` into ``ids`` (a string array)."""
 
-    codes: IntArray = attrs.field(converter=lambda c: np.asarray(c, dtype=np.int64))
+    codes: npt.NDArray[np.int32] = attrs.field(converter=lambda c: np.asarray(c, dtype=np.int32))
     ids: pa.Array
 
     @classmethod
@@ -250,34 +251,40 @@ def labels_from_dicts(qrels: Mapping[str, Any]) -> Columns | None:
     """Samples from pytrec_eval's qrels shape ``{qid: {docid: label}}``; None unless every
     id is a non-empty string and every label a finite number (the JSON path then words
     the problems)."""
-    if (
-        not qrels
-        or not _string_keys(qrels)
-        or not all(type(labels) is dict and _string_keys(labels) for labels in qrels.values())
-    ):
+    found = _long_from_dicts(qrels)
+    if found is None:
         return None
-    labels = _numbers_of(
-        itertools.chain.from_iterable(map(dict.values, qrels.values())), qrels.values()
-    )
-    if labels is None:
-        return None
-    sizes = np.fromiter(map(len, qrels.values()), dtype=np.int64, count=len(qrels))
-    docs = Coded.of_strings(itertools.chain.from_iterable(qrels.values()), int(sizes.sum()))
-    queries = Coded(np.repeat(np.arange(len(qrels)), sizes), pa.array(list(qrels), pa.string()))
+    queries, docs, labels = found
     return labels_columns(queries, docs, {"relevance": labels})
 
 
-def _string_keys(mapping: Mapping[Any, Any]) -> bool:
-    return set(map(type, mapping)) <= {str} and "" not in mapping
-
-
-def _numbers_of(values: Iterable[Any], maps: Iterable[Mapping[str, Any]]) -> FloatArray | None:
-    """The values as float64 if every one is a finite int or float (bools are not)."""
-    maps = list(maps)
-    if not set(itertools.chain.from_iterable(map(type, m.values()) for m in maps)) <= {int, float}:
+def _long_from_dicts(nested: Mapping[str, Any]) -> tuple[Coded, Coded, FloatArray] | None:
+    """``{qid: {docid: number}}`` as long columns (query, doc, number), each id coded and
+    each number read in one C-level pass over the dicts; None unless every id is a
+    non-empty string and every number a finite int or float (bools are not)."""
+    inner = nested.values()
+    if not nested or not _string_ids(nested) or not all(type(m) is dict for m in inner):
         return None
-    array = np.fromiter(values, dtype=np.float64, count=sum(map(len, maps)))
-    return array if np.isfinite(array).all() else None
+    if not set(map(type, itertools.chain.from_iterable(map(dict.values, inner)))) <= {int, float}:
+        return None
+    sizes = np.fromiter(map(len, inner), dtype=np.int64, count=len(nested))
+    total = int(sizes.sum())
+    try:  # an id that is not a string fails here, an empty one below: once per distinct id
+        docs = Coded.of_strings(itertools.chain.from_iterable(inner), total)
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        return None
+    if pc.any(pc.equal(docs.ids, "")).as_py():
+        return None
+    numbers = np.fromiter(itertools.chain.from_iterable(map(dict.values, inner)), np.float64, total)
+    if not np.isfinite(numbers).all():
+        return None
+    queries = Coded(np.repeat(np.arange(len(nested)), sizes), pa.array(list(nested), pa.string()))
+    return queries, docs, numbers
+
+
+def _string_ids(ids: Mapping[Any, Any]) -> bool:
+    """Every key a non-empty string."""
+    return set(map(type, ids)) <= {str} and "" not in ids
 
 
 # -- runs -----------------------------------------------------------------------------------
@@ -290,33 +297,50 @@ def run_columns(
     appearance), by ``ranks`` ascending, or by ``scores`` as trec_eval orders them
     (score descending, ties by doc id descending)."""
     order, offsets = grouped(queries.codes, len(queries.ids))
-    rows = np.arange(queries.codes.size) if order is None else order
-    query_codes = queries.codes[rows]
+    rows: IntArray | None = order  # None: the rows are in order as they are
+    query_codes = queries.codes if order is None else queries.codes[order]
     if ranks is not None:
-        rows = rows[np.lexsort((ranks[rows], query_codes))]
+        ranked = ranks if order is None else ranks[order]
+        by_rank = np.lexsort((ranked, query_codes))
+        rows = by_rank if order is None else order[by_rank]
     elif scores is not None:
         rows = _trec_order(rows, query_codes, scores, docs)
-    retrieved = list_array(offsets, pa.array(docs.codes[rows].astype(np.int32), pa.int32()))
+    codes = docs.codes if rows is None else docs.codes[rows]
+    retrieved = list_array(offsets, pa.array(codes, pa.int32()))
     columns = {"id": queries.ids, "retrieved": retrieved}
     return Columns(table_of(columns, OUTPUT_COLUMNS, len(queries.ids)), docs.ids)
 
 
-def _trec_order(rows: IntArray, query_codes: IntArray, scores: FloatArray, docs: Coded) -> IntArray:
-    """Rows (grouped by query) in trec_eval's order. A run already in that order (scores
-    strictly descending within each query, as runs are written) is found with one check;
-    document ids are compared only when scores tie."""
-    score = scores[rows]
-    same = query_codes[1:] == query_codes[:-1]
-    if not (score[1:] >= score[:-1])[same].any():
+def _trec_order(
+    rows: IntArray | None, query_codes: npt.NDArray[np.int32], scores: FloatArray, docs: Coded
+) -> IntArray | None:
+    """The rows (grouped by query; None: as they are) in trec_eval's order. A run already
+    in that order (scores strictly descending within each query, as runs are written) is
+    found with one check; document ids are compared only when scores tie."""
+    score = scores if rows is None else scores[rows]
+    if not _ascending_anywhere(score, query_codes):
         return rows
     by_score = np.lexsort((-score, query_codes))
     ordered_query, ordered_score = query_codes[by_score], score[by_score]
     tied = (ordered_query[1:] == ordered_query[:-1]) & (ordered_score[1:] == ordered_score[:-1])
-    if not tied.any():
-        return rows[by_score]
-    place = np.empty(len(docs.ids), dtype=np.int64)  # code -> place of its id in sorted order
-    place[pc.array_sort_indices(docs.ids).to_numpy()] = np.arange(len(docs.ids))
-    return rows[np.lexsort((-place[docs.codes[rows]], -score, query_codes))]
+    if tied.any():
+        place = np.empty(len(docs.ids), dtype=np.int64)  # code -> place of its id, sorted
+        place[pc.array_sort_indices(docs.ids).to_numpy()] = np.arange(len(docs.ids))
+        codes = docs.codes if rows is None else docs.codes[rows]
+        by_score = np.lexsort((-place[codes], -score, query_codes))
+    return by_score if rows is None else rows[by_score]
+
+
+def _ascending_anywhere(score: FloatArray, query_codes: npt.NDArray[np.int32]) -> bool:
+    """Whether some query's scores fail to strictly descend, checked in slices to keep
+    the temporaries small."""
+    step = 1 << 22
+    for start in range(0, max(score.size - 1, 0), step):
+        end = min(start + step + 1, score.size)
+        s, q = score[start:end], query_codes[start:end]
+        if ((s[1:] >= s[:-1]) & (q[1:] == q[:-1])).any():
+            return True
+    return False
 
 
 def run_from_table(table: pa.Table, where: Where = Where()) -> Columns:
@@ -350,20 +374,10 @@ def run_from_dicts(run: Mapping[str, Any]) -> Columns | None:
     """Outputs from pytrec_eval's run shape ``{qid: {docid: score}}``, ranked as trec_eval
     ranks; None unless every id is a non-empty string and every score a finite number
     (the outputs path then takes it, or words the problems)."""
-    if (
-        not run
-        or not _string_keys(run)
-        or not all(type(scored) is dict and _string_keys(scored) for scored in run.values())
-    ):
+    found = _long_from_dicts(run)
+    if found is None:
         return None
-    scores = _numbers_of(
-        itertools.chain.from_iterable(map(dict.values, run.values())), run.values()
-    )
-    if scores is None:
-        return None
-    sizes = np.fromiter(map(len, run.values()), dtype=np.int64, count=len(run))
-    docs = Coded.of_strings(itertools.chain.from_iterable(run.values()), int(sizes.sum()))
-    queries = Coded(np.repeat(np.arange(len(run)), sizes), pa.array(list(run), pa.string()))
+    queries, docs, scores = found
     return run_columns(queries, docs, scores=scores)
 
 
@@ -429,7 +443,9 @@ def _require(
 
 
 def read_table(path: str | os.PathLike[str]) -> pa.Table:
-    """An Arrow table from a ``.parquet`` or ``.arrow``/``.feather`` file."""
+    """An Arrow table from a ``.parquet``, ``.arrow``/``.feather`` or ``.csv`` file (a CSV
+    file with a header line; compressed by suffix)."""
+    import pyarrow.csv
     import pyarrow.feather
     import pyarrow.parquet
 
@@ -437,11 +453,20 @@ def read_table(path: str | os.PathLike[str]) -> pa.Table:
     try:
         if format_suffix(path) == ".parquet":
             return pyarrow.parquet.read_table(path)
+        if format_suffix(path) == ".csv":
+            return pyarrow.csv.read_csv(arrow_input(path), convert_options=csv_options())
         return pyarrow.feather.read_table(path)
     except (OSError, pa.ArrowInvalid) as error:
         raise InputError(
             [Problem(f"cannot read columnar file: {error}", source=str(path))]
         ) from None
+
+
+def csv_options() -> Any:
+    """How a CSV table is read: ids as text, empty cells as missing."""
+    import pyarrow.csv
+
+    return pyarrow.csv.ConvertOptions(column_types=_ID_COLUMNS, strings_can_be_null=True)
 
 
 def as_table(frame: Any) -> pa.Table | None:
@@ -463,8 +488,8 @@ def write_table(table: pa.Table, path: str | os.PathLike[str]) -> None:
     import pyarrow.parquet
 
     path = Path(path)
-    if path.suffix.lower() not in TABLE_SUFFIXES:
-        raise InputError([Problem(f"use one of {', '.join(TABLE_SUFFIXES)}", source=str(path))])
+    if path.suffix.lower() not in (".parquet", ".arrow", ".feather"):
+        raise InputError([Problem("use one of .parquet, .arrow, .feather", source=str(path))])
     with AtomicFile(path, binary=True) as handle:
         if path.suffix.lower() == ".parquet":
             pyarrow.parquet.write_table(table, handle)

@@ -10,13 +10,13 @@ from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
-
-import jsonschema
-import referencing
-import referencing.jsonschema
+from typing import TYPE_CHECKING, Any
 
 from engine.errors import Problem
+
+if TYPE_CHECKING:  # imported when a document first needs the schema (the fast paths do not)
+    import jsonschema
+    import referencing
 
 __all__ = ["SCHEMA_NAMES", "load_schema", "pointer", "problems", "sample_id_of", "validator"]
 
@@ -43,6 +43,9 @@ def load_schema(name: str) -> dict[str, Any]:
 
 @cache
 def _registry() -> referencing.Registry[Any]:
+    import referencing
+    import referencing.jsonschema
+
     resources_ = [
         (
             _BASE + f"{n}.schema.json",
@@ -53,16 +56,20 @@ def _registry() -> referencing.Registry[Any]:
     return referencing.Registry().with_resources(resources_)
 
 
-def _is_finite_number(checker: Any, instance: Any) -> bool:
-    """JSON numbers are finite: NaN and infinities (which Python's json accepts) are not."""
-    is_number = jsonschema.Draft202012Validator.TYPE_CHECKER.is_type(instance, "number")
-    return bool(is_number) and not (isinstance(instance, float) and not math.isfinite(instance))
+@cache
+def _validator_class() -> Any:
+    """Draft 2020-12, with numbers that are finite: NaN and infinities (which Python's json
+    accepts) are not JSON numbers."""
+    import jsonschema
 
+    draft = jsonschema.Draft202012Validator
 
-_Validator = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator,
-    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("number", _is_finite_number),
-)
+    def finite_number(checker: Any, instance: Any) -> bool:
+        finite = not (isinstance(instance, float) and not math.isfinite(instance))
+        return bool(draft.TYPE_CHECKER.is_type(instance, "number")) and finite
+
+    checker = draft.TYPE_CHECKER.redefine("number", finite_number)
+    return jsonschema.validators.extend(draft, type_checker=checker)
 
 
 @cache
@@ -71,7 +78,7 @@ def validator(name: str, definition: str | None = None) -> jsonschema.protocols.
     schema: dict[str, Any] = load_schema(name)
     if definition is not None:
         schema = {"$ref": f"{_BASE}{name}.schema.json#/$defs/{definition}"}
-    return _Validator(schema, registry=_registry())
+    return _validator_class()(schema, registry=_registry())  # type: ignore[no-any-return]
 
 
 def _explain(error: jsonschema.ValidationError) -> tuple[str, Sequence[Any]]:
@@ -91,6 +98,8 @@ def _closest_branch_error(
     even match, then prefer the deepest error."""
     matched = [e for e in errors if not (e.validator == "type" and not e.relative_path)]
     if not matched:
+        import jsonschema
+
         return jsonschema.exceptions.best_match(errors) or errors[0]
     return max(matched, key=lambda e: len(e.relative_path))
 

@@ -47,30 +47,36 @@ class RowChunk:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def json_rows(self) -> list[bytes]:
-        """One compact JSON object per sample: ``{"id", "scores"}`` plus ``details``,
-        ``error`` and ``metadata`` where the sample has them."""
-        labels = list(self.values)
-        ids = self.ids.to_pylist()
-        columns = [self.values[label].tolist() for label in labels]
-        metadata = self.metadata.to_pylist() if self.metadata is not None else None
-        rows = []
-        for i, sample_id in enumerate(ids):
-            row: dict[str, Any] = {
-                "id": sample_id,
-                "scores": dict(zip(labels, (column[i] for column in columns), strict=True)),
-            }
-            details = {
-                label: found[i] for label, found in self.details.items() if found[i] is not None
-            }
-            if details:
-                row["details"] = details
-            if sample_id in self.errors:
-                row["error"] = self.errors[sample_id]
-            if metadata is not None and metadata[i] is not None:
-                row["metadata"] = orjson.Fragment(metadata[i])
-            rows.append(orjson.dumps(row))
-        return rows
+    def json_rows(self) -> pa.Array:
+        """One compact JSON object per sample, built column by column: ``{"id",
+        "scores"}`` plus ``details``, ``error`` and ``metadata`` where the sample has them."""
+        count = len(self.ids)
+        parts: list[Any] = ['{"id":', _json_strings(self.ids), ',"scores":{']
+        for index, (label, values) in enumerate(self.values.items()):
+            parts += [
+                ("," if index else "") + orjson.dumps(label).decode() + ":",
+                _json_numbers(values),
+            ]
+        parts.append("}")
+        if self.details:
+            found = [
+                {label: rows[i] for label, rows in self.details.items() if rows[i] is not None}
+                for i in range(count)
+            ]
+            parts.append(
+                _optional(',"details":', [orjson.dumps(d).decode() if d else None for d in found])
+            )
+        if self.errors:
+            errors = [self.errors.get(i) for i in self.ids.to_pylist()]
+            parts.append(
+                _optional(
+                    ',"error":', [None if e is None else orjson.dumps(e).decode() for e in errors]
+                )
+            )
+        if self.metadata is not None:
+            parts.append(_optional(',"metadata":', self.metadata))
+        parts.append("}")
+        return _concatenated(parts, count)
 
     def table(self, id_column: str) -> pa.Table:
         """The ids and one float column per label, NA as null."""
@@ -106,10 +112,11 @@ class Sink:
         if self.format in ("json", "jsonl"):
             rows = chunk.json_rows()
             if self.format == "jsonl":
-                self.handle.write(b"\n".join(rows) + b"\n")
+                self.handle.write(_joined(rows, "\n") + b"\n")
             else:
-                lead = b"\n    " if self._rows == 0 else b",\n    "
-                self.handle.write(lead + b",\n    ".join(rows))
+                self.handle.write(
+                    (b"\n    " if self._rows == 0 else b",\n    ") + _joined(rows, ",\n    ")
+                )
         else:
             self._table(chunk.table("id" if self.format == "csv" else "query_id"))
         self._rows += len(chunk)
@@ -185,3 +192,54 @@ def _csv_lines(columns: Sequence[Any], header: bool = False) -> bytes:
     fields = [_csv_field(column) for column in columns]
     line = pc.binary_join_element_wise(*fields, ",") if len(fields) > 1 else fields[0]
     return bytes(string_bytes(pc.binary_join_element_wise(line, pa.repeat("", len(line)), "\n")))
+
+
+def _concatenated(parts: Sequence[Any], count: int) -> pa.Array:
+    """Row by row, the concatenation of string columns and constant strings."""
+    import pyarrow.compute as pc
+
+    columns = [pa.repeat(part, count) if isinstance(part, str) else part for part in parts]
+    return pc.binary_join_element_wise(*columns, "")
+
+
+def _joined(rows: pa.Array, separator: str) -> bytes:
+    """The rows' text joined by ``separator``, as UTF-8 bytes."""
+    import pyarrow.compute as pc
+
+    from engine.io.columns import list_array, string_bytes
+
+    joined = pc.binary_join(list_array([0, len(rows)], rows), separator)
+    return bytes(string_bytes(joined))
+
+
+def _json_strings(strings: pa.Array) -> pa.Array:
+    """Each string as a JSON string literal (escaped by orjson where it has to be)."""
+    import pyarrow.compute as pc
+
+    plain = pc.binary_join_element_wise('"', strings, '"', "")
+    escape = pc.match_substring_regex(strings, r'[\x00-\x1f"\\]')
+    if not pc.any(escape).as_py():
+        return plain
+    escaped = [orjson.dumps(text).decode() for text in strings.filter(escape).to_pylist()]
+    positions = np.flatnonzero(escape.to_numpy(zero_copy_only=False))
+    texts = np.asarray(plain.to_pylist(), dtype=object)
+    texts[positions] = escaped
+    return pa.array(texts.tolist(), pa.string())
+
+
+def _json_numbers(values: FloatArray) -> pa.Array:
+    """Each float as a JSON number (shortest round-trip text), ``null`` for NaN or an
+    infinity."""
+    import pyarrow.compute as pc
+
+    finite = np.isfinite(values)
+    text = pc.cast(pa.array(np.where(finite, values, 0.0)), pa.string())
+    return pc.if_else(pa.array(finite), text, "null")
+
+
+def _optional(key: str, texts: Any) -> pa.Array:
+    """``key`` + JSON text for the rows that have a value, else nothing."""
+    import pyarrow.compute as pc
+
+    column = texts if isinstance(texts, pa.Array) else pa.array(texts, pa.string())
+    return pc.fill_null(pc.binary_join_element_wise(key, column, ""), "")

@@ -16,8 +16,8 @@ import pyarrow as pa
 
 from engine.errors import InputError, Problem
 from engine.io import documents, frames, trec
-from engine.io.columns import Columns
-from engine.io.files import base_name, format_suffix, read_jsonl
+from engine.io.columns import Columns, lengths
+from engine.io.files import arrow_input, base_name, format_suffix, read_jsonl
 from engine.io.frames import TABLE_SUFFIXES, Where
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "read_dataset",
     "read_outputs",
     "stream_dataset",
+    "stream_output_lengths",
     "stream_outputs",
 ]
 
@@ -145,6 +146,20 @@ def stream_outputs(path: str | os.PathLike[str], *, run: bool = False) -> Iterat
     return iter([read_outputs(path)])
 
 
+def stream_output_lengths(
+    path: str | os.PathLike[str], *, run: bool = False
+) -> Iterator[tuple[pa.Array, dict[str, Any]]]:
+    """Per block of outputs, their sample ids and the length of each list column
+    (``retrieved``, ``pool``): all a streamed evaluation's first pass needs of them.
+    A TREC run is read for its query column alone."""
+    if run:
+        for ids, counts in trec.stream_run_lengths(path):
+            yield ids, {"retrieved": counts}
+        return
+    for block in stream_outputs(path):
+        yield block.ids, {name: lengths(block.column(name)) for name in ("retrieved", "pool")}
+
+
 def _blocks(path: Path) -> Iterator[list[tuple[int, Any]]]:
     lines = read_jsonl(path)
     while block := list(itertools.islice(lines, _LINES_PER_BLOCK)):
@@ -172,14 +187,19 @@ def _jsonl_outputs(path: Path) -> Iterator[Columns]:
 
 
 def _query_batches(path: Path) -> Iterator[tuple[pa.Table, Where]]:
-    """A Parquet/Arrow file in batches of rows that never split a query's rows (they must
+    """A Parquet/Arrow/CSV file in batches of rows that never split a query's rows (they must
     be together), each with where its rows start."""
+    import pyarrow.csv
     import pyarrow.ipc
     import pyarrow.parquet
 
     try:
         if format_suffix(path) == ".parquet":
             batches: Iterator[Any] = pyarrow.parquet.ParquetFile(path).iter_batches(_ROWS_PER_BATCH)
+        elif format_suffix(path) == ".csv":
+            batches = iter(
+                pyarrow.csv.open_csv(arrow_input(path), convert_options=frames.csv_options())
+            )
         else:
             reader = pyarrow.ipc.open_file(path)
             batches = (reader.get_batch(i) for i in range(reader.num_record_batches))

@@ -29,10 +29,18 @@ from engine.io.columns import Columns, lengths, string_bytes
 from engine.io.files import AtomicFile, arrow_input, open_binary
 from engine.io.frames import Coded, Where, labels_columns, run_columns
 
-__all__ = ["read_qrels", "read_run", "stream_qrels", "stream_run", "write_qrels", "write_run"]
+__all__ = [
+    "read_qrels",
+    "read_run",
+    "stream_qrels",
+    "stream_run",
+    "stream_run_lengths",
+    "write_qrels",
+    "write_run",
+]
 
 _ID = pa.dictionary(pa.int32(), pa.string())
-_BLOCK = 1 << 26  # bytes per streamed block
+_BLOCK = 1 << 24  # bytes per streamed block
 
 
 class _Format:
@@ -79,10 +87,54 @@ def stream_run(path: str | os.PathLike[str]) -> Iterator[Columns]:
     return _stream(Path(path), _RUN)
 
 
+def stream_run_lengths(path: str | os.PathLike[str]) -> Iterator[tuple[pa.Array, np.ndarray]]:
+    """Per block of whole queries, each query id and how many lines it has: what a
+    streamed evaluation's first pass needs of a run, read from the query column alone
+    (a block that is not canonically formatted is read whole)."""
+    path = Path(path)
+    delimiter = None
+    for offset, block in _blocks(path):
+        delimiter = delimiter or _delimiter(block[: block.find(b"\n") + 1])
+        queries = _query_column(pa.BufferReader(block), delimiter)
+        if queries is None:
+            columns = _worded(io.BytesIO(block), _RUN, path, _line_at(path, offset))
+            yield columns.ids, lengths(columns.column("retrieved"))
+        else:
+            yield queries.ids, np.bincount(queries.codes, minlength=len(queries.ids))
+
+
+def _query_column(source: Any, delimiter: str) -> Coded | None:
+    """The query ids of a canonically formatted run (None when it is not)."""
+    try:
+        table = csv.read_csv(
+            source,
+            read_options=csv.ReadOptions(column_names=list(_RUN.names), block_size=1 << 24),
+            parse_options=_parse_options(delimiter),
+            convert_options=csv.ConvertOptions(
+                include_columns=["query"], column_types={"query": _ID}
+            ),
+        )
+    except (pa.ArrowInvalid, OSError):
+        return None
+    return Coded.of(table.column("query"))
+
+
+def _parse_options(delimiter: str) -> csv.ParseOptions:
+    return csv.ParseOptions(
+        delimiter=delimiter,
+        quote_char=False,
+        escape_char=False,
+        double_quote=False,
+        newlines_in_values=False,
+        ignore_empty_lines=True,
+    )
+
+
 def _read(path: Path, layout: _Format) -> Columns:
     with open_binary(path) as handle:
         first = handle.readline(1 << 16)
     parsed = _columnar(arrow_input(path), layout, _delimiter(first))
+    pa.default_memory_pool().release_unused()  # the parsed table is gone: give it back
     if parsed is not None:
         try:
             return layout.columns(*parsed, Where(str(path)))
@@ -97,7 +149,7 @@ def _stream(path: Path, layout: _Format) -> Iterator[Columns]:
     the whole file was read."""
     delimiter = None
     problems: list[Problem] = []
-    for first_line, block in _blocks(path):
+    for offset, block in _blocks(path):
         delimiter = delimiter or _delimiter(block[: block.find(b"\n") + 1])
         parsed = _columnar(pa.BufferReader(block), layout, delimiter)
         if parsed is not None and not problems:
@@ -107,7 +159,7 @@ def _stream(path: Path, layout: _Format) -> Iterator[Columns]:
             except InputError:
                 pass
         try:
-            columns = _worded(io.BytesIO(block), layout, path, first_line)
+            columns = _worded(io.BytesIO(block), layout, path, _line_at(path, offset))
         except InputError as error:
             problems += error.problems
             continue
@@ -145,14 +197,7 @@ def _columnar(
         table = csv.read_csv(
             source,
             read_options=csv.ReadOptions(column_names=list(layout.names), block_size=1 << 24),
-            parse_options=csv.ParseOptions(
-                delimiter=delimiter,
-                quote_char=False,
-                escape_char=False,
-                double_quote=False,
-                newlines_in_values=False,
-                ignore_empty_lines=True,
-            ),
+            parse_options=_parse_options(delimiter),
             convert_options=csv.ConvertOptions(
                 include_columns=["query", "doc", layout.number],
                 column_types={"query": _ID, "doc": _ID, layout.number: pa.float64()},
@@ -219,9 +264,9 @@ def _number(text: str) -> float | None:
 
 
 def _blocks(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(number of the first line, block) of about ``_BLOCK`` bytes of whole lines each;
-    the lines of the last query of a block move to the next one, so no query is split."""
-    line, rest = 1, b""
+    """(byte offset, block) of about ``_BLOCK`` bytes of whole lines each; the lines of
+    the last query of a block move to the next one, so no query is split."""
+    offset, rest = 0, b""
     with open_binary(path) as handle:
         while chunk := handle.read(_BLOCK):
             block = rest + chunk
@@ -230,11 +275,22 @@ def _blocks(path: Path) -> Iterator[tuple[int, bytes]]:
             if cut == 0:  # one query so far: read on
                 rest = block
                 continue
-            yield line, block[:cut]
-            line += block.count(b"\n", 0, cut)
+            yield offset, block[:cut]
+            offset += cut
             rest = block[cut:]
     if rest:
-        yield line, rest if rest.endswith(b"\n") else rest + b"\n"
+        yield offset, rest if rest.endswith(b"\n") else rest + b"\n"
+
+
+def _line_at(path: Path, offset: int) -> int:
+    """The number of the line that starts at byte ``offset`` (to word a problem)."""
+    lines = 1
+    with open_binary(path) as handle:
+        while offset > 0:
+            chunk = handle.read(min(offset, _BLOCK))
+            lines += chunk.count(b"\n")
+            offset -= len(chunk)
+    return lines
 
 
 def _last_query_start(block: bytes, end: int) -> int:
