@@ -26,7 +26,6 @@ report (``--out``).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -59,7 +58,9 @@ Qrels = dict[str, dict[str, int]]
 RunDict = dict[str, dict[str, float]]
 
 
-def make_data(queries: int, docs: int, seed: int = 0, grades: range = range(4)) -> tuple[Qrels, RunDict]:
+def make_data(
+    queries: int, docs: int, seed: int = 0, grades: range = range(4)
+) -> tuple[Qrels, RunDict]:
     rng = random.Random(seed)
     qrels: Qrels = {}
     run: RunDict = {}
@@ -98,7 +99,9 @@ def write_big_files(queries: int, docs: int, folder: Path, seed: int = 0) -> tup
             grades = rng.integers(0, 4, (count, 10))
             lines = [
                 f"q{qid} 0 d{doc} {grade}\n"
-                for qid, row, grade_row in zip(q.tolist(), judged.tolist(), grades.tolist(), strict=True)
+                for qid, row, grade_row in zip(
+                    q.tolist(), judged.tolist(), grades.tolist(), strict=True
+                )
                 for doc, grade in dict(zip(row, grade_row, strict=True)).items()
             ]
             labels.writelines(lines)
@@ -155,7 +158,9 @@ def ranx_tool() -> dict[str, Callable[..., Any]]:
 
     def files(qrels_path: Path, run_path: Path) -> Any:
         qrels = RQrels.from_file(str(qrels_path), kind="trec")
-        return evaluate(qrels, RRun.from_file(str(run_path), kind="trec"), names, make_comparable=True)
+        return evaluate(
+            qrels, RRun.from_file(str(run_path), kind="trec"), names, make_comparable=True
+        )
 
     def prepare(qrels: Qrels, run: RunDict) -> Any:
         return RQrels(qrels).to_typed_list(), RRun(run).to_typed_list()
@@ -188,7 +193,9 @@ def in_process_child(*argv: str) -> dict[str, float]:
         "print(done.returncode, time.perf_counter() - t, "
         "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)"
     )
-    out = subprocess.run([sys.executable, "-c", wrapper, *argv], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", wrapper, *argv], capture_output=True, text=True, check=True
+    )
     code, seconds, rss = out.stdout.split()
     if code != "0":
         raise RuntimeError(f"{argv} exited {code}")
@@ -216,7 +223,11 @@ def cold_start(docs: int) -> float:
         f"q, r = make_data(1000, {docs}); engine.Engine(config={{}}).evaluate_trec(q, r, SLOTWISE); "
         "print(time.perf_counter() - t)"
     )
-    return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    return float(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+    )
 
 
 # -- the report ----------------------------------------------------------------------------
@@ -306,10 +317,20 @@ def main() -> None:
                 timings[key].append(timed(step))
                 print(f"  {key[0]:8s} {key[1]:12s} {timings[key][-1]:7.2f} s", file=sys.stderr)
             cli["slotwise"].append(in_process_child(*slotwise_cli(qrels_path, run_path, out)))
-            script = [sys.executable, "-c", PYTREC_SCRIPT, str(qrels_path), str(run_path), ",".join(PYTREC)]
+            script = [
+                sys.executable,
+                "-c",
+                PYTREC_SCRIPT,
+                str(qrels_path),
+                str(run_path),
+                ",".join(PYTREC),
+            ]
             cli["pytrec_eval"].append(in_process_child(*script))
-            print(f"  cli      {cli['slotwise'][-1]['seconds']:.2f} s vs {cli['pytrec_eval'][-1]['seconds']:.2f} s", file=sys.stderr)
-        del prepared
+            print(
+                f"  cli      {cli['slotwise'][-1]['seconds']:.2f} s vs {cli['pytrec_eval'][-1]['seconds']:.2f} s",
+                file=sys.stderr,
+            )
+        prepared.clear()
         stream = {}
         if args.stream_queries:
             big = write_big_files(args.stream_queries, args.docs, Path(folder))
@@ -318,11 +339,16 @@ def main() -> None:
                 print(f"  stream {label}: {stream[label]}", file=sys.stderr)
     cold = [cold_start(args.docs) for _ in range(3)]
     medians = {key: statistics.median(values) for key, values in timings.items()}
-    cli_median = {name: {k: statistics.median(r[k] for r in runs) for k in ("seconds", "max_rss")} for name, runs in cli.items()}
+    cli_median = {
+        name: {k: statistics.median(r[k] for r in runs) for k in ("seconds", "max_rss")}
+        for name, runs in cli.items()
+    }
 
     say("# Benchmark results")
     say()
-    say(f"Command: `python benchmarks/run.py --queries {args.queries} --docs {args.docs} --repeat {args.repeat} --stream-queries {args.stream_queries}`")
+    say(
+        f"Command: `python benchmarks/run.py --queries {args.queries} --docs {args.docs} --repeat {args.repeat} --stream-queries {args.stream_queries}`"
+    )
     say()
     say(f"Machine: {machine()}. Versions: {versions()}.")
     say()
@@ -333,7 +359,12 @@ def main() -> None:
     )
     say()
     peers = [n for n in names if n != "slotwise"]
-    say("| step | " + " | ".join(f"{n} (s)" for n in names) + "".join(f" | slotwise / {p}" for p in peers) + " |")
+    say(
+        "| step | "
+        + " | ".join(f"{n} (s)" for n in names)
+        + "".join(f" | slotwise / {p}" for p in peers)
+        + " |"
+    )
     say("|---" * (1 + len(names) + len(peers)) + "|")
     titles = {
         "dicts": "(a) end to end, pytrec_eval-shaped dicts",
@@ -395,7 +426,13 @@ def other_families(queries: int, docs: int) -> str:
     families = {
         "set-based": ([{"id": q, "expected_output": g} for q, g in qrels.items()], SETBASED),
         "utility": (
-            [{"id": q, "expected_output": {"utility": {d: (g - 2.5) / 2.5 for d, g in labels.items()}}} for q, labels in qrels.items()],
+            [
+                {
+                    "id": q,
+                    "expected_output": {"utility": {d: (g - 2.5) / 2.5 for d, g in labels.items()}},
+                }
+                for q, labels in qrels.items()
+            ],
             ["udcg@10"],
         ),
     }
@@ -407,7 +444,9 @@ def other_families(queries: int, docs: int) -> str:
         end_to_end = time.perf_counter() - started
         batch = dataset.batch(ranked)
         step = timed(lambda m=metrics, b=batch: [x.score(b) for x in m])
-        rows.append(f"| {family} | {', '.join(specs)} | {end_to_end:.2f} | {step:.2f} | {queries / end_to_end:,.0f} |")
+        rows.append(
+            f"| {family} | {', '.join(specs)} | {end_to_end:.2f} | {step:.2f} | {queries / end_to_end:,.0f} |"
+        )
     return "\n".join(rows)
 
 

@@ -9,6 +9,7 @@ A retrieved document without a label has weight 0 and is neither evidence nor ha
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -76,49 +77,93 @@ def _top_sum(weights: FloatArray, cutoffs: IntArray) -> FloatArray:
     return np.where(keep, ordered, 0.0).sum(axis=1)
 
 
-def _in_top_k(batch: Batch, k: int | None, table: npt.NDArray[Any]) -> FloatArray:
-    """Per sample, the sum of ``table[q, grade]`` over the labeled documents of ``D_K``."""
-    return np.where(batch.top_k(k), _at(table, batch.ranked_labels), 0).sum(axis=1)
+@attrs.frozen
+class Graded:
+    """The set-based labels of a batch: each sample's ``grades`` when it has them, else
+    its relevance labels. ``ranked``: at each rank, ``(Q, L)``; ``values``: the labeled
+    slice U sorted descending, ``(Q, M)``; ``pool``: each distinct document of the pool
+    (``actual_output.pool`` when given, else the ranked list ``D``), ``(Q, P)``. NaN where
+    unlabeled and for padding."""
+
+    ranked: FloatArray
+    values: FloatArray
+    pool: FloatArray
+
+    @classmethod
+    def of(cls, batch: Batch) -> Graded:
+        """The batch's set-based labels (computed once per batch, shared by the family)."""
+        found = _GRADED.get(batch)
+        if found is None:
+            found = _GRADED[batch] = cls._build(batch)
+        return found
+
+    @classmethod
+    def _build(cls, batch: Batch) -> Graded:
+        use = batch.has("grades")
+        ranked = _choose(use, batch.ranked("grades"), batch.ranked_labels)
+        values = _choose(use, batch.sorted_labels("grades"), batch.label_values)
+        pool_of = {kind: batch.list_labels("pool", kind) for kind in ("grades", "relevance")}
+        has_pool = batch.has("pool")
+        pool = _choose(
+            has_pool,
+            _choose(use, pool_of["grades"], pool_of["relevance"]),
+            _choose(use, batch.ranked("grades"), batch.ranked_labels),
+        )
+        return cls(ranked, values, pool)
+
+    def counts(self) -> IntArray:
+        """How many labels of each sample are each grade 1..5: shape ``(Q, 5)``."""
+        return np.stack([(self.values == g).sum(axis=1) for g in GRADES], axis=1)
 
 
-def _pool_labels(batch: Batch) -> FloatArray:
-    """The label of each distinct document of each sample's pool (``actual_output.pool``
-    when given, else the ranked list ``D``): NaN if unlabeled or padding."""
-    pool, ranked = batch.list_labels("pool"), batch.ranked_labels
-    width = max(pool.shape[1], ranked.shape[1])
-    out = np.full((len(batch), width), np.nan)
-    has_pool = batch.has("pool")
-    out[has_pool, : pool.shape[1]] = pool[has_pool]
-    out[~has_pool, : ranked.shape[1]] = ranked[~has_pool]
+_GRADED: weakref.WeakKeyDictionary[Batch, Graded] = weakref.WeakKeyDictionary()
+
+
+def _choose(rows: BoolArray, yes: FloatArray, no: FloatArray) -> FloatArray:
+    """Row by row, ``yes`` where ``rows`` else ``no``, NaN-padded to the wider of the two."""
+    width = max(yes.shape[1], no.shape[1])
+    out = np.full((rows.size, width), np.nan)
+    out[rows, : yes.shape[1]] = yes[rows]
+    out[~rows, : no.shape[1]] = no[~rows]
     return out
 
 
-def _pointer(batch: Batch, row: int, doc: str) -> str:
-    """JSON pointer to one label in ``expected_output`` (long form when the sample has
-    another label kind beside relevance)."""
+def _in_top_k(batch: Batch, labels: Graded, k: int | None, table: npt.NDArray[Any]) -> FloatArray:
+    """Per sample, the sum of ``table[q, grade]`` over the labeled documents of ``D_K``."""
+    return np.where(batch.top_k(k), _at(table, labels.ranked), 0).sum(axis=1)
+
+
+def _pointer(batch: Batch, row: int, kind: str, doc: str) -> str:
+    """JSON pointer to one label in ``expected_output`` (the long form for grades, and for
+    relevance when the sample has another label kind beside it)."""
     token = doc.replace("~", "~0").replace("/", "~1")
-    long_form = any(batch.has(kind)[row] for kind in ("utility", "answers", "groups"))
-    return f"/expected_output/relevance/{token}" if long_form else f"/expected_output/{token}"
+    others = ("utility", "grades", "answers", "groups")
+    long_form = kind != "relevance" or any(batch.has(other)[row] for other in others)
+    return f"/expected_output/{kind}/{token}" if long_form else f"/expected_output/{token}"
 
 
 class _SetBased(MetricBase):
-    """Shared by the family: relevance labels, checked to be grades 1..5, and ``k``."""
+    """Shared by the family: grades 1..5 (``expected_output.grades``, else the relevance
+    labels, which must then be grades), and ``k``."""
 
     family: ClassVar[str] = "set-based"
-    requires: ClassVar[frozenset[str]] = frozenset({"relevance"})
+    requires: ClassVar[frozenset[str]] = frozenset({"grades"})
     k: int | None
 
     def check(self, batch: Batch) -> Iterable[Problem]:
-        """A problem per label that is not an integer grade 1..5, and per sample whose
-        ``actual_output.pool`` lacks some of its top K."""
-        rows, docs, labels = batch.labels("relevance")
-        for index in np.flatnonzero(~np.isin(labels, GRADES)).tolist():
-            row, doc = int(rows[index]), batch.doc_ids([docs[index]])[0]
-            yield Problem(
-                f"set-based metrics need integer grades 1..5; got {labels[index]:g}",
-                sample_id=batch.sample_ids[row],
-                pointer=_pointer(batch, row, doc),
-            )
+        """A problem per set-based label that is not an integer grade 1..5, and per sample
+        whose ``actual_output.pool`` lacks some of its top K."""
+        graded = batch.has("grades")
+        for kind, used in (("grades", graded), ("relevance", ~graded)):
+            rows, docs, labels = batch.labels(kind)
+            bad = ~np.isin(labels, GRADES) & used[rows]
+            for index in np.flatnonzero(bad).tolist():
+                row, doc = int(rows[index]), batch.doc_ids([docs[index]])[0]
+                yield Problem(
+                    f"set-based metrics need integer grades 1..5; got {labels[index]:g}",
+                    sample_id=batch.sample_ids[row],
+                    pointer=_pointer(batch, row, kind, doc),
+                )
         outside = batch.top_k(self.k) & ~batch.member("pool") & batch.has("pool")[:, None]
         cutoffs = batch.cutoffs(self.k)
         for row in np.flatnonzero(outside.any(axis=1)).tolist():
@@ -149,7 +194,7 @@ class _Weighted(_SetBased):
     def weights(self, batch: Batch) -> FloatArray:
         """Weight of each grade per sample, shape ``(Q, 6)`` (column g = grade g; column 0,
         the weight of an unlabeled document, is 0)."""
-        counts = batch.label_counts(GRADES).astype(np.float64)
+        counts = Graded.of(batch).counts().astype(np.float64)
         n5 = counts[:, 4:5]
         # r_g / r5 = (b_g / b5) * (p5 / p_g)^alpha, and p5 / p_g = n5 / n_g
         present = (counts[:, 2:4] > 0) & (n5 > 0)
@@ -160,7 +205,7 @@ class _Weighted(_SetBased):
             ratio *= np.array([self.b3, self.b4]) / self.b5  # inf * 0 (b_g = 0): r_g = 0
         ranked = np.minimum(np.nan_to_num(ratio, nan=0.0), [self.cap3, self.cap4])
         fallback = np.array([self.fallback_w3, self.fallback_w4])
-        table = np.zeros((len(batch), 6))
+        table = np.zeros((counts.shape[0], 6))
         table[:, 3:5] = np.where(n5 > 0, ranked, fallback)
         table[:, 5] = 1.0
         return table
@@ -169,11 +214,12 @@ class _Weighted(_SetBased):
         self, batch: Batch, *, pool: bool = True
     ) -> tuple[FloatArray, FloatArray | None, FloatArray]:
         """Per sample: ``G_obs``, ``G_pool`` (None unless ``pool``) and ``G_oracle``."""
+        labels = Graded.of(batch)
         table = self.weights(batch)
         cutoffs = batch.cutoffs(self.k)
-        observed = _in_top_k(batch, self.k, table)
-        in_pool = _top_sum(_at(table, _pool_labels(batch)), cutoffs) if pool else None
-        oracle = _top_sum(_at(table, batch.label_values), cutoffs)
+        observed = _in_top_k(batch, labels, self.k, table)
+        in_pool = _top_sum(_at(table, labels.pool), cutoffs) if pool else None
+        oracle = _top_sum(_at(table, labels.values), cutoffs)
         return observed, in_pool, oracle
 
     def ratios(self, batch: Batch) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -220,7 +266,8 @@ class PctPROCAtK(_Weighted):
 
 def _count_at_least(batch: Batch, k: int | None, grade: int) -> FloatArray:
     """Per sample, the labeled documents of ``D_K`` with a grade >= ``grade``."""
-    return _in_top_k(batch, k, np.array([[0, 1, 2, 3, 4, 5]]) >= grade).astype(np.float64)
+    grades = np.array([[0, 1, 2, 3, 4, 5]]) >= grade
+    return _in_top_k(batch, Graded.of(batch), k, grades).astype(np.float64)
 
 
 @attrs.frozen
@@ -231,7 +278,7 @@ class NRecall4PlusAtK(_SetBased):
     k: int | None = optional_k()
 
     def score(self, batch: Batch) -> FloatArray:
-        available = batch.label_counts((4, 5)).sum(axis=1)
+        available = Graded.of(batch).counts()[:, 3:5].sum(axis=1)
         return _divide(
             _count_at_least(batch, self.k, 4),
             np.minimum(batch.cutoffs(self.k), available).astype(np.float64),
@@ -246,7 +293,7 @@ class NRecall5AtK(_SetBased):
     k: int | None = optional_k()
 
     def score(self, batch: Batch) -> FloatArray:
-        available = batch.label_counts((5,))[:, 0]
+        available = Graded.of(batch).counts()[:, 4]
         return _divide(
             _count_at_least(batch, self.k, 5),
             np.minimum(batch.cutoffs(self.k), available).astype(np.float64),
@@ -276,7 +323,7 @@ class HarmAtK(_SetBased):
 
     def score(self, batch: Batch) -> FloatArray:
         harmful = (np.arange(6) >= 1) & (np.arange(6) <= self.harm_grade)
-        counted = _in_top_k(batch, self.k, harmful[None, :]).astype(np.float64)
+        counted = _in_top_k(batch, Graded.of(batch), self.k, harmful[None, :]).astype(np.float64)
         return counted / batch.cutoffs(self.k)
 
 

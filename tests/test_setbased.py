@@ -406,6 +406,65 @@ class TestDiagnosis:
         assert results.to_dict()["samples"][3]["details"]["diagnosis-at-k@2"]["class"] is None
 
 
+class TestGrades:
+    """``expected_output.grades`` carries the set-based scale beside classic relevance."""
+
+    SEED: ClassVar[dict[str, Any]] = {"relevance": ["a", "b"], "grades": SEED_LABELS}
+
+    def test_grades_win_over_relevance(self):
+        """The seed example again: grades drive the family, binary relevance is ignored."""
+        value = one(RANWGAtK(k=4), batch(self.SEED, ["b", "d", "e", "f"]))
+        assert value == pytest.approx(0.35 / (1.5 + 1 / 30), rel=1e-12)
+
+    def test_classic_metrics_keep_relevance(self, eng):
+        """precision@2 sees relevance {a, b}: 'b' and 'd' ranked gives 1/2; harm@2 sees
+        grades: neither 'b' (4) nor 'd' (3) is a distractor (grades 1..2) so 0."""
+        results = (
+            eng.dataset(samples=[{"id": "q", "expected_output": self.SEED}])
+            .with_metrics(["retrieval-precision-at-k@2", "harm-at-k@2", "n-recall-4plus-at-k@2"])
+            .evaluate({"q": ["b", "d"]})
+        )
+        summary = results.summary()
+        assert summary["retrieval-precision-at-k@2"]["mean"] == 0.5
+        assert summary["harm-at-k@2"]["mean"] == 0.0
+        # grade >= 4 in the top 2: 'b' only; available: a, b, c (3), min(2, 3) = 2
+        assert summary["n-recall-4plus-at-k@2"]["mean"] == 0.5
+
+    def test_mixed_batch(self):
+        """Rows with grades and rows with graded relevance score side by side, with pools."""
+        b = make_batch(
+            [
+                {"id": "g", "expected_output": {"relevance": ["x"], "grades": {"a": 5, "b": 1}}},
+                {"id": "r", "expected_output": {"a": 1, "b": 5}},
+            ],
+            {"g": {"retrieved": ["b"], "pool": ["b", "a"]}, "r": ["b"]},
+        )
+        assert not list(HarmAtK(k=1).check(b))
+        # g: 'b' is grade 1, harmful; r: 'b' is grade 5, not harmful
+        np.testing.assert_array_equal(HarmAtK(k=1).score(b), [1.0, 0.0])
+        # g: G_obs 0 of G_pool 1 (a, in the pool): a selection miss; r: 1 of 1
+        observed, in_pool, oracle = RANWGAtK(k=1).gains(b)
+        np.testing.assert_array_equal(observed, [0.0, 1.0])
+        np.testing.assert_array_equal(in_pool, [1.0, 1.0])
+        np.testing.assert_array_equal(oracle, [1.0, 1.0])
+
+    def test_bad_grade_in_schema(self, eng):
+        """A grade outside 1..5 is a schema error at the grade's pointer."""
+        samples = [{"id": "q", "expected_output": {"grades": {"a": 6}}}]
+        with pytest.raises(engine.InputError) as caught:
+            eng.dataset(samples=samples)
+        assert [p.pointer for p in caught.value.problems] == ["/0/expected_output/grades/a"]
+
+    def test_grades_alone_are_not_relevance(self, eng):
+        """A sample with only grades lacks the relevance a classic metric needs."""
+        samples = [{"id": "q", "expected_output": {"grades": {"a": 5}}}]
+        with pytest.raises(engine.MetricRequirementError) as caught:
+            eng.dataset(samples=samples).with_metrics(["retrieval-recall-at-k"]).evaluate(
+                {"q": ["a"]}
+            )
+        assert [p.pointer for p in caught.value.problems] == ["/expected_output"]
+
+
 class TestValidation:
     """Grades outside 1..5 and pools without the top K are errors before scoring."""
 

@@ -28,7 +28,7 @@ BoolArray = npt.NDArray[np.bool_]
 
 #: List columns whose rows a Batch pads to a width: every row sum over them must add the
 #: same terms in the same order whichever chunk the row is in.
-PADDED = ("retrieved", "relevance", "pool")
+PADDED = ("retrieved", "relevance", "grades", "pool")
 
 
 @attrs.frozen
@@ -118,6 +118,7 @@ class Batch:
     _labels: dict[str, tuple[IntArray, FloatArray]] = attrs.field(
         factory=dict, init=False, repr=False
     )
+    _views: dict[tuple[str, str], FloatArray] = attrs.field(factory=dict, init=False, repr=False)
 
     @classmethod
     def compile(
@@ -258,7 +259,29 @@ class Batch:
     @cached_property
     def utilities(self) -> FloatArray:
         """Utility label at each rank (NaN where the passage has none)."""
-        return self._join("utility")
+        return self.ranked("utility")
+
+    def ranked(self, kind: str) -> FloatArray:
+        """Each ranked document's label of one kind (``relevance``, ``utility``,
+        ``grades``): shape ``(Q, L)``, NaN where it has none."""
+        if kind == "relevance":
+            return self.ranked_labels
+        found = self._views.get(("ranked", kind))
+        if found is None:
+            found = self._views[("ranked", kind)] = self._join(kind)
+        return found
+
+    def sorted_labels(self, kind: str) -> FloatArray:
+        """Each sample's labels of one kind sorted descending, NaN-padded to the dataset's
+        widest such list: shape ``(Q, M)``."""
+        if kind == "relevance":
+            return self.label_values
+        found = self._views.get(("sorted", kind))
+        if found is None:
+            column = self.columns.column(kind)
+            width = self.shape.widths.get(kind, _widest(column))
+            found = self._views[("sorted", kind)] = _sorted_labels(column, width)
+        return found
 
     def member(self, name: str) -> BoolArray:
         """True where the ranked document is in its sample's list ``name`` (``pool`` or
@@ -269,8 +292,8 @@ class Batch:
         out[rows, columns] = True
         return out
 
-    def list_labels(self, name: str) -> FloatArray:
-        """The relevance label of each distinct document of each sample's list ``name``
+    def list_labels(self, name: str, kind: str = "relevance") -> FloatArray:
+        """The ``kind`` label of each distinct document of each sample's list ``name``
         (e.g. ``pool``), in list order: shape ``(Q, W)`` with ``W`` the dataset's widest
         such list; NaN when unlabelled, for padding, and for a sample without the list."""
         codes, sizes = self.columns.doc_codes(name)
@@ -279,7 +302,7 @@ class Batch:
         col, _ = _columns_of(owners[keep], len(self))
         width = self.shape.widths.get(name, int(sizes.max(initial=0)))
         out = np.full((len(self), width), np.nan)
-        out[owners[keep], col] = self._lookup("relevance", owners[keep], codes[keep])
+        out[owners[keep], col] = self._lookup(kind, owners[keep], codes[keep])
         return out
 
     @cached_property

@@ -40,6 +40,7 @@ __all__ = [
 REQUIREMENTS: Mapping[str, str] = {
     "relevance": "relevance labels in expected_output",
     "utility": "utility labels (expected_output.utility)",
+    "grades": "grades 1..5 (expected_output.grades) or relevance labels",
     "answers": "answers (expected_output.answers)",
     "groups": "groups (expected_output.groups)",
     "texts": "a text for every retrieved item",
@@ -222,6 +223,7 @@ def missing_requirements(metric: Metric, label: str, batch: Batch) -> Iterable[P
 _POINTERS = {
     "relevance": "/expected_output",
     "utility": "/expected_output/utility",
+    "grades": "/expected_output",
     "answers": "/expected_output/answers",
     "groups": "/expected_output/groups",
     "texts": "/actual_output/retrieved",
@@ -235,6 +237,8 @@ def lacks(need: str, batch: Batch) -> npt.NDArray[np.bool_]:
     without an output is scored as an empty ranking: it lacks nothing the output holds."""
     if need in ("relevance", "utility", "groups"):
         return ~batch.has(need)
+    if need == "grades":
+        return ~batch.has("grades") & ~batch.has("relevance")
     if need == "answers":
         column = batch.columns.column("answers")
         return ~column.is_valid().to_numpy(zero_copy_only=False) | (lengths(column) == 0)

@@ -9,8 +9,8 @@ id into one.
 Sample columns:
 
 - ``id`` (string): the sample id;
-- ``relevance``, ``utility`` (list of struct ``{doc: int32, label: float64}``): labels in
-  the order given; null when the sample has none of that kind;
+- ``relevance``, ``utility``, ``grades`` (list of struct ``{doc: int32, label:
+  float64}``): labels in the order given; null when the sample has none of that kind;
 - ``answers`` (list of string) and ``groups`` (list of struct ``{group: string, docs:
   list of int32}``): null when absent;
 - ``k`` (int64): ``metadata.k``, null when unset;
@@ -59,7 +59,7 @@ LABELS = pa.list_(pa.struct([("doc", CODE), ("label", pa.float64())]))
 GROUPS = pa.list_(pa.struct([("group", pa.string()), ("docs", IDS)]))
 
 #: Label kinds: each a list of (doc, label) per sample.
-LABEL_KINDS = ("relevance", "utility")
+LABEL_KINDS = ("relevance", "utility", "grades")
 #: Output columns holding lists of document codes.
 ID_LISTS = ("retrieved", "pool", "cited")
 
@@ -67,6 +67,7 @@ SAMPLE_COLUMNS: dict[str, pa.DataType] = {
     "id": pa.string(),
     "relevance": LABELS,
     "utility": LABELS,
+    "grades": LABELS,
     "answers": pa.list_(pa.string()),
     "groups": GROUPS,
     "k": pa.int64(),

@@ -47,7 +47,7 @@ __all__ = [
 
 DOCUMENT_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 RESULTS_SCHEMA_ID = "slotwise.results/v1"
-_LONG_FORM = frozenset({"relevance", "utility", "answers", "groups"})
+_LONG_FORM = frozenset({"relevance", "utility", "grades", "answers", "groups"})
 
 
 def canonical_json(value: Any) -> str:
@@ -143,7 +143,7 @@ def _utility(value: Mapping[str, Any]) -> dict[str, float]:
 def samples_columns(raws: Sequence[Mapping[str, Any]]) -> Columns:
     """Columns of raw samples that already passed ``sample.schema.json``."""
     ids, ks, inputs, metadata = [], [], [], []
-    labels = {"relevance": _Labels(), "utility": _Labels()}
+    labels = {"relevance": _Labels(), "utility": _Labels(), "grades": _Labels()}
     answers: list[list[str] | None] = []
     groups: list[dict[str, list[str]] | None] = []
     for raw in raws:
@@ -156,6 +156,10 @@ def samples_columns(raws: Sequence[Mapping[str, Any]]) -> Columns:
             given = {"relevance": expected}
         labels["relevance"].add(_relevance(given["relevance"]) if "relevance" in given else None)
         labels["utility"].add(_utility(given["utility"]) if "utility" in given else None)
+        grades = given.get("grades")
+        labels["grades"].add(
+            None if grades is None else {str(d): float(g) for d, g in grades.items()}
+        )
         answer = given.get("answers")
         answers.append(
             None if answer is None else [answer] if isinstance(answer, str) else list(answer)
@@ -170,17 +174,18 @@ def samples_columns(raws: Sequence[Mapping[str, Any]]) -> Columns:
         inputs.append(None if raw.get("input") is None else canonical_json(raw["input"]))
         metadata.append(canonical_json(meta) if meta else None)
     group_docs = [doc for group in groups if group for docs in group.values() for doc in docs]
-    vocabulary, codes = _encode([labels["relevance"].docs, labels["utility"].docs, group_docs])
+    kinds = list(labels.values())
+    vocabulary, codes = _encode([*(found.docs for found in kinds), group_docs])
     rows = len(ids)
     columns: dict[str, pa.Array] = {
         "id": pa.array(ids, pa.string()),
         "answers": pa.array(answers, SAMPLE_COLUMNS["answers"]),
-        "groups": _groups(groups, codes[2]),
+        "groups": _groups(groups, codes[-1]),
         "k": pa.array(ks, pa.int64()),
         "input": pa.array(inputs, pa.string()),
         "metadata": pa.array(metadata, pa.string()),
     }
-    for (kind, found), kind_codes in zip(labels.items(), codes[:2], strict=True):
+    for (kind, found), kind_codes in zip(labels.items(), codes[:-1], strict=True):
         mask = ~np.asarray(found.present, dtype=np.bool_)
         columns[kind] = label_lists(offsets_of(found.sizes), kind_codes, found.values, mask)
     return Columns(table_of(columns, SAMPLE_COLUMNS, rows), vocabulary)
@@ -420,6 +425,8 @@ def raw_samples(columns: Columns) -> list[dict[str, Any]]:
             expected["relevance"] = {d: _plain_number(v) for d, v in sample.relevance.items()}
         if sample.utility is not None:
             expected["utility"] = {d: _plain_number(v) for d, v in sample.utility.items()}
+        if sample.grades is not None:
+            expected["grades"] = {d: int(v) for d, v in sample.grades.items()}
         if sample.answers is not None:
             expected["answers"] = list(sample.answers)
         if sample.groups is not None:

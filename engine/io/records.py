@@ -48,6 +48,7 @@ class Sample:
     input: Any = None
     relevance: Mapping[str, float] | None = None
     utility: Mapping[str, float] | None = None
+    grades: Mapping[str, float] | None = None
     answers: tuple[str, ...] | None = None
     groups: Mapping[str, tuple[str, ...]] | None = None
     metadata: Mapping[str, Any] = attrs.field(factory=dict)
@@ -64,6 +65,8 @@ class Sample:
                 fields["relevance"] = _labels(expected["relevance"])
             if "utility" in expected:
                 fields["utility"] = _utility(expected["utility"])
+            if "grades" in expected:
+                fields["grades"] = {str(d): float(g) for d, g in expected["grades"].items()}
             if "answers" in expected:
                 answers = expected["answers"]
                 fields["answers"] = (answers,) if isinstance(answers, str) else tuple(answers)
@@ -145,15 +148,17 @@ def samples_of(columns: Columns) -> list[Sample]:
             input=None if raw_input is None else json.loads(raw_input),
             relevance=relevance,
             utility=utility,
+            grades=grades,
             answers=None if answer is None else tuple(answer),
             groups=group,
             metadata={} if metadata is None else json.loads(metadata),
         )
-        for sample_id, raw_input, relevance, utility, answer, group, metadata in zip(
+        for sample_id, raw_input, relevance, utility, grades, answer, group, metadata in zip(
             columns.column("id").to_pylist(),
             columns.column("input").to_pylist(),
             _label_maps(columns, "relevance"),
             _label_maps(columns, "utility"),
+            _label_maps(columns, "grades"),
             answers,
             groups,
             columns.column("metadata").to_pylist(),

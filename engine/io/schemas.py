@@ -170,8 +170,13 @@ def _plain_utility(value: Any) -> bool:
     return True
 
 
+def _plain_grades(value: Any) -> bool:
+    """id -> integer grade 1..5."""
+    return type(value) is dict and all(type(g) is int and 1 <= g <= 5 for g in value.values())
+
+
 def _plain_long_form(value: dict[str, Any]) -> bool:
-    """The long form ``{relevance?, utility?, answers?, groups?}`` with plain contents."""
+    """The long form ``{relevance?, utility?, grades?, answers?, groups?}`` with plain contents."""
     if not value.keys() <= _LONG_FORM:
         return False
     answers = value.get("answers", "x")
@@ -179,6 +184,7 @@ def _plain_long_form(value: dict[str, Any]) -> bool:
     return (
         ("relevance" not in value or _plain_labels(value["relevance"]))
         and ("utility" not in value or _plain_utility(value["utility"]))
+        and ("grades" not in value or _plain_grades(value["grades"]))
         and (
             (type(answers) is str and answers != "")
             or (type(answers) is list and answers != [] and _all_ids(answers))
@@ -198,7 +204,7 @@ def _all_labels(values: Iterable[Any]) -> bool:
     return types <= {int, float} and all(map(_is_label, values))
 
 
-_LONG_FORM = frozenset({"relevance", "utility", "answers", "groups"})
+_LONG_FORM = frozenset({"relevance", "utility", "grades", "answers", "groups"})
 _SAMPLE_KEYS = frozenset({"id", "input", "expected_output", "metadata"})
 _ITEM_KEYS = frozenset({"id", "text", "score"})
 
