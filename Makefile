@@ -21,13 +21,18 @@ $(VENV)/.test: pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) -e '.[test]'
 	touch $(VENV)/.core $@
 
+# The demo: both systems' summary tables (classic metrics, RA-nWG, PROC, %PROC, Harm and
+# the retrieval-vs-selection diagnosis), then each scored at K = 1, 3, 5, 10 into
+# out/*.json, a paired comparison, and an HTML report with Metric@K curves.
+COMPARED := retrieval-recall-at-k@5,retrieval-ndcg-at-k@10,ra-nwg-at-k@5,proc-at-k@5,pct-proc-at-k@5,harm-at-k@5
+
 demo: $(VENV)/.core
 	cd examples/quickstart && $(SLOTWISE) run quickstart --outputs outputs/bm25.json
 	cd examples/quickstart && $(SLOTWISE) run quickstart --outputs outputs/hybrid-rerank.json
-	cd examples/quickstart && $(SLOTWISE) run quickstart --outputs outputs/bm25.json --format json --output ../../out/bm25.json
-	cd examples/quickstart && $(SLOTWISE) run quickstart --outputs outputs/hybrid-rerank.json --format json --output ../../out/hybrid-rerank.json
-	$(BIN)/slotwise compare out/bm25.json out/hybrid-rerank.json
-	$(BIN)/slotwise report out/bm25.json out/hybrid-rerank.json --by stratum --output out/report.html
+	cd examples/quickstart && $(SLOTWISE) run quickstart --outputs outputs/bm25.json --k 1,3,5,10 --format json --output ../../out/bm25.json
+	cd examples/quickstart && $(SLOTWISE) run quickstart --outputs outputs/hybrid-rerank.json --k 1,3,5,10 --format json --output ../../out/hybrid-rerank.json
+	$(BIN)/slotwise compare out/bm25.json out/hybrid-rerank.json --metrics $(COMPARED)
+	$(BIN)/slotwise report out/bm25.json out/hybrid-rerank.json --output out/report.html
 
 test: $(VENV)/.test
 	$(BIN)/python -m pytest
