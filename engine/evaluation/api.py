@@ -276,7 +276,7 @@ class Dataset:
 
     def to_arrow(self) -> Any:
         """The labels as a long Arrow table (``query_id``, ``doc_id``, ``relevance``,
-        ``utility``); write it with ``engine.io.frames.write_table``."""
+        ``utility``, ``grades``); write it with ``engine.io.frames.write_table``."""
         from engine.io.frames import labels_table
 
         return labels_table(self.columns)

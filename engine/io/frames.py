@@ -1,8 +1,9 @@
 """Long-format tables: one row per (query, document), as TREC files, Parquet/Arrow files,
 pandas and polars frames, pytrec_eval-shaped dicts and ranx objects hold them.
 
-- labels: ``query_id``, ``doc_id`` and ``relevance`` (graded label) and/or ``utility``
-  (u in [-1, 1]); a null means "no label of this kind for this document";
+- labels: ``query_id``, ``doc_id`` and one or more of ``relevance`` (graded label),
+  ``utility`` (u in [-1, 1]) and ``grades`` (the set-based scale 1..5); a null means "no
+  label of this kind for this document";
 - runs: ``query_id``, ``doc_id`` and ``rank`` (1 first) or ``score`` (ranked as trec_eval
   ranks: score descending, ties by doc id descending);
 - results: ``query_id`` plus one column per metric label (NaN = NA).
@@ -386,7 +387,8 @@ def run_from_dicts(run: Mapping[str, Any]) -> Columns | None:
 
 def labels_table(samples: Columns) -> pa.Table:
     """Samples' labels as a long table: ``query_id``, ``doc_id``, ``relevance``,
-    ``utility`` (null where a document has no label of that kind), queries in order."""
+    ``utility``, ``grades`` (null where a document has no label of that kind), queries in
+    order."""
     keys, values = [], {}
     for kind in LABEL_KINDS:
         column = samples.column(kind)
