@@ -24,8 +24,16 @@ TEXT = [
 ]
 
 
-def make_tiny_lm(path: Path, *, seed: int = 0, max_positions: int = 512) -> Path:
-    """Save a tokenizer and a random two-layer Llama under ``path``; returns ``path``."""
+def make_tiny_lm(
+    path: Path,
+    *,
+    seed: int = 0,
+    max_positions: int = 512,
+    hidden_size: int = 32,
+    layers: int = 2,
+) -> Path:
+    """Save a tokenizer and a random Llama (two layers of width 32 unless told otherwise)
+    under ``path``; returns ``path``."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -53,11 +61,11 @@ def make_tiny_lm(path: Path, *, seed: int = 0, max_positions: int = 512) -> Path
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=len(fast),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=max(4, hidden_size // 64),
+        num_key_value_heads=max(4, hidden_size // 64) // 2,
         max_position_embeddings=max_positions,
         bos_token_id=fast.bos_token_id,
         eos_token_id=fast.eos_token_id,

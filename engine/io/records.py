@@ -14,31 +14,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Output", "Sample", "outputs_of", "samples_of"]
 
-_LONG_FORM_KEYS = frozenset({"relevance", "utility", "answers", "groups"})
-
-
-def _ids(values: Any) -> tuple[str, ...]:
-    return tuple(str(v) for v in values)
-
-
-def _labels(value: Any) -> dict[str, float]:
-    """A list of ids means label 1 for each; a map id -> number is graded."""
-    if isinstance(value, Mapping):
-        return dict(zip(map(str, value), map(float, value.values()), strict=True))
-    return dict.fromkeys(_ids(value), 1.0)
-
-
-def _utility(value: Mapping[str, Any]) -> dict[str, float]:
-    """u directly, or u = (+1 if relevant else -1) * (1 - p_no_response)."""
-    out = {}
-    for doc, label in value.items():
-        if isinstance(label, Mapping):
-            sign = 1.0 if label["relevant"] else -1.0
-            out[str(doc)] = sign * (1.0 - float(label["p_no_response"]))
-        else:
-            out[str(doc)] = float(label)
-    return out
-
 
 @attrs.frozen
 class Sample:
@@ -52,34 +27,6 @@ class Sample:
     answers: tuple[str, ...] | None = None
     groups: Mapping[str, tuple[str, ...]] | None = None
     metadata: Mapping[str, Any] = attrs.field(factory=dict)
-
-    @classmethod
-    def from_raw(cls, raw: Mapping[str, Any]) -> Sample:
-        """Build from a sample that already passed ``sample.schema.json``."""
-        expected = raw.get("expected_output")
-        long_form = isinstance(expected, Mapping) and bool(_LONG_FORM_KEYS & expected.keys())
-        fields: dict[str, Any] = {}
-        if long_form:
-            assert isinstance(expected, Mapping)
-            if "relevance" in expected:
-                fields["relevance"] = _labels(expected["relevance"])
-            if "utility" in expected:
-                fields["utility"] = _utility(expected["utility"])
-            if "grades" in expected:
-                fields["grades"] = {str(d): float(g) for d, g in expected["grades"].items()}
-            if "answers" in expected:
-                answers = expected["answers"]
-                fields["answers"] = (answers,) if isinstance(answers, str) else tuple(answers)
-            if "groups" in expected:
-                fields["groups"] = {str(g): _ids(ids) for g, ids in expected["groups"].items()}
-        elif expected is not None:
-            fields["relevance"] = _labels(expected)
-        return cls(
-            id=str(raw["id"]),
-            input=raw.get("input"),
-            metadata=dict(raw.get("metadata") or {}),
-            **fields,
-        )
 
     @property
     def k(self) -> int | None:
@@ -96,24 +43,6 @@ class Output:
     texts: tuple[str | None, ...] | None = None
     pool: tuple[str, ...] | None = None
     cited: tuple[str, ...] | None = None
-
-    @classmethod
-    def from_raw(cls, raw: Any) -> Output:
-        """Build from an ``actual_output`` that already passed ``outputs.schema.json``."""
-        if not isinstance(raw, Mapping) and set(map(type, raw)) <= {str}:
-            return cls(retrieved=tuple(raw))  # the common case: a bare list of string ids
-        if isinstance(raw, Mapping):
-            items, pool, cited = raw["retrieved"], raw.get("pool"), raw.get("cited")
-        else:
-            items, pool, cited = raw, None, None
-        ids = tuple(str(i["id"]) if isinstance(i, Mapping) else str(i) for i in items)
-        texts = tuple(i.get("text") if isinstance(i, Mapping) else None for i in items)
-        return cls(
-            retrieved=ids,
-            texts=texts if any(t is not None for t in texts) else None,
-            pool=_ids(pool) if pool is not None else None,
-            cited=_ids(cited) if cited is not None else None,
-        )
 
 
 def _id_lists(columns: Columns, name: str) -> list[tuple[str, ...] | None]:
