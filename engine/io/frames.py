@@ -262,22 +262,26 @@ def labels_from_dicts(qrels: Mapping[str, Any]) -> Columns | None:
 def _long_from_dicts(nested: Mapping[str, Any]) -> tuple[Coded, Coded, FloatArray] | None:
     """``{qid: {docid: number}}`` as long columns (query, doc, number), each id coded and
     each number read in one C-level pass over the dicts; None unless every id is a
-    non-empty string and every number a finite int or float (bools are not)."""
+    non-empty string and every number a finite int or float (bools and strings are not)."""
     inner = nested.values()
     if not nested or not _string_ids(nested) or not all(type(m) is dict for m in inner):
         return None
-    if not set(map(type, itertools.chain.from_iterable(map(dict.values, inner)))) <= {int, float}:
-        return None
     sizes = np.fromiter(map(len, inner), dtype=np.int64, count=len(nested))
     total = int(sizes.sum())
+    try:  # Arrow infers int64 or double in C, refusing bools and strings among numbers
+        values = pa.array(itertools.chain.from_iterable(map(dict.values, inner)), size=total)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return None
+    if values.type not in (pa.int64(), pa.float64()) or values.null_count:
+        return None
+    numbers = values.to_numpy().astype(np.float64, copy=False)
+    if not np.isfinite(numbers).all():
+        return None
     try:  # an id that is not a string fails here, an empty one below: once per distinct id
         docs = Coded.of_strings(itertools.chain.from_iterable(inner), total)
     except (pa.ArrowTypeError, pa.ArrowInvalid):
         return None
     if pc.any(pc.equal(docs.ids, "")).as_py():
-        return None
-    numbers = np.fromiter(itertools.chain.from_iterable(map(dict.values, inner)), np.float64, total)
-    if not np.isfinite(numbers).all():
         return None
     queries = Coded(np.repeat(np.arange(len(nested)), sizes), pa.array(list(nested), pa.string()))
     return queries, docs, numbers
