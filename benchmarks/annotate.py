@@ -35,14 +35,22 @@ def write_inputs(folder: Path, repeat: int) -> tuple[Path, Path, int]:
     for copy in range(repeat):
         for sample in dataset["samples"]:
             sid = f"{sample['id']}#{copy}"
-            samples.append({**sample, "id": sid, "input": {"question": f"{sample['input']['question']} ({copy})"}})
+            samples.append(
+                {
+                    **sample,
+                    "id": sid,
+                    "input": {"question": f"{sample['input']['question']} ({copy})"},
+                }
+            )
             runs[sid] = {"retrieved": outputs[sample["id"]]["retrieved"][:5]}
     (folder / "dataset.json").write_text(json.dumps({"name": "annotate-bench", "samples": samples}))
     (folder / "outputs.json").write_text(json.dumps(runs))
     return folder / "dataset.json", folder / "outputs.json", 5 * len(samples)
 
 
-def annotate(model: Path, device: str, dataset: Path, outputs: Path, out: Path, batch: int) -> float:
+def annotate(
+    model: Path, device: str, dataset: Path, outputs: Path, out: Path, batch: int
+) -> float:
     """Seconds for one `slotwise annotate` run (model load included)."""
     command = [
         sys.executable, "-m", "engine.cli", "annotate", str(dataset), "--outputs", str(outputs),
@@ -75,7 +83,9 @@ def main() -> None:
 
     from tiny_lm import make_tiny_lm
 
-    print("| model (width x layers) | device | items | seconds | items/s | max abs diff vs first device |")
+    print(
+        "| model (width x layers) | device | items | seconds | items/s | max abs diff vs first device |"
+    )
     print("|---|---|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
@@ -90,7 +100,10 @@ def main() -> None:
                 values = utilities(out)
                 first = first or values
                 diff = max(abs(values[key] - first[key]) for key in first)
-                print(f"| {size} | {device} | {items} | {seconds:.1f} | {items / seconds:,.0f} | {diff:.2e} |", flush=True)
+                print(
+                    f"| {size} | {device} | {items} | {seconds:.1f} | {items / seconds:,.0f} | {diff:.2e} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

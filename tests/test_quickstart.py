@@ -49,8 +49,9 @@ def test_same_pool_same_proc(scored):
     assert all(bm25[q]["pool"] == hybrid[q]["pool"] for q in bm25)
     proc = [scored[s].values("proc-at-k") for s in ("bm25", "hybrid-rerank")]
     assert proc[0].tolist() == pytest.approx(proc[1].tolist(), nan_ok=True)
-    assert scored["bm25"].summary()["ra-nwg-at-k"]["mean"] < (
-        scored["hybrid-rerank"].summary()["ra-nwg-at-k"]["mean"]
+    assert (
+        scored["bm25"].summary()["ra-nwg-at-k"]["mean"]
+        < (scored["hybrid-rerank"].summary()["ra-nwg-at-k"]["mean"])
     )
 
 
