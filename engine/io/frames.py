@@ -272,9 +272,9 @@ def _long_from_dicts(nested: Mapping[str, Any]) -> tuple[Coded, Coded, FloatArra
         values = pa.array(itertools.chain.from_iterable(map(dict.values, inner)), size=total)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return None
-    if values.type not in (pa.int64(), pa.float64()) or values.null_count:
-        return None
-    numbers = values.to_numpy().astype(np.float64, copy=False)
+    if values.type not in (pa.int64(), pa.float64(), pa.null()) or values.null_count:
+        return None  # (an empty run has the null type and no nulls)
+    numbers = values.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
     if not np.isfinite(numbers).all():
         return None
     try:  # an id that is not a string fails here, an empty one below: once per distinct id
