@@ -341,7 +341,7 @@ class TestKillAndResume:
     ) -> None:
         """SIGKILL mid-run keeps the finished work; the rerun computes only the rest and is
         complete and correct; a third run makes no model call."""
-        # 9 calls of 0.4 s each: Ctrl-C after 2 leaves ~2.8 s of margin on a busy machine
+        # 9 calls of 0.4 s each: Ctrl-C after 2 leaves ~2.8 s before the run would end
         server = server_factory("--mode", "logprobs", "--delay", "0.4")  # type: ignore[operator]
         cache = files["labelled"].with_suffix(".cache.sqlite")
         command = [
@@ -396,7 +396,7 @@ class TestKillAndResume:
         self, server_factory: object, files: dict[str, Path]
     ) -> None:
         """SIGINT: exit 130, the cache keeps finished work, the message says how to resume."""
-        # 9 calls of 0.4 s each: Ctrl-C after 2 leaves ~2.8 s of margin on a busy machine
+        # 9 calls of 0.4 s each: Ctrl-C after 2 leaves ~2.8 s before the run would end
         server = server_factory("--mode", "logprobs", "--delay", "0.4")  # type: ignore[operator]
         cache = files["labelled"].with_suffix(".cache.sqlite")
         command = [
@@ -405,7 +405,14 @@ class TestKillAndResume:
             "--annotator", "openai-compatible", "--base-url", server.url, "--model", "tiny-chat",
             "--concurrency", "1",
         ]  # fmt: skip
-        process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        # a shell runs background jobs with SIGINT ignored, and Python then never raises
+        # KeyboardInterrupt: give the child the default disposition, as a terminal would
+        process = subprocess.Popen(
+            command,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and server.stats()["requests"] < 2:
             time.sleep(0.02)
