@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from html.parser import HTMLParser
 from pathlib import Path
 
 import attrs
@@ -272,6 +273,82 @@ class TestCompareAPI:
         c = dataset.with_metrics(["retrieval-r-precision"]).evaluate(_outputs())
         with pytest.raises(engine.InputError, match="share no metric"):
             compare([b, c])
+
+
+class _Cells(HTMLParser):
+    """Rows of text cells of an HTML table, with each row's style and the caption."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self.styles: list[str | None] = []
+        self.caption = ""
+        self._in: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "tr":
+            self.rows.append([])
+            self.styles.append(dict(attrs).get("style"))
+        elif tag in ("td", "th", "caption"):
+            self._in = tag
+            if tag != "caption":
+                self.rows[-1].append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in == "caption":
+            self.caption += data
+        elif self._in:
+            self.rows[-1][-1] += data
+
+
+def _parsed(markup: str) -> _Cells:
+    parser = _Cells()
+    parser.feed(markup)
+    return parser
+
+
+class TestNotebook:
+    """Results and comparisons render as HTML tables in Jupyter (``_repr_html_``)."""
+
+    def test_results_table_is_the_summary(self, quickstart_results):
+        bm25, _ = quickstart_results
+        table = _parsed(bm25._repr_html_())
+        assert table.caption == "quickstart (46 samples)"
+        assert table.rows[0] == ["metric", "mean", "95% CI", "n", "na"]
+        expected = [
+            [
+                label,
+                f"{s['mean']:.4f}",
+                f"[{s['ci'][0]:.4f}, {s['ci'][1]:.4f}]",
+                str(s["n"]),
+                str(s["na"]),
+            ]
+            for label, s in bm25.summary().items()
+        ]
+        assert table.rows[1:] == expected
+
+    def test_escaped_and_na(self, eng):
+        """Names are escaped; an all-NA metric shows NA and no interval."""
+        results = (
+            eng.dataset(samples=[{"id": "q", "expected_output": []}], name="<b>&")
+            .with_metrics(["ra-nwg-at-k"])
+            .evaluate({"q": ["a"]})
+        )
+        markup = results._repr_html_()
+        assert "<b>" not in markup and "&lt;b&gt;&amp;" in markup
+        assert _parsed(markup).rows[1] == ["ra-nwg-at-k", "NA", "-", "0", "1"]
+
+    def test_comparison_table_marks_the_winners(self, quickstart_results):
+        bm25, hybrid = quickstart_results
+        comparison = compare([bm25, hybrid], names=["bm25", "hybrid"])
+        table = _parsed(comparison._repr_html_())
+        assert table.caption.startswith("quickstart: hybrid vs bm25")
+        assert [row[0] for row in table.rows[1:]] == [row.label for row in comparison.rows]
+        for row, style in zip(comparison.rows, table.styles[1:], strict=True):
+            assert (style == "color: green") == (row.mark == "▲")
 
 
 @pytest.fixture

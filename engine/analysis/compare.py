@@ -29,6 +29,7 @@ from engine.analysis.stats import (
 )
 from engine.errors import InputError, Problem
 from engine.evaluation.results import Results
+from engine.evaluation.tables import html_table
 
 __all__ = [
     "COMPARISON_SCHEMA_ID",
@@ -259,6 +260,13 @@ class Comparison:
             style = {"▲": "green", "▼": "red"}.get(row.mark)
             table.add_row(*cells, style=style)
         return table
+
+    def _repr_html_(self) -> str:
+        """The comparison as an HTML table, for notebooks (better rows green, worse red)."""
+        colors = [{"▲": "green", "▼": "red"}.get(row.mark) for row in self.rows]
+        return html_table(
+            self._caption(), self._columns(), [self._cells(r) for r in self.rows], row_colors=colors
+        )
 
     def to_markdown(self) -> str:
         """A GitHub-flavoured Markdown table with a caption line."""

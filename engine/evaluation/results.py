@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from engine.errors import InputError, MissingDependencyError, Problem
 from engine.evaluation.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED, Bootstrap
+from engine.evaluation.tables import html_table
 from engine.io import schemas
 from engine.io.documents import RESULTS_SCHEMA_ID, canonical_json
 from engine.io.files import atomic_write, read_document
@@ -301,27 +302,37 @@ class Results:
             lines += _report_lines(report, "  ")
         return lines
 
-    def table(self, exclude: Sequence[str] = ()) -> Any:
-        """A rich Table of the summary (leaving out the ``exclude`` labels)."""
-        from rich.table import Table
-
-        title = f"{self.dataset_name or 'dataset'} ({len(self.ids)} samples)"
-        table = Table(title=title, title_justify="left")
-        for column, justify in (
-            ("metric", "left"),
-            ("mean", "right"),
-            ("95% CI", "right"),
-            ("n", "right"),
-            ("na", "right"),
-        ):
-            table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    def _summary_rows(self, exclude: Sequence[str] = ()) -> list[list[str]]:
+        """The summary as text cells: metric, mean, 95% CI, n, na."""
+        rows = []
         for label, stats in self.summary().items():
             if label in exclude:
                 continue
             mean = "NA" if stats["mean"] is None else f"{stats['mean']:.4f}"
             ci = "-" if stats["ci"] is None else f"[{stats['ci'][0]:.4f}, {stats['ci'][1]:.4f}]"
-            table.add_row(label, mean, ci, str(stats["n"]), str(stats["na"]))
+            rows.append([label, mean, ci, str(stats["n"]), str(stats["na"])])
+        return rows
+
+    def _title(self) -> str:
+        return f"{self.dataset_name or 'dataset'} ({len(self.ids)} samples)"
+
+    def table(self, exclude: Sequence[str] = ()) -> Any:
+        """A rich Table of the summary (leaving out the ``exclude`` labels)."""
+        from rich.table import Table
+
+        table = Table(title=self._title(), title_justify="left")
+        for index, column in enumerate(_SUMMARY_COLUMNS):
+            table.add_column(column, justify="left" if index == 0 else "right")
+        for row in self._summary_rows(exclude):
+            table.add_row(*row)
         return table
+
+    def _repr_html_(self) -> str:
+        """The summary as an HTML table, for notebooks."""
+        return html_table(self._title(), _SUMMARY_COLUMNS, self._summary_rows())
+
+
+_SUMMARY_COLUMNS = ("metric", "mean", "95% CI", "n", "na")
 
 
 def _scalar(value: Any) -> str:
