@@ -3,9 +3,11 @@ the one evaluation path of :mod:`engine.evaluation.pipeline`."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -366,42 +368,91 @@ class Evaluation:
         progress: bool | None = None,
         strict: bool = False,
     ) -> Results:
-        """Call ``system(sample.input)`` for every sample on a thread pool and score the
-        outputs. A failing call (or an invalid output) becomes an error row with NA scores
-        (``on_error="record"``) or stops the run (``"raise"``). The raw outputs are kept in
-        the results so they can be re-scored without calling the system again."""
-        if on_error not in ("record", "raise"):
-            raise ValueError("on_error must be 'record' or 'raise'")
+        """Call ``system(sample.input)`` for every sample and score the outputs: on a
+        thread pool, or, for an ``async def`` system, concurrently on an event loop (inside
+        a running loop, ``await`` :meth:`arun` instead). At most ``concurrency`` calls are
+        in flight. A failing call (or an invalid output) becomes an error row with NA
+        scores (``on_error="record"``) or stops the run (``"raise"``). The raw outputs are
+        kept in the results so they can be re-scored without calling the system again."""
+        _check_on_error(on_error)
+        if _is_async(system):
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return asyncio.run(
+                    self.arun(
+                        system,
+                        concurrency=concurrency,
+                        on_error=on_error,
+                        progress=progress,
+                        strict=strict,
+                    )
+                )
+            raise RuntimeError(
+                "run() was called inside a running event loop: use `await evaluation.arun(system)`"
+            )
         samples = self.dataset.samples
-        raw_outputs: dict[str, Any] = {}
-        errors: dict[str, str] = {}
+        outcomes = _Outcomes(on_error)
         with (
             _progress(progress, len(samples)) as advance,
             ThreadPoolExecutor(max(1, concurrency)) as pool,
         ):
             futures = [pool.submit(system, sample.input) for sample in samples]
-            for sample, future in zip(samples, futures, strict=True):
-                try:
-                    actual = future.result()
-                except Exception as error:
-                    if on_error == "raise":
-                        for pending in futures:
-                            pending.cancel()
-                        raise
-                    errors[sample.id] = f"{type(error).__name__}: {error}"
-                else:
-                    try:
-                        documents.parse_outputs([(sample.id, actual, None)])
-                        raw_outputs[sample.id] = actual
-                    except InputError as invalid:
-                        if on_error == "raise":
-                            raise
-                        errors[sample.id] = "invalid output: " + "; ".join(
-                            str(p) for p in invalid.problems
-                        )
-                advance()
-        columns = documents.outputs_columns(raw_outputs)
-        return self._score(columns, strict=strict, errors=errors, keep=raw_outputs)
+            try:
+                for sample, future in zip(samples, futures, strict=True):
+                    outcomes.add(sample.id, future)
+                    advance()
+            finally:
+                for pending in futures:
+                    pending.cancel()
+        return self._score(
+            documents.outputs_columns(outcomes.outputs),
+            strict=strict,
+            errors=outcomes.errors,
+            keep=outcomes.outputs,
+        )
+
+    async def arun(
+        self,
+        system: Callable[[Any], Any],
+        *,
+        concurrency: int = 8,
+        on_error: OnError = "record",
+        progress: bool | None = None,
+        strict: bool = False,
+    ) -> Results:
+        """:meth:`run` for code already inside an event loop (Jupyter, web servers, agent
+        frameworks): ``async def`` systems are awaited, plain ones run in threads, at most
+        ``concurrency`` at a time. The same results, error rows and progress bar."""
+        _check_on_error(on_error)
+        samples = self.dataset.samples
+        limit = asyncio.Semaphore(max(1, concurrency))
+        asynchronous = _is_async(system)
+
+        async def call(value: Any) -> Any:
+            async with limit:
+                if asynchronous:
+                    return await system(value)
+                return await asyncio.to_thread(system, value)
+
+        outcomes = _Outcomes(on_error)
+        tasks = [asyncio.ensure_future(call(sample.input)) for sample in samples]
+        try:
+            with _progress(progress, len(samples)) as advance:
+                for sample, task in zip(samples, tasks, strict=True):
+                    await asyncio.wait([task])
+                    outcomes.add(sample.id, task)
+                    advance()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return self._score(
+            documents.outputs_columns(outcomes.outputs),
+            strict=strict,
+            errors=outcomes.errors,
+            keep=outcomes.outputs,
+        )
 
     def _score(
         self,
@@ -461,3 +512,41 @@ class _progress:
     def __exit__(self, *exc: object) -> None:
         if self.enabled:
             self._bar.stop()
+
+
+def _check_on_error(on_error: str) -> None:
+    if on_error not in ("record", "raise"):
+        raise ValueError("on_error must be 'record' or 'raise'")
+
+
+def _is_async(system: Callable[[Any], Any]) -> bool:
+    """An ``async def`` function, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(system) or inspect.iscoroutinefunction(type(system).__call__)
+
+
+class _Outcomes:
+    """What a system returned for each sample: valid outputs, and error rows."""
+
+    def __init__(self, on_error: OnError) -> None:
+        self.on_error = on_error
+        self.outputs: dict[str, Any] = {}
+        self.errors: dict[str, str] = {}
+
+    def add(self, sample_id: str, done: Future[Any] | asyncio.Future[Any]) -> None:
+        """Record one finished call; with ``on_error="raise"``, its error is raised."""
+        try:
+            actual = done.result()
+        except Exception as error:
+            if self.on_error == "raise":
+                raise
+            self.errors[sample_id] = f"{type(error).__name__}: {error}"
+            return
+        try:
+            documents.parse_outputs([(sample_id, actual, None)])
+        except InputError as invalid:
+            if self.on_error == "raise":
+                raise
+            reasons = "; ".join(str(p) for p in invalid.problems)
+            self.errors[sample_id] = "invalid output: " + reasons
+            return
+        self.outputs[sample_id] = actual
