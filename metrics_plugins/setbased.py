@@ -9,7 +9,6 @@ A retrieved document without a label has weight 0 and is neither evidence nor ha
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -92,10 +91,7 @@ class Graded:
     @classmethod
     def of(cls, batch: Batch) -> Graded:
         """The batch's set-based labels (computed once per batch, shared by the family)."""
-        found = _GRADED.get(batch)
-        if found is None:
-            found = _GRADED[batch] = cls._build(batch)
-        return found
+        return batch.shared((__name__, cls.__name__), lambda: cls._build(batch))
 
     @classmethod
     def _build(cls, batch: Batch) -> Graded:
@@ -114,9 +110,6 @@ class Graded:
     def counts(self) -> IntArray:
         """How many labels of each sample are each grade 1..5: shape ``(Q, 5)``."""
         return np.stack([(self.values == g).sum(axis=1) for g in GRADES], axis=1)
-
-
-_GRADED: weakref.WeakKeyDictionary[Batch, Graded] = weakref.WeakKeyDictionary()
 
 
 def _choose(rows: BoolArray, yes: FloatArray, no: FloatArray) -> FloatArray:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from engine.evaluation.batch import Batch, Shape
 from engine.io.documents import parse_samples
-from engine.testing import make_batch
+from engine.testing import OUTPUTS, SAMPLES, make_batch
 
 
 def _batch(rows, default_k=5):
@@ -142,3 +142,19 @@ def test_row_sort_paths_agree():
     np.testing.assert_array_equal(fast_columns, slow_columns)
     expected = np.argsort(np.where(codes >= 0, codes, 99), axis=1, kind="stable")
     np.testing.assert_array_equal(fast_columns, expected)
+
+
+def test_shared_values_are_computed_once_per_batch_and_key():
+    """Batch.shared: one compute per (batch, key), whoever asks."""
+    calls: list[str] = []
+
+    def compute(name: str) -> str:
+        calls.append(name)
+        return name.upper()
+
+    first, second = make_batch(SAMPLES, OUTPUTS), make_batch(SAMPLES, OUTPUTS)
+    assert first.shared("a", lambda: compute("a")) == "A"
+    assert first.shared("a", lambda: compute("never")) == "A"
+    assert first.shared(("family", 2), lambda: compute("b")) == "B"
+    assert second.shared("a", lambda: compute("c")) == "C"
+    assert calls == ["a", "b", "c"]

@@ -4,9 +4,9 @@ rank)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import numpy as np
@@ -16,6 +16,8 @@ import pyarrow.compute as pc
 
 from engine.io.columns import Columns, lengths
 from engine.io.config import DEFAULT_K
+
+T = TypeVar("T")
 
 __all__ = ["DEFAULT_K", "Batch", "Groups", "Shape"]
 
@@ -119,6 +121,7 @@ class Batch:
         factory=dict, init=False, repr=False
     )
     _views: dict[tuple[str, str], FloatArray] = attrs.field(factory=dict, init=False, repr=False)
+    _shared: dict[Hashable, Any] = attrs.field(factory=dict, init=False, repr=False)
 
     @classmethod
     def compile(
@@ -216,6 +219,14 @@ class Batch:
         """|Rel| per sample: judged documents with label >= threshold."""
         with np.errstate(invalid="ignore"):
             return (self.label_values >= threshold).sum(axis=1).astype(np.int64)
+
+    def shared(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """A value derived from this batch, computed once by ``compute()`` and shared by
+        every metric that asks with the same ``key`` (e.g. arrays a plugin's family has
+        in common). Treat it as read-only."""
+        if key not in self._shared:
+            self._shared[key] = compute()
+        return self._shared[key]  # type: ignore[no-any-return]
 
     def label_counts(self, values: Sequence[float]) -> IntArray:
         """How many relevance labels of each sample equal each of ``values`` (e.g. grade
