@@ -37,14 +37,15 @@ def add(commands: Any) -> dict[str, Handler]:
     run.add_argument(
         "dataset",
         nargs="?",
-        help=f"a dataset declared in {CONFIG_FILENAME}, or a .yaml/.json/.jsonl/.parquet file, "
-        "optionally .gz/.bz2/.xz/.zst (default: the only declared dataset)",
+        help=f"a dataset declared in {CONFIG_FILENAME}, or a .yaml/.json/.jsonl file or a "
+        ".parquet/.arrow/.feather/.csv labels table, optionally .gz/.bz2/.xz/.zst (default: the "
+        "only declared dataset)",
     )
     run.add_argument(
         "--outputs",
         type=Path,
         help="outputs file: JSON {id: actual_output}, JSONL {id, actual_output} lines, a "
-        "Parquet/Arrow run, or a results JSON that kept its outputs",
+        "Parquet/Arrow/Feather/CSV run table, or a results JSON that kept its outputs",
     )
     run.add_argument(
         "--metrics",

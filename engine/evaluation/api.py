@@ -405,12 +405,7 @@ class Evaluation:
             finally:
                 for pending in futures:
                     pending.cancel()
-        return self._score(
-            documents.outputs_columns(outcomes.outputs),
-            strict=strict,
-            errors=outcomes.errors,
-            keep=outcomes.outputs,
-        )
+        return self._score_outcomes(outcomes, strict)
 
     async def arun(
         self,
@@ -447,12 +442,12 @@ class Evaluation:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-        return self._score(
-            documents.outputs_columns(outcomes.outputs),
-            strict=strict,
-            errors=outcomes.errors,
-            keep=outcomes.outputs,
-        )
+        return self._score_outcomes(outcomes, strict)
+
+    def _score_outcomes(self, outcomes: _Outcomes, strict: bool) -> Results:
+        """Score what a system returned, its failures as error rows, its outputs kept."""
+        columns = documents.outputs_columns(outcomes.outputs)
+        return self._score(columns, strict=strict, errors=outcomes.errors, keep=outcomes.outputs)
 
     def _score(
         self,
