@@ -22,7 +22,7 @@ from engine.errors import (
     UnknownMetricError,
 )
 from engine.evaluation.api import Dataset, Engine, Evaluation
-from engine.evaluation.batch import Batch
+from engine.evaluation.batch import Batch, row_sums
 from engine.evaluation.metric import (
     Metric,
     MetricBase,
@@ -79,6 +79,7 @@ __all__ = [
     "positive_int",
     "read_results",
     "register_metric",
+    "row_sums",
 ]
 
 _default: Engine | None = None

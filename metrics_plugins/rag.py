@@ -14,7 +14,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from engine import Batch, MetricBase, finite_number, optional_k
+from engine import Batch, MetricBase, finite_number, optional_k, row_sums
 
 FloatArray = npt.NDArray[np.float64]
 _SPACE = re.compile(r"\s+")
@@ -48,7 +48,7 @@ class ContextPrecisionAtK(_Rag):
     def score(self, batch: Batch) -> FloatArray:
         hits = batch.relevant(self.relevance_threshold) & batch.top_k(self.k)
         found = np.cumsum(hits, axis=1, dtype=np.float64)
-        precision_sum = np.where(hits, found / batch.ranks[None, :], 0.0).sum(axis=1)
+        precision_sum = row_sums(np.where(hits, found / batch.ranks[None, :], 0.0))
         return _divide(precision_sum, hits.sum(axis=1).astype(np.float64), empty=0.0)
 
 
@@ -66,7 +66,11 @@ class CoverageRecallAtK(_Rag):
         covered = np.bincount(groups.group, weights=hit, minlength=int(groups.count.sum())) > 0
         owner = np.repeat(np.arange(len(batch)), groups.count)
         covered_count = np.bincount(owner, weights=covered, minlength=len(batch))
-        return _divide(covered_count, groups.count.astype(np.float64), empty=np.nan)
+        return _divide(
+            np.asarray(covered_count, dtype=np.float64),
+            groups.count.astype(np.float64),
+            empty=np.nan,
+        )
 
 
 @attrs.frozen

@@ -8,7 +8,15 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from engine import Batch, MetricBase, bounded_number, choice, finite_number, optional_k
+from engine import (
+    Batch,
+    MetricBase,
+    bounded_number,
+    choice,
+    finite_number,
+    optional_k,
+    row_sums,
+)
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -48,7 +56,7 @@ def _divide(numerator: FloatArray, denominator: FloatArray) -> FloatArray:
 def _dcg(batch: Batch, k: int | None, kind: str) -> FloatArray:
     """DCG over the top k of each sample's ranking."""
     gains = np.where(batch.top_k(k), _gain(batch.gains, kind), 0.0)
-    return gains @ _discount(gains.shape[1]) if gains.shape[1] else np.zeros(len(batch))
+    return row_sums(gains * _discount(gains.shape[1]))
 
 
 def _uncut_limit(batch: Batch, k: int | None) -> IntArray | None:
@@ -128,7 +136,7 @@ class HitAtK(_Ranked):
 
     def score(self, batch: Batch) -> FloatArray:
         hits = batch.relevant(self.relevance_threshold) & batch.top_k(self.k)
-        return hits.any(axis=1).astype(np.float64)
+        return np.asarray(hits.any(axis=1), dtype=np.float64)
 
 
 @attrs.frozen
@@ -210,7 +218,7 @@ class AveragePrecision(_Ranked):
     def score(self, batch: Batch) -> FloatArray:
         relevant = _relevant_within(batch, self.relevance_threshold, _uncut_limit(batch, self.k))
         precision = np.cumsum(relevant, axis=1) / batch.ranks[None, :]
-        total = np.where(relevant, precision, 0.0).sum(axis=1)
+        total = row_sums(np.where(relevant, precision, 0.0))
         return _divide(total, batch.num_relevant(self.relevance_threshold).astype(np.float64))
 
 
@@ -239,7 +247,7 @@ class NDCGAtK(_Ranked):
         ideal = _gain(batch.ideal_gains, self.gain)
         width = ideal.shape[1]
         ideal = np.where(np.arange(1, width + 1)[None, :] <= cutoffs, ideal, 0.0)
-        idcg = ideal @ _discount(width) if width else np.zeros(len(batch))
+        idcg = row_sums(ideal * _discount(width))
         return _divide(_dcg(batch, self.k, self.gain), idcg)
 
 
@@ -268,7 +276,7 @@ class ERRAtK(_Ranked):
         stop = np.where(batch.top_k(self.k), stop, 0.0)
         survive = np.concatenate([np.ones((len(batch), 1)), 1.0 - stop], axis=1)
         reach = np.cumprod(survive, axis=1)[:, :-1]  # P(the user reaches rank r)
-        return (stop * reach / batch.ranks[None, :]).sum(axis=1)
+        return row_sums(stop * reach / batch.ranks[None, :])
 
 
 @attrs.frozen

@@ -23,6 +23,7 @@ from engine import (
     Problem,
     bounded_number,
     optional_k,
+    row_sums,
 )
 
 FloatArray = npt.NDArray[np.float64]
@@ -73,7 +74,7 @@ def _top_sum(weights: FloatArray, cutoffs: IntArray) -> FloatArray:
     """Per row, the sum of its ``cutoff`` largest weights (all of them when fewer)."""
     ordered = -np.sort(-weights, axis=1)
     keep = np.arange(weights.shape[1])[None, :] < cutoffs[:, None]
-    return np.where(keep, ordered, 0.0).sum(axis=1)
+    return row_sums(np.where(keep, ordered, 0.0))
 
 
 @attrs.frozen
@@ -123,7 +124,7 @@ def _choose(rows: BoolArray, yes: FloatArray, no: FloatArray) -> FloatArray:
 
 def _in_top_k(batch: Batch, labels: Graded, k: int | None, table: npt.NDArray[Any]) -> FloatArray:
     """Per sample, the sum of ``table[q, grade]`` over the labeled documents of ``D_K``."""
-    return np.where(batch.top_k(k), _at(table, labels.ranked), 0).sum(axis=1)
+    return row_sums(np.where(batch.top_k(k), _at(table, labels.ranked), 0.0))
 
 
 def _pointer(batch: Batch, row: int, kind: str, doc: str) -> str:

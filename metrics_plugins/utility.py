@@ -17,7 +17,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from engine import Batch, MetricBase, MetricParameterError, bounded_number, optional_k
+from engine import Batch, MetricBase, MetricParameterError, bounded_number, optional_k, row_sums
 
 __all__ = ["UDCG", "ThetaParams", "UDCGTheta", "read_theta", "utility_parts"]
 
@@ -41,14 +41,6 @@ def _sigmoid(x: FloatArray) -> FloatArray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def _row_sums(values: FloatArray) -> FloatArray:
-    """Left-to-right sums of each row, the reference code's summation order."""
-    if values.shape[1] == 0:
-        return np.zeros(values.shape[0])
-    sums: FloatArray = np.cumsum(values, axis=1)[:, -1]
-    return sums
-
-
 class _Utility(MetricBase):
     family: ClassVar[str] = "utility"
     requires: ClassVar[frozenset[str]] = frozenset({"utility"})
@@ -65,7 +57,7 @@ class UDCG(_Utility):
     def score(self, batch: Batch) -> FloatArray:
         positive, negative, m = utility_parts(batch, self.k)
         # u⁺ + gamma·u⁻ is u or gamma·u: the row sums match the reference's term by term.
-        total = _row_sums(positive + self.gamma * negative)
+        total = row_sums(positive + self.gamma * negative)
         values = _sigmoid(np.divide(total, m, out=np.zeros_like(total), where=m > 0))
         return np.where(m > 0, values, 0.0)
 
@@ -161,5 +153,5 @@ class UDCGTheta(_Utility):
         width = min(positive.shape[1], theta.k)
         alpha = np.asarray(theta.alpha[:width])
         beta = np.asarray(theta.beta[:width])
-        total = positive[:, :width] @ alpha + negative[:, :width] @ beta
+        total = row_sums(positive[:, :width] * alpha + negative[:, :width] * beta)
         return np.where(m > 0, _sigmoid(total), 0.0)

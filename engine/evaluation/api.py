@@ -7,10 +7,10 @@ import asyncio
 import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any
 
 import attrs
 
@@ -33,6 +33,8 @@ from engine.evaluation.pipeline import (
 )
 from engine.evaluation.registry import MetricInfo, Registry
 from engine.evaluation.results import Results
+from engine.evaluation.scorer import OnError, Outcomes, Scorer
+from engine.evaluation.source_plugins import SourceRegistry, is_reference
 from engine.io import documents, sources, trec
 from engine.io.columns import Columns, ContentHash
 from engine.io.config import Config
@@ -43,8 +45,6 @@ from engine.logs import log
 
 __all__ = ["Dataset", "Engine", "Evaluation"]
 
-OnError = Literal["record", "raise"]
-
 
 class Engine:
     """An evaluation engine: a configuration plus a metric registry.
@@ -53,7 +53,8 @@ class Engine:
     such a file, or None to use the nearest ``slotwise.yaml`` (or the defaults).
     ``executor`` scores chunks of samples: ``"local"`` (this process), ``"ray"`` (a Ray
     cluster) or an :class:`~engine.evaluation.executors.Executor`; any but local makes
-    :meth:`Evaluation.evaluate` score in chunks.
+    :meth:`Evaluation.evaluate` score in chunks. ``sources`` finds the plugins that read
+    ``scheme:reference`` datasets (entry-point group ``slotwise.sources``).
     """
 
     def __init__(
@@ -61,6 +62,7 @@ class Engine:
         config: Config | Mapping[str, Any] | str | Path | None = None,
         registry: Registry | None = None,
         executor: str | Executor | None = None,
+        sources: SourceRegistry | None = None,
     ) -> None:
         if isinstance(config, Config):
             self.config = config
@@ -72,6 +74,7 @@ class Engine:
             self.config = Config.discover()
         self.registry = registry or Registry()
         self.executor = resolve_executor(executor)
+        self.sources = sources or SourceRegistry()
 
     # -- metrics -------------------------------------------------------------------------
 
@@ -137,7 +140,8 @@ class Engine:
     def dataset(
         self, source: Any = None, *, samples: Any = None, name: str | None = None
     ) -> Dataset:
-        """A dataset declared in ``slotwise.yaml``, a dataset file, or, in Python,
+        """A dataset declared in ``slotwise.yaml``, a dataset file, a ``scheme:reference``
+        read by a source plugin (``irds:<dataset-id>``, ``ragas:<file>``), or, in Python,
         ``samples=[...]`` (raw samples), pytrec_eval-shaped qrels ``{qid: {docid:
         label}}``, a labels frame (pandas, polars, Arrow) or a ranx ``Qrels``."""
         if (source is None) == (samples is None):
@@ -151,6 +155,12 @@ class Engine:
             _, columns = sources.read_dataset(declared.path)
             return Dataset(columns, self, name or declared.name, declared.metrics, declared.outputs)
         path = Path(source)
+        if not path.exists() and is_reference(str(source)):
+            loaded = self.sources.load(str(source))
+            columns = sources.dataset_columns(loaded.samples)
+            return Dataset(
+                columns, self, name or loaded.name or str(source), outputs=loaded.outputs
+            )
         if not path.exists() and format_suffix(path) not in sources.DATASET_SUFFIXES:
             known = ", ".join(self.config.datasets) or "none"
             where = self.config.source or "no slotwise.yaml found"
@@ -249,13 +259,13 @@ class Engine:
 @attrs.define(eq=False)
 class Dataset:
     """Validated samples, in columns, plus what a declaration says about them (name,
-    metrics, default outputs file)."""
+    metrics, default outputs: a file, or outputs a source plugin read with the samples)."""
 
     columns: Columns
     engine: Engine = attrs.field(repr=False)
     name: str | None = None
     metrics: tuple[str, ...] = ()
-    outputs: Path | None = None
+    outputs: Any = None
 
     def __len__(self) -> int:
         return len(self.columns)
@@ -392,7 +402,7 @@ class Evaluation:
                 "run() was called inside a running event loop: use `await evaluation.arun(system)`"
             )
         samples = self.dataset.samples
-        outcomes = _Outcomes(on_error)
+        outcomes = Outcomes(on_error)
         with (
             _progress(progress, len(samples)) as advance,
             ThreadPoolExecutor(max(1, concurrency)) as pool,
@@ -405,7 +415,7 @@ class Evaluation:
             finally:
                 for pending in futures:
                     pending.cancel()
-        return self._score_outcomes(outcomes, strict)
+        return self.score_outcomes(outcomes, strict)
 
     async def arun(
         self,
@@ -430,7 +440,7 @@ class Evaluation:
                     return await system(value)
                 return await asyncio.to_thread(system, value)
 
-        outcomes = _Outcomes(on_error)
+        outcomes = Outcomes(on_error)
         tasks = [asyncio.ensure_future(call(sample.input)) for sample in samples]
         try:
             with _progress(progress, len(samples)) as advance:
@@ -442,9 +452,15 @@ class Evaluation:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-        return self._score_outcomes(outcomes, strict)
+        return self.score_outcomes(outcomes, strict)
 
-    def _score_outcomes(self, outcomes: _Outcomes, strict: bool) -> Results:
+    def scorer(self, *, strict: bool = False) -> Scorer:
+        """A :class:`Scorer` for outputs that arrive one at a time (an agent loop, a
+        streaming harness): ``add(sample_id, output)`` returns that sample's scores at
+        once, ``results()`` the whole evaluation, as if every output were scored together."""
+        return Scorer(self, strict=strict)
+
+    def score_outcomes(self, outcomes: Outcomes, strict: bool) -> Results:
         """Score what a system returned, its failures as error rows, its outputs kept."""
         columns = documents.outputs_columns(outcomes.outputs)
         return self._score(columns, strict=strict, errors=outcomes.errors, keep=outcomes.outputs)
@@ -517,31 +533,3 @@ def _check_on_error(on_error: str) -> None:
 def _is_async(system: Callable[[Any], Any]) -> bool:
     """An ``async def`` function, or an object whose ``__call__`` is one."""
     return inspect.iscoroutinefunction(system) or inspect.iscoroutinefunction(type(system).__call__)
-
-
-class _Outcomes:
-    """What a system returned for each sample: valid outputs, and error rows."""
-
-    def __init__(self, on_error: OnError) -> None:
-        self.on_error = on_error
-        self.outputs: dict[str, Any] = {}
-        self.errors: dict[str, str] = {}
-
-    def add(self, sample_id: str, done: Future[Any] | asyncio.Future[Any]) -> None:
-        """Record one finished call; with ``on_error="raise"``, its error is raised."""
-        try:
-            actual = done.result()
-        except Exception as error:
-            if self.on_error == "raise":
-                raise
-            self.errors[sample_id] = f"{type(error).__name__}: {error}"
-            return
-        try:
-            documents.parse_outputs([(sample_id, actual, None)])
-        except InputError as invalid:
-            if self.on_error == "raise":
-                raise
-            reasons = "; ".join(str(p) for p in invalid.problems)
-            self.errors[sample_id] = "invalid output: " + reasons
-            return
-        self.outputs[sample_id] = actual

@@ -19,7 +19,7 @@ from engine.io.config import DEFAULT_K
 
 T = TypeVar("T")
 
-__all__ = ["DEFAULT_K", "Batch", "Groups", "Shape"]
+__all__ = ["DEFAULT_K", "Batch", "Groups", "Shape", "row_sums"]
 
 _SHIFT = np.int64(32)  # key = row << 32 | document code
 _PAD = np.int64(2**31 - 1)  # sorts after every document code
@@ -28,9 +28,18 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
-#: List columns whose rows a Batch pads to a width: every row sum over them must add the
-#: same terms in the same order whichever chunk the row is in.
+#: List columns whose rows a Batch pads to a width, the same for every chunk of a dataset.
 PADDED = ("retrieved", "relevance", "grades", "pool")
+
+
+def row_sums(values: FloatArray) -> FloatArray:
+    """Each row summed left to right (trec_eval's order). Trailing zero padding then never
+    changes a sum, so a sample scores the same alone, in a chunk or in the whole dataset,
+    bit for bit; ``values.sum(axis=1)`` groups its terms by the row's width."""
+    if values.shape[1] == 0:
+        return np.zeros(values.shape[0])
+    sums: FloatArray = np.cumsum(values, axis=1, dtype=np.float64)[:, -1]
+    return sums
 
 
 @attrs.frozen

@@ -1,0 +1,182 @@
+"""One output at a time: ``evaluation.scorer()``. Each sample's scores as it arrives equal
+its row when every output is scored at once, and ``results()`` equals ``run()``."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import threading
+
+import numpy as np
+import pytest
+
+import engine
+from engine.errors import InputError, MetricRequirementError
+
+GRADED = [0, 1, 2, 3, -1]
+
+
+def _random_dataset(seed: int, count: int = 200) -> tuple[list[dict], dict[str, dict]]:
+    """Samples with graded relevance, set-based grades, utility labels and pools, and
+    outputs of very different lengths (padding widths differ from sample to sample)."""
+    rng = random.Random(seed)
+    samples, outputs = [], {}
+    for q in range(count):
+        docs = [f"d{i}" for i in range(rng.randint(1, 40))]
+        judged = rng.sample(docs, rng.randint(1, len(docs)))
+        samples.append(
+            {
+                "id": f"q{q}",
+                "input": f"q{q}",
+                "expected_output": {
+                    "relevance": {d: rng.choice(GRADED) for d in judged},
+                    "grades": {d: rng.randint(1, 5) for d in judged},
+                    "utility": {d: round(rng.uniform(-1, 1), 3) for d in judged},
+                },
+            }
+        )
+        ranking = list(dict.fromkeys(f"d{rng.randint(0, 60)}" for _ in range(rng.randint(0, 70))))
+        pool = list(dict.fromkeys(ranking + rng.sample(docs, rng.randint(0, len(docs)))))
+        outputs[f"q{q}"] = {"retrieved": ranking, "pool": pool}
+    return samples, outputs
+
+
+def _applicable(eng: engine.Engine, dataset: engine.Dataset, outputs: dict) -> list[str]:
+    """Every installed metric these samples have the labels for."""
+    usable = []
+    for info in eng.metrics():
+        if info.error:
+            continue
+        try:
+            dataset.with_metrics([info.alias]).evaluate(outputs)
+        except (MetricRequirementError, engine.MetricParameterError):
+            continue
+        usable.append(info.alias)
+    return usable
+
+
+def _timeless(results: engine.Results) -> dict:
+    """The results document without the time it was created."""
+    document = json.loads(results.to_json())
+    del document["provenance"]["created"]
+    return document
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+class TestOneAtATime:
+    def test_each_sample_scores_as_it_does_among_all_others(self, eng):
+        """Bit for bit, for every built-in metric these labels allow, although each sample
+        alone is padded to its own ranking's length (sums run left to right)."""
+        samples, outputs = _random_dataset(seed=7)
+        dataset = eng.dataset(samples=samples)
+        metrics = _applicable(eng, dataset, outputs)
+        assert {"retrieval-ndcg-at-k", "retrieval-map", "ra-nwg-at-k", "udcg"} <= set(metrics)
+        evaluation = dataset.with_metrics(metrics)
+        whole = evaluation.evaluate(outputs)
+        scorer = evaluation.scorer()
+        for row, (sample_id, output) in enumerate(outputs.items()):
+            scores = scorer.add(sample_id, output)
+            mismatched = [
+                label
+                for label in whole.labels
+                if not _same(scores[label], float(whole.values(label)[row]))
+            ]
+            assert mismatched == [], sample_id
+
+    def test_results_equal_run_bit_for_bit(self, eng):
+        """Added in a shuffled order from eight threads, the results are those of
+        ``run``: values, summaries with CIs, diagnostics, provenance, kept outputs."""
+        samples, outputs = _random_dataset(seed=11)
+        evaluation = eng.dataset(samples=samples, name="random").with_metrics(
+            ["retrieval-ndcg-at-k@10", "retrieval-map", "retrieval-err-at-k", "ra-nwg-at-k@5"]
+        )
+        del outputs["q5"]  # the system fails on it: an error row in both
+        ran = evaluation.run(lambda question: outputs[question], progress=False)
+
+        scorer = evaluation.scorer()
+        order = list(outputs)
+        random.Random(3).shuffle(order)
+        per_thread = [order[i::8] for i in range(8)]
+        threads = [
+            threading.Thread(target=lambda ids: [scorer.add(i, outputs[i]) for i in ids], args=(p,))
+            for p in per_thread
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        scorer.add_error("q5", KeyError("q5"))
+        assert len(scorer) == len(samples)
+        scored = scorer.results()
+        assert _timeless(scored) == _timeless(ran)
+        assert scored.summary(resamples=500) == ran.summary(resamples=500)
+        assert scored.diagnostics.errors == {"q5": "KeyError: 'q5'"}
+
+    def test_err_uses_the_datasets_largest_grade(self, eng):
+        """ERR's max_grade defaults to the dataset's largest label (3 here), also for a
+        sample whose own labels stop at 1: relevant at rank 1 with grade 1 is
+        (2^1 - 1) / 2^3 = 1/8, not (2^1 - 1) / 2^1 = 1/2."""
+        samples = [
+            {"id": "low", "expected_output": {"relevance": {"a": 1}}},
+            {"id": "high", "expected_output": {"relevance": {"b": 3}}},
+        ]
+        scorer = eng.dataset(samples=samples).with_metrics(["retrieval-err-at-k"]).scorer()
+        assert scorer.add("low", ["a"]) == {"retrieval-err-at-k": 1 / 8}
+
+    def test_failures_are_error_rows(self, eng):
+        samples, outputs = _random_dataset(seed=5, count=4)
+        evaluation = eng.dataset(samples=samples).with_metrics(["retrieval-mrr"])
+        scorer = evaluation.scorer()
+        scorer.add("q0", outputs["q0"])
+        scorer.add_error("q1", TimeoutError("upstream timed out"))
+        scorer.add_error("q2", "no answer")
+        results = scorer.results()
+        assert results.diagnostics.errors == {
+            "q1": "TimeoutError: upstream timed out",
+            "q2": "no answer",
+        }
+        assert results.diagnostics.missing_outputs == ("q3",)
+        mrr = results.values("retrieval-mrr")
+        assert np.isnan(mrr[1:3]).all()  # failed: NA
+        assert mrr[3] == 0.0  # not added: scored as an empty ranking, as in evaluate()
+
+
+class TestRefusals:
+    """What add refuses raises InputError naming the sample, and records nothing."""
+
+    @pytest.fixture
+    def scorer(self, eng):
+        samples = [{"id": "q-1", "expected_output": ["a"]}, {"id": "q-2", "expected_output": []}]
+        return eng.dataset(samples=samples).with_metrics(["retrieval-mrr"]).scorer(strict=True)
+
+    def test_invalid_output_names_the_pointer(self, scorer):
+        with pytest.raises(InputError) as raised:
+            scorer.add("q-1", {"retrieved": "a"})
+        problem = raised.value.problems[0]
+        assert (problem.sample_id, problem.pointer) == ("q-1", "/actual_output/retrieved")
+        assert len(scorer) == 0
+        assert scorer.add("q-1", ["b", "a"]) == {"retrieval-mrr": 0.5}
+
+    def test_unknown_and_repeated_ids(self, scorer):
+        with pytest.raises(InputError, match="unknown sample"):
+            scorer.add("q-9", ["a"])
+        scorer.add("q-1", ["a"])
+        with pytest.raises(InputError, match="added twice"):
+            scorer.add("q-1", ["a"])
+        with pytest.raises(InputError, match="added twice"):
+            scorer.add_error("q-1", "late failure")
+
+    def test_strict_refuses_a_repeated_document(self, scorer):
+        with pytest.raises(InputError, match="duplicate ids") as raised:
+            scorer.add("q-2", ["a", "a"])
+        assert raised.value.problems[0].pointer == "/actual_output/retrieved"
+        assert len(scorer) == 0
+
+    def test_results_document_validates(self, scorer):
+        scorer.add("q-1", ["a"])
+        document = json.loads(scorer.results().to_json())
+        assert document["diagnostics"]["missing_outputs"] == ["q-2"]
