@@ -21,6 +21,7 @@ that ``score`` receives, so a metric's own tests can pin values by hand. ``SAMPL
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -29,6 +30,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from engine.analysis.compare import compare, gate_rule
+from engine.analysis.stats import Test
 from engine.errors import InputError, MetricParameterError, Problem
 from engine.evaluation.api import Engine
 from engine.evaluation.batch import Batch
@@ -36,9 +39,34 @@ from engine.evaluation.metric import check_metric_class, metric_label
 from engine.evaluation.pipeline import aligned
 from engine.evaluation.registry import GROUP, Registry
 from engine.io.config import DEFAULT_K
+from engine.evaluation.results import Results, read_results
 from engine.io.documents import parse_samples, read_outputs_mapping
 
-__all__ = ["OUTPUTS", "SAMPLES", "MetricConformance", "make_batch"]
+__all__ = ["OUTPUTS", "SAMPLES", "MetricConformance", "assert_no_regression", "make_batch"]
+
+
+def assert_no_regression(
+    results: Results,
+    baseline: Results | str | os.PathLike[str],
+    *,
+    max_drop: float | None = None,
+    alpha: float = 0.05,
+    metrics: Sequence[str] | None = None,
+    test: Test = "randomization",
+) -> None:
+    """Fail (``AssertionError``) when ``results`` fell below ``baseline`` (results, or a
+    results file) on a metric they share (or on ``metrics``), by the gate of ``slotwise
+    compare --fail-on-regression``: significantly worse after Holm's correction at
+    ``alpha``, or worse by more than ``max_drop`` whatever the p. The message names each
+    regressed metric with both means, n and the reason."""
+    before = baseline if isinstance(baseline, Results) else read_results(baseline)
+    comparison = compare(
+        [before, results], names=["baseline", "current"], metrics=metrics, alpha=alpha, test=test
+    )
+    found = comparison.regressions(max_drop=max_drop)
+    if found:
+        lines = "\n".join(f"  {regression}" for regression in found)
+        raise AssertionError(f"retrieval regressed ({gate_rule(alpha, max_drop)}):\n{lines}")
 
 
 def make_batch(

@@ -32,6 +32,7 @@ from engine.evaluation.results import Results
 from engine.evaluation.tables import html_table
 
 __all__ = [
+    "gate_rule",
     "COMPARISON_SCHEMA_ID",
     "Comparison",
     "Mover",
@@ -106,6 +107,12 @@ class Regression:
 
     def __str__(self) -> str:
         return self.reason
+
+
+def gate_rule(alpha: float, max_drop: float | None) -> str:
+    """What the regression gate counts as a regression, in words."""
+    rule = f"significant drop after Holm at alpha={alpha:g}"
+    return rule + (f", or any drop > {max_drop:g}" if max_drop is not None else "")
 
 
 def _clean(value: float | None) -> float | None:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.analysis.compare import Comparison, compare
+from engine.analysis.compare import Comparison, compare, gate_rule
 from engine.cli.common import (
     Handler,
     emit,
@@ -94,9 +94,7 @@ def _compare(args: argparse.Namespace) -> int:
     if not args.fail_on_regression:
         return 0
     found = comparison.regressions(max_drop=args.max_drop)
-    rule = f"significant drop after Holm at alpha={args.alpha:g}" + (
-        f", or any drop > {args.max_drop:g}" if args.max_drop is not None else ""
-    )
+    rule = gate_rule(args.alpha, args.max_drop)
     if found:
         print(f"regression gate FAILED ({rule}):", file=sys.stderr)
         for regression in found:
