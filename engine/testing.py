@@ -59,6 +59,7 @@ def assert_no_regression(
     compare --fail-on-regression``: significantly worse after Holm's correction at
     ``alpha``, or worse by more than ``max_drop`` whatever the p. The message names each
     regressed metric with both means, n and the reason."""
+    __tracebackhide__ = True  # pytest shows the message, not this frame
     before = baseline if isinstance(baseline, Results) else read_results(baseline)
     comparison = compare(
         [before, results], names=["baseline", "current"], metrics=metrics, alpha=alpha, test=test

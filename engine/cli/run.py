@@ -38,8 +38,9 @@ def add(commands: Any) -> dict[str, Handler]:
         "dataset",
         nargs="?",
         help=f"a dataset declared in {CONFIG_FILENAME}, or a .yaml/.json/.jsonl file or a "
-        ".parquet/.arrow/.feather/.csv labels table, optionally .gz/.bz2/.xz/.zst (default: the "
-        "only declared dataset)",
+        ".parquet/.arrow/.feather/.csv labels table, optionally .gz/.bz2/.xz/.zst, or a source "
+        "plugin's scheme:reference (irds:<dataset-id>, ragas:<file.jsonl>) (default: the only "
+        "declared dataset)",
     )
     run.add_argument(
         "--outputs",
