@@ -127,3 +127,24 @@ class TestTrecEvalTestCollection:
             points = [reference[m][qid] for m in IPREC]
             area = sum(0.1 * (a + b) / 2 for a, b in pairwise(points))
             assert abs(results.scores[label][i] - area) <= TOLERANCE
+
+
+def test_files_decorated_as_trec_eval_allows_read_the_same(reference_data: Path, tmp_path: Path):
+    """trec_eval's quicktest also feeds it qrels with comment lines and a run with extra
+    fields after the sixth; decorated so (plus blank lines and tabs), the test collection
+    reads exactly as the plain files, whose values out.test.aq pins."""
+    base = reference_data / "trec_eval"
+    qrels_lines = (base / "qrels.test").read_text().splitlines()
+    run_lines = (base / "results.test").read_text().splitlines()
+    decorated_qrels = tmp_path / "qrels.test.with-comments"
+    decorated_qrels.write_text(
+        "# qrels with comments\n"
+        + "".join(f"{line}\n# after line {i}\n" for i, line in enumerate(qrels_lines))
+    )
+    decorated_run = tmp_path / "results.trunc"
+    decorated_run.write_text(
+        "\n".join(f"{line.replace(' ', chr(9), 1)} junk for future expansion" for line in run_lines)
+        + "\n\n"
+    )
+    assert qrels_of(read_qrels(decorated_qrels)) == qrels_of(read_qrels(base / "qrels.test"))
+    assert run_of(read_run(decorated_run)) == run_of(read_run(base / "results.test"))

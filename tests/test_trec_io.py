@@ -8,6 +8,7 @@ import pytest
 from conftest import qrels_of, run_of
 
 import engine
+from engine.cli import main
 from engine.errors import InputError
 from engine.io import schemas, sources
 from engine.io.documents import raw_outputs, raw_samples
@@ -39,6 +40,15 @@ class TestReadQrels:
         assert "4 fields" in problems[0].message
         assert "document 'a' has two relevance labels (the first at line 1)" in problems[2].message
 
+    def test_comments_and_extra_whitespace(self, tmp_path: Path) -> None:
+        """'#' lines are comments, as in trec_eval's qrels.test.with-comments; a doc id
+        may contain '#'; a fifth field is still malformed, as trec_eval says."""
+        path = _write(tmp_path / "q.txt", "# judged 2026\n1   0\ta#b 2\n#1 0 c 1\n")
+        assert qrels_of(read_qrels(path)) == {"1": {"a#b": 2.0}}
+        bad = _write(tmp_path / "bad.txt", "1 0 a 2 extra\n")
+        with pytest.raises(InputError, match="expected 4 fields"):
+            read_qrels(bad)
+
     def test_missing_file_is_an_input_error(self, tmp_path: Path) -> None:
         """An unreadable file raises InputError, not OSError."""
         with pytest.raises(InputError):
@@ -58,10 +68,41 @@ class TestReadRun:
         path = _write(tmp_path / "r.txt", "q Q0 d10 1 1.0 t\nq Q0 d9 2 1.0 t\nq Q0 d2 3 2.0 t\n")
         assert run_of(read_run(path)) == {"q": ["d2", "d9", "d10"]}
 
-    def test_duplicates_are_kept_for_the_engine_to_count(self, tmp_path: Path) -> None:
-        """A repeated doc id stays in the list; the engine drops it and counts it."""
-        path = _write(tmp_path / "r.txt", "q Q0 a 1 3 t\nq Q0 a 2 1 t\nq Q0 b 3 2 t\n")
-        assert run_of(read_run(path)) == {"q": ["a", "b", "a"]}
+    def test_a_document_retrieved_twice_is_an_error(self, tmp_path: Path) -> None:
+        """trec_eval refuses a run that retrieves a document twice for a query: so does
+        slotwise, naming both lines (the same doc id for another query is fine)."""
+        path = _write(
+            tmp_path / "r.txt", "q Q0 a 1 3 t\nq Q0 b 3 2 t\nr Q0 a 1 1 t\nq Q0 a 2 1 t\n"
+        )
+        with pytest.raises(InputError) as caught:
+            read_run(path)
+        (problem,) = caught.value.problems
+        assert (problem.source, problem.line, problem.sample_id) == (str(path), 4, "q")
+        assert "document 'a' is retrieved twice for this query (the first at line 1)" in str(
+            problem
+        )
+
+    def test_retrieved_twice_is_exit_2_in_slotwise_run(self, tmp_path: Path, capsys) -> None:
+        qrels = _write(tmp_path / "q.txt", "q 0 a 1\n")
+        run = _write(tmp_path / "r.txt", "q Q0 a 1 3 t\nq Q0 a 2 1 t\n")
+        code = main(["run", "--qrels", str(qrels), "--run", str(run), "--metrics", "retrieval-mrr"])
+        assert code == 2
+        assert f"{run}:2" in capsys.readouterr().err
+
+    def test_read_as_trec_eval_reads(self, tmp_path: Path) -> None:
+        """Comment lines, blank lines, runs of spaces and tabs, fields after the sixth
+        ("reserved for future expansion") and doc ids with '#' in them."""
+        path = _write(
+            tmp_path / "r.txt",
+            "# run of 2026-11-23\n\nq  Q0\td#1 1 0.9 tag extra fields\n"
+            "  # indented comment\nq Q0 d2 2 0.5 tag\n",
+        )
+        assert run_of(read_run(path)) == {"q": ["d#1", "d2"]}
+
+    def test_a_comment_shaped_like_a_line_is_still_a_comment(self, tmp_path: Path) -> None:
+        """Six fields after '#': the columnar reader must not take it for a query '#'."""
+        path = _write(tmp_path / "r.txt", "# Q0 doc rank 1 tag\nq Q0 a 1 1 t\n")
+        assert run_of(read_run(path)) == {"q": ["a"]}
 
     def test_every_malformed_line_is_reported(self, tmp_path: Path) -> None:
         """Field counts and scores are checked on every line before raising."""

@@ -215,13 +215,31 @@ def _labelled_twice(
     keys: IntArray, rows: IntArray, kind: str, queries: Coded, docs: Coded, where: Where
 ) -> list[Problem]:
     """A problem per row that labels a document its query already labelled."""
+    return _again(keys, rows, f"has two {kind} labels", queries, docs, where)
+
+
+def retrieved_twice(queries: Coded, docs: Coded, where: Where) -> list[Problem]:
+    """A problem per row that retrieves a document again for its query (trec_eval refuses
+    such a run)."""
+    keys = (queries.codes.astype(np.int64) << np.int64(32)) | docs.codes
+    ordered = np.sort(keys)
+    if not (ordered[1:] == ordered[:-1]).any():  # the common case: one sort, no argsort
+        return []
+    rows = np.arange(keys.size)
+    return _again(keys, rows, "is retrieved twice for this query", queries, docs, where)
+
+
+def _again(
+    keys: IntArray, rows: IntArray, saying: str, queries: Coded, docs: Coded, where: Where
+) -> list[Problem]:
+    """A problem per row whose (query, document) key an earlier row already had."""
     order = np.argsort(keys, kind="stable")
     ordered = keys[order]
     again = np.flatnonzero(ordered[1:] == ordered[:-1]) + 1
     problems = []
     for position in again[:_WORDED].tolist():
         first, row = int(rows[order[position - 1]]), int(rows[order[position]])
-        message = f"document {docs.id_of(row)!r} has two {kind} labels (the first at {where.place(first)})"
+        message = f"document {docs.id_of(row)!r} {saying} (the first at {where.place(first)})"
         problems.append(where.problem(row, message, queries.id_of(row)))
     return problems
 

@@ -1,8 +1,13 @@
-"""TREC qrels and run files.
+"""TREC qrels and run files, read as trec_eval reads them.
 
 - qrels: ``qid iter docid rel`` (4 whitespace-separated fields; ``iter`` is ignored);
-- run: ``qid Q0 docid rank score tag`` (6 fields). The rank column is ignored: documents
-  are ordered as trec_eval orders them, by score descending, ties by doc id descending.
+- run: ``qid Q0 docid rank score tag`` (6 fields; more are ignored, "reserved for future
+  expansion"). The rank column is ignored: documents are ordered as trec_eval orders
+  them, by score descending, ties by doc id descending. A document retrieved twice for a
+  query is an error naming both lines, as trec_eval refuses such a run.
+
+Lines whose first field starts with ``#`` are comments, and blank lines are skipped, in
+both; any run of spaces and tabs separates fields, and a doc id may contain ``#``.
 
 A file with single spaces (or single tabs) between fields is read by pyarrow's CSV reader
 straight into columns; any other file, and any file with a problem, is read line by line,
@@ -27,7 +32,7 @@ import pyarrow.csv as csv
 from engine.errors import InputError, Problem
 from engine.io.columns import Columns, lengths, string_bytes
 from engine.io.files import AtomicFile, arrow_input, open_binary
-from engine.io.frames import Coded, Where, labels_columns, run_columns
+from engine.io.frames import Coded, Where, labels_columns, retrieved_twice, run_columns
 
 __all__ = [
     "read_qrels",
@@ -58,6 +63,9 @@ class _Format:
     def columns(self, queries: Coded, docs: Coded, numbers: np.ndarray, where: Where) -> Columns:
         if self.kind == "qrels":
             return labels_columns(queries, docs, {"relevance": numbers}, where)
+        problems = retrieved_twice(queries, docs, where)
+        if problems:
+            raise InputError(problems, summary=f"a document retrieved twice {where.source}")
         return run_columns(queries, docs, scores=numbers)
 
 
@@ -211,7 +219,10 @@ def _columnar(
     numbers = table.column(layout.number).to_numpy()
     if not np.isfinite(numbers).all():
         return None
-    return Coded.of(table.column("query")), Coded.of(table.column("doc")), numbers
+    queries = Coded.of(table.column("query"))
+    if pc.any(pc.starts_with(queries.ids, "#")).as_py():
+        return None  # a comment line that happens to have the right number of fields
+    return queries, Coded.of(table.column("doc")), numbers
 
 
 def _by_line(
@@ -228,8 +239,10 @@ def _by_line(
             fields = [
                 field.decode("utf-8") for field in raw.split()
             ]  # ASCII whitespace, as trec_eval
-            if not fields:
-                continue
+            if not fields or fields[0].startswith("#"):
+                continue  # a blank line, or a comment
+            if len(fields) > width and layout.kind == "run":
+                fields = fields[:width]  # trec_eval ignores what follows the sixth field
             if len(fields) != width:
                 message = f"expected {width} fields '{layout.layout}', got {len(fields)}"
                 problems.append(Problem(message, source=str(path), line=number))
