@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 import attrs
@@ -78,26 +79,30 @@ def _relevant_within(batch: Batch, threshold: float, limit: IntArray | None) -> 
 ROUNDINGS: tuple[str, ...] = ("trec_eval9", "trec_eval10", "exact")
 
 
-def _needed(level: int, num_rel: IntArray, rounding: str) -> IntArray:
-    """Relevant documents needed to reach recall level ``level / 10``.
+def _needed(recall: float, num_rel: IntArray, rounding: str) -> IntArray:
+    """Relevant documents needed to reach recall level ``recall``.
 
     ``trec_eval9``: ``(long)(c * n + 0.9)`` in doubles (trec_eval <= 9.x, pytrec_eval);
-    ``trec_eval10``: ``lround(c * n)`` (trec_eval 10); ``exact``: ``ceil(c * n)`` computed
-    in integers, i.e. the first m with recall m / n >= c.
+    ``trec_eval10``: ``lround(c * n)`` (trec_eval 10); ``exact``: ``ceil(c * n)``, the
+    first m with recall m / n >= c (c * n rounded to 9 decimals first, so 0.3 * 10 is 3).
     """
-    scaled = RECALL_LEVELS[level] * num_rel.astype(np.float64)
+    scaled = recall * num_rel.astype(np.float64)
     if rounding == "trec_eval9":
         return (scaled + 0.9).astype(np.int64)
     if rounding == "trec_eval10":
         whole = np.floor(scaled)
         return (whole + (scaled - whole >= 0.5)).astype(np.int64)
-    return (level * num_rel + 9) // 10
+    return np.ceil(np.round(scaled, 9)).astype(np.int64)
 
 
 def _iprec_at_recall(
-    batch: Batch, threshold: float = 1.0, rounding: str = "trec_eval9"
+    batch: Batch,
+    threshold: float = 1.0,
+    rounding: str = "trec_eval9",
+    levels: Sequence[float] = RECALL_LEVELS,
 ) -> FloatArray:
-    """trec_eval's interpolated precision at the 11 :data:`RECALL_LEVELS`, shape ``(Q, 11)``.
+    """trec_eval's interpolated precision at recall ``levels`` (by default the 11
+    :data:`RECALL_LEVELS`), shape ``(Q, len(levels))``.
 
     Level c needs m relevant documents (see :func:`_needed`); its value is the largest
     precision at or after the rank of the m-th relevant retrieved document (m = 0: the
@@ -109,15 +114,15 @@ def _iprec_at_recall(
     best_after = np.maximum.accumulate(precision[:, ::-1], axis=1)[:, ::-1]
     num_rel = batch.num_relevant(threshold)
     width = relevant.shape[1]
-    out = np.zeros((len(batch), len(RECALL_LEVELS)))
+    out = np.zeros((len(batch), len(levels)))
     if width == 0:
         return out
     rows = np.arange(len(batch))
-    for level in range(len(RECALL_LEVELS)):
+    for column, level in enumerate(levels):
         needed = np.maximum(_needed(level, num_rel, rounding), 1)
         position = (found < needed[:, None]).sum(axis=1)
         reached = position < width
-        out[rows[reached], level] = best_after[rows[reached], position[reached]]
+        out[rows[reached], column] = best_after[rows[reached], position[reached]]
     return out
 
 
@@ -290,6 +295,20 @@ class AUCPR(_Ranked):
     def score(self, batch: Batch) -> FloatArray:
         points = _iprec_at_recall(batch, self.relevance_threshold, self.rounding)
         return np.asarray(np.trapezoid(points, x=RECALL_LEVELS, axis=1), dtype=np.float64)
+
+
+@attrs.frozen
+class IPrecAtRecall(_Ranked):
+    """Interpolated precision at a recall level: the best precision at or after the rank
+    where recall reaches ``recall`` (trec_eval iprec_at_recall_<recall>)."""
+
+    alias: ClassVar[str] = "retrieval-iprec-at-recall"
+    recall: float = attrs.field(default=0.0, validator=bounded_number(0, 1))
+    relevance_threshold: float = _threshold()
+    rounding: str = attrs.field(default="trec_eval9", validator=choice(*ROUNDINGS), kw_only=True)
+
+    def score(self, batch: Batch) -> FloatArray:
+        return _iprec_at_recall(batch, self.relevance_threshold, self.rounding, [self.recall])[:, 0]
 
 
 @attrs.frozen

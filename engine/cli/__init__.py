@@ -11,7 +11,17 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine.cli import annotate, compare, convert, listing, meta, report, run, validate
+from engine.cli import (
+    annotate,
+    compare,
+    convert,
+    listing,
+    meta,
+    report,
+    run,
+    trec_eval,
+    validate,
+)
 from engine.cli.common import Handler, Parser, UsageError
 from engine.errors import MetricScoreError, SlotwiseError
 from engine.io.config import CONFIG_FILENAME
@@ -21,7 +31,7 @@ from engine.version import VERSION
 __all__ = ["main"]
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
-_COMMANDS = (run, listing, validate, convert, compare, report, meta, annotate)
+_COMMANDS = (run, trec_eval, listing, validate, convert, compare, report, meta, annotate)
 
 
 def _build_parser() -> tuple[Parser, dict[str, Handler]]:

@@ -31,12 +31,13 @@ import pyarrow.csv as csv
 
 from engine.errors import InputError, Problem
 from engine.io.columns import Columns, lengths, string_bytes
-from engine.io.files import AtomicFile, arrow_input, open_binary
+from engine.io.files import COMPRESSIONS, AtomicFile, arrow_input, open_binary
 from engine.io.frames import Coded, Where, labels_columns, retrieved_twice, run_columns
 
 __all__ = [
     "read_qrels",
     "read_run",
+    "run_tag",
     "stream_qrels",
     "stream_run",
     "stream_run_lengths",
@@ -83,6 +84,24 @@ def read_run(path: str | os.PathLike[str]) -> Columns:
     """Outputs of a run file: one ranked list per query, in trec_eval's order. Repeated doc
     ids are kept (the engine drops and counts them)."""
     return _read(Path(path), _RUN)
+
+
+def run_tag(path: str | os.PathLike[str]) -> str:
+    """The run's tag as trec_eval reports it (its ``runid``): the sixth field of the last
+    line that is not blank or a comment; "" when there is none."""
+    path = Path(path)
+    with open_binary(path) as handle:
+        if path.suffix.lower() in COMPRESSIONS:
+            tail = b"".join(handle.readlines()[-64:])
+        else:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - (1 << 16)))
+            tail = handle.read()
+    for line in reversed(tail.splitlines()):
+        fields = line.split()
+        if len(fields) >= 6 and not fields[0].startswith(b"#"):
+            return fields[5].decode("utf-8", "replace")
+    return ""
 
 
 def stream_qrels(path: str | os.PathLike[str]) -> Iterator[Columns]:

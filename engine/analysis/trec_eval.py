@@ -1,0 +1,366 @@
+"""trec_eval over slotwise metrics: its measure names and parameters (``-m P.5,10``), its
+measure sets (``official``, ``all_trec``, ``set``), its query set and options (``-c``,
+``-M``, ``-l``, ``-J``) and its output, line for line, as ``slotwise trec-eval`` prints it.
+
+Each trec_eval measure that is a per-query score is a slotwise metric alias (``P`` is
+``retrieval-precision-at-k``, ``bpref`` is ``retrieval-bpref``, ...); this module only
+maps names, picks the queries, and aggregates and prints as trec_eval does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+
+import attrs
+import numpy as np
+import pyarrow as pa
+
+from engine.errors import InputError, Problem
+from engine.evaluation.api import Dataset, Engine
+from engine.evaluation.batch import Batch, FloatArray
+from engine.evaluation.metric import metric_label
+from engine.evaluation.pipeline import aligned
+from engine.io.columns import Columns, list_array, offsets_of
+
+__all__ = [
+    "MEASURES",
+    "MEASURE_SETS",
+    "Options",
+    "Report",
+    "Request",
+    "parse_measures",
+    "trec_eval",
+]
+
+UNCUT = 10**9  # a cutoff beyond any ranking: trec_eval's uncut ndcg
+MIN_GEO_MEAN = 0.00001  # trec_eval's floor before a geometric mean's log
+CUTOFFS = ("5", "10", "15", "20", "30", "100", "200", "500", "1000")
+
+
+@attrs.frozen
+class Measure:
+    """One trec_eval measure: the slotwise spec of each parameter (``{p}`` the parameter,
+    ``{l}`` the relevance level of ``-l``), its default parameters, how its ``all`` line
+    is made (``mean``; ``sum``; ``gm``, the geometric mean, with no per-query lines;
+    ``none``, per-query lines only; ``special``), whether it prints as an integer, and how
+    a parameter is printed in its name."""
+
+    spec: str | None
+    defaults: tuple[str, ...] = ()
+    summary: str = "mean"
+    integer: bool = False
+    printed: Callable[[str], str] = str
+
+
+def _level(text: str) -> str:
+    return f"{float(text):.2f}"
+
+
+MEASURES: dict[str, Measure] = {
+    "runid": Measure(None, summary="special"),
+    "num_q": Measure(None, summary="special", integer=True),
+    "num_ret": Measure("retrieval-num-ret", summary="sum", integer=True),
+    "num_rel": Measure("retrieval-num-rel(relevance_threshold={l})", summary="sum", integer=True),
+    "num_rel_ret": Measure(
+        "retrieval-num-rel-ret(relevance_threshold={l})", summary="sum", integer=True
+    ),
+    "map": Measure("retrieval-map(relevance_threshold={l})"),
+    "gm_map": Measure("retrieval-map(relevance_threshold={l})", summary="gm"),
+    "Rprec": Measure("retrieval-r-precision(relevance_threshold={l})"),
+    "bpref": Measure("retrieval-bpref(relevance_threshold={l})"),
+    "recip_rank": Measure("retrieval-mrr(relevance_threshold={l})"),
+    "iprec_at_recall": Measure(
+        "retrieval-iprec-at-recall(recall={p}, relevance_threshold={l}, rounding=trec_eval10)",
+        tuple(f"{level / 10:.2f}" for level in range(11)),
+        printed=_level,
+    ),
+    "P": Measure("retrieval-precision-at-k(k={p}, relevance_threshold={l})", CUTOFFS),
+    "relstring": Measure(None, ("10",), summary="none"),
+    "recall": Measure("retrieval-recall-at-k(k={p}, relevance_threshold={l})", CUTOFFS),
+    "infAP": Measure("retrieval-infap(relevance_threshold={l})"),
+    "gm_bpref": Measure("retrieval-bpref(relevance_threshold={l})", summary="gm"),
+    "Rprec_mult": Measure(
+        "retrieval-rprec-mult(multiplier={p}, relevance_threshold={l})",
+        tuple(f"{m / 10:.2f}" for m in range(2, 21, 2)),
+        printed=_level,
+    ),
+    "utility": Measure("retrieval-utility(relevance_threshold={l})"),
+    "11pt_avg": Measure("retrieval-11pt-avg(relevance_threshold={l}, rounding=trec_eval10)"),
+    "binG": Measure("retrieval-bing(relevance_threshold={l})"),
+    "G": Measure("retrieval-g"),
+    "ndcg": Measure(f"retrieval-ndcg-at-k(k={UNCUT})"),
+    "ndcg_rel": Measure("retrieval-ndcg-rel"),
+    "Rndcg": Measure("retrieval-rndcg"),
+    "ndcg_cut": Measure("retrieval-ndcg-at-k(k={p})", CUTOFFS),
+    "map_cut": Measure("retrieval-map(k={p}, relevance_threshold={l})", CUTOFFS),
+    "relative_P": Measure(
+        "retrieval-relative-precision-at-k(k={p}, relevance_threshold={l})", CUTOFFS
+    ),
+    "success": Measure("retrieval-hit-at-k(k={p}, relevance_threshold={l})", ("1", "5", "10")),
+    "set_P": Measure("retrieval-set-precision(relevance_threshold={l})"),
+    "set_relative_P": Measure("retrieval-set-relative-precision(relevance_threshold={l})"),
+    "set_recall": Measure("retrieval-set-recall(relevance_threshold={l})"),
+    "set_map": Measure("retrieval-set-map(relevance_threshold={l})"),
+    "set_F": Measure("retrieval-set-f(relevance_threshold={l})"),
+    "num_nonrel_judged_ret": Measure(
+        "retrieval-num-nonrel-judged-ret(relevance_threshold={l})", summary="sum", integer=True
+    ),
+    "rbp": Measure("retrieval-rbp(relevance_threshold={l})"),
+    "rbp_resid": Measure("retrieval-rbp-resid(relevance_threshold={l})"),
+    "unj": Measure("retrieval-unjudged-at-k(k={p})", ("5", "10", "20")),
+}
+
+_OFFICIAL = [
+    "runid",
+    "num_q",
+    "num_ret",
+    "num_rel",
+    "num_rel_ret",
+    "map",
+    "gm_map",
+    "Rprec",
+    "bpref",
+    "recip_rank",
+    "iprec_at_recall",
+    "P",
+]
+MEASURE_SETS: dict[str, tuple[str, ...]] = {
+    "official": tuple(_OFFICIAL),
+    "all_trec": tuple(MEASURES),
+    "set": tuple(
+        [
+            "runid",
+            "num_q",
+            "num_ret",
+            "num_rel",
+            "num_rel_ret",
+            "utility",
+            "set_P",
+            "set_recall",
+            "set_relative_P",
+            "set_map",
+            "set_F",
+        ]
+    ),
+}
+
+
+@attrs.frozen
+class Request:
+    """One ``-m`` measure with its parameters (the defaults when none were given)."""
+
+    name: str
+    params: tuple[str, ...] = ()
+
+
+def parse_measures(args: Sequence[str]) -> list[Request]:
+    """``-m`` values (``P.5,10``, ``all_trec``, ``iprec_at_recall..10,.25``) as requests in
+    trec_eval's order (the order of its measure table), each measure once."""
+    wanted: dict[str, tuple[str, ...]] = {}
+    for arg in args or ["official"]:
+        if arg in MEASURE_SETS:
+            for name in MEASURE_SETS[arg]:
+                wanted.setdefault(name, ())
+            continue
+        name, dot, rest = arg.partition(".")
+        if name not in MEASURES:
+            raise InputError(
+                [Problem(f"trec_eval has no measure {name!r} ({_closest(name)})")],
+                summary="unknown measure",
+            )
+        if dot and "=" in rest:
+            raise InputError(
+                [Problem(f"{arg}: gain mappings (level=gain) are not supported yet")],
+                summary="unsupported measure parameters",
+            )
+        params = tuple(p for p in rest.split(",") if p) if dot else ()
+        if params and not MEASURES[name].defaults:
+            raise InputError(
+                [Problem(f"{arg}: measure {name} takes no parameters")],
+                summary="bad measure parameters",
+            )
+        wanted[name] = params or wanted.get(name, ())
+    return [Request(name, wanted[name]) for name in MEASURES if name in wanted]
+
+
+def _closest(name: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(MEASURES) + list(MEASURE_SETS), n=3)
+    return f"did you mean {', '.join(close)}?" if close else "see slotwise trec-eval --help"
+
+
+@attrs.frozen
+class Line:
+    """One printed measure: its name (``P_5``), its slotwise spec (None: computed here)
+    and its measure."""
+
+    name: str
+    spec: str | None
+    measure: Measure
+
+
+def _lines(requests: Sequence[Request], level: float) -> list[Line]:
+    """Every printed measure of the requests, in order."""
+    threshold = repr(float(level))
+    lines = []
+    for request in requests:
+        measure = MEASURES[request.name]
+        if not measure.defaults or measure.spec is None:
+            spec = measure.spec.format(l=threshold) if measure.spec else None
+            lines.append(Line(request.name, spec, measure))
+            continue
+        for param in request.params or measure.defaults:
+            spec = measure.spec.format(p=_number(param), l=threshold)
+            lines.append(Line(f"{request.name}_{measure.printed(param)}", spec, measure))
+    return lines
+
+
+def _number(text: str) -> str:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(
+            [Problem(f"measure parameter {text!r} is not a number")], summary="bad parameter"
+        ) from None
+    return str(int(value)) if value.is_integer() and "." not in text else repr(value)
+
+
+@attrs.frozen
+class Options:
+    """trec_eval's query-set and ranking options: ``-c`` (every query of the qrels, a
+    missing run scoring as an empty ranking), ``-M`` (the first N documents of each
+    ranking), ``-l`` (the least label counted relevant), ``-J`` (judged documents only)."""
+
+    complete: bool = False
+    max_docs: int | None = None
+    level: float = 1.0
+    judged_only: bool = False
+
+
+@attrs.frozen
+class Report:
+    """The values of ``slotwise trec-eval``: per printed measure, one value per query."""
+
+    lines: tuple[Line, ...]
+    query_ids: tuple[str, ...]
+    values: dict[str, FloatArray]
+    relstrings: tuple[str, ...]
+    runid: str
+
+    def format(self, per_query: bool = False, summary: bool = True) -> Iterator[str]:
+        """The output, as trec_eval prints it: with ``per_query`` every query's lines (in
+        query id order), then the ``all`` lines unless ``summary`` is False."""
+        if per_query:
+            order = sorted(range(len(self.query_ids)), key=self.query_ids.__getitem__)
+            for row in order:
+                for line in self.lines:
+                    text = self._single(line, row)
+                    if text is not None:
+                        yield _print(line.name, self.query_ids[row], text)
+        if summary:
+            for line in self.lines:
+                text = self._summary(line)
+                if text is not None:
+                    yield _print(line.name, "all", text)
+
+    def _single(self, line: Line, row: int) -> str | None:
+        if line.name == "relstring":
+            return f"'{self.relstrings[row]}'"
+        if line.spec is None or line.measure.summary in ("gm", "special"):
+            return None
+        return _value(self.values[line.name][row], line.measure.integer)
+
+    def _summary(self, line: Line) -> str | None:
+        if line.name == "runid":
+            return self.runid
+        if line.name == "num_q":
+            return str(len(self.query_ids))
+        if line.measure.summary == "none" or not self.query_ids:
+            return None
+        column = self.values[line.name]
+        if line.measure.summary == "gm":
+            logs = np.log(np.maximum(column, MIN_GEO_MEAN))
+            return _value(math.exp(math.fsum(logs) / logs.size), False)
+        total = math.fsum(column)
+        if line.measure.summary == "sum":
+            return _value(total, True)
+        return _value(total / column.size, False)
+
+
+def trec_eval(
+    engine: Engine,
+    qrels: Columns,
+    run: Columns,
+    requests: Sequence[Request],
+    options: Options = Options(),
+    runid: str = "",
+) -> Report:
+    """Evaluate ``run`` against ``qrels`` as trec_eval would, for the requested measures.
+
+    The queries are those of the qrels that the run has (all of the qrels with
+    ``complete``); queries of the run without judgements are ignored, as trec_eval
+    ignores them.
+    """
+    lines = _lines(requests, options.level)
+    joined, _ = aligned(qrels, run)
+    if not options.complete:
+        has_run = joined.column("retrieved").is_valid().to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(has_run)
+        qrels, joined = qrels.take(rows), joined.take(rows)
+    batch = Batch.compile(joined)
+    relstrings = _relstrings(batch) if any(line.name == "relstring" for line in lines) else ()
+    ranked = _ranked(batch, joined, options)
+    specs = list(dict.fromkeys(line.spec for line in lines if line.spec is not None))
+    labels = {spec: metric_label(engine.metric(spec)) for spec in specs}
+    values: dict[str, FloatArray] = {}
+    if specs and len(joined):
+        results = Dataset(qrels, engine).with_metrics(specs).evaluate(ranked)
+        values = {
+            line.name: results.values(labels[line.spec]) for line in lines if line.spec is not None
+        }
+    return Report(tuple(lines), tuple(joined.ids.to_pylist()), values, relstrings, runid)
+
+
+def _ranked(batch: Batch, joined: Columns, options: Options) -> Columns:
+    """Each query's ranking in trec_eval's order, cut to ``max_docs`` and, with
+    ``judged_only``, without its unjudged documents."""
+    keep = batch.valid.copy()
+    if options.judged_only:
+        keep &= ~np.isnan(batch.ranked_labels)
+    if options.max_docs is not None:
+        keep &= np.cumsum(keep, axis=1) <= options.max_docs
+    sizes = keep.sum(axis=1)
+    retrieved = list_array(offsets_of(sizes), pa.array(batch.doc_codes[keep], pa.int32()))
+    table = pa.table({"id": joined.ids, "retrieved": retrieved})
+    return Columns(table, joined.docs)
+
+
+def _relstrings(batch: Batch, length: int = 10) -> tuple[str, ...]:
+    """trec_eval's relstring: per query, a character per document of the top ``length``:
+    its label 0..9, ``>`` above 9, ``-`` unjudged (or -1), ``.`` -2, ``<`` below."""
+    labels = batch.ranked_labels[:, :length]
+    valid = batch.valid[:, :length]
+    out = []
+    for row_labels, row_valid in zip(labels, valid, strict=True):
+        chars = []
+        for label in row_labels[row_valid]:
+            if math.isnan(label) or label == -1:
+                chars.append("-")
+            elif label > 9:
+                chars.append(">")
+            elif label >= 0:
+                chars.append(str(int(label)))
+            else:
+                chars.append("." if label == -2 else "<")
+        out.append("".join(chars))
+    return tuple(out)
+
+
+def _value(value: float, integer: bool) -> str:
+    return str(round(float(value))) if integer else f"{value:6.4f}"
+
+
+def _print(name: str, qid: str, text: str) -> str:
+    return f"{name:<22}\t{qid}\t{text}"
