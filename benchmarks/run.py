@@ -210,6 +210,31 @@ pytrec_eval.RelevanceEvaluator(qrels, set(sys.argv[3].split(","))).evaluate(run)
 """
 
 
+PYTREC_ALL_TREC = """
+import sys, pytrec_eval
+with open(sys.argv[1]) as q, open(sys.argv[2]) as r:
+    qrels, run = pytrec_eval.parse_qrel(q), pytrec_eval.parse_run(r)
+pytrec_eval.RelevanceEvaluator(qrels, pytrec_eval.supported_measures).evaluate(run)
+"""
+
+
+def trec_eval_step(qrels: Path, run: Path, repeat: int) -> dict[str, float]:
+    """(f) `slotwise trec-eval -q -m all_trec` and pytrec_eval with every measure it
+    supports, parse + evaluate, fresh processes: median seconds of each."""
+    slotwise = str(Path(sys.executable).with_name("slotwise"))
+    ours = [slotwise, "trec-eval", "-q", "-m", "all_trec", str(qrels), str(run)]
+    theirs = [sys.executable, "-c", PYTREC_ALL_TREC, str(qrels), str(run)]
+    times: dict[str, list[float]] = {"slotwise": [], "pytrec_eval": []}
+    for _ in range(repeat):
+        times["slotwise"].append(in_process_child(*ours)["seconds"])
+        times["pytrec_eval"].append(in_process_child(*theirs)["seconds"])
+        print(
+            f"  trec-eval {times['slotwise'][-1]:.2f} s vs {times['pytrec_eval'][-1]:.2f} s",
+            file=sys.stderr,
+        )
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def slotwise_cli(qrels: Path, run: Path, out: Path, *extra: str) -> list[str]:
     slotwise = str(Path(sys.executable).with_name("slotwise"))
     return [slotwise, "run", "--qrels", str(qrels), "--run", str(run), "--metrics", ",".join(SLOTWISE),
@@ -331,6 +356,7 @@ def main() -> None:
                 file=sys.stderr,
             )
         prepared.clear()
+        trec_eval = trec_eval_step(qrels_path, run_path, args.repeat)
         stream = {}
         if args.stream_queries:
             big = write_big_files(args.stream_queries, args.docs, Path(folder))
@@ -384,6 +410,13 @@ def main() -> None:
     say(
         f"Peak RSS of (d): slotwise {s['max_rss'] / 2**20:,.0f} MiB, pytrec_eval "
         f"{p['max_rss'] / 2**20:,.0f} MiB (ratio {s['max_rss'] / p['max_rss']:.2f})."
+    )
+    say()
+    say(
+        f"(f) `slotwise trec-eval -q -m all_trec` (parse, evaluate, print every line) "
+        f"{trec_eval['slotwise']:.2f} s vs pytrec_eval with every measure it supports (parse + "
+        f"evaluate) {trec_eval['pytrec_eval']:.2f} s, fresh processes: ratio "
+        f"{trec_eval['slotwise'] / trec_eval['pytrec_eval']:.2f}."
     )
     say()
     if stream:

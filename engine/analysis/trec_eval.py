@@ -10,18 +10,19 @@ maps names, picks the queries, and aggregates and prints as trec_eval does.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.errors import InputError, Problem
 from engine.evaluation.api import Dataset, Engine
 from engine.evaluation.batch import Batch, FloatArray
 from engine.evaluation.metric import metric_label
 from engine.evaluation.pipeline import aligned
-from engine.io.columns import Columns, list_array, offsets_of
+from engine.io.columns import Columns, list_array, offsets_of, string_bytes
 
 __all__ = [
     "MEASURES",
@@ -106,8 +107,8 @@ MEASURES: dict[str, Measure] = {
     "num_nonrel_judged_ret": Measure(
         "retrieval-num-nonrel-judged-ret(relevance_threshold={l})", summary="sum", integer=True
     ),
-    "rbp": Measure("retrieval-rbp(relevance_threshold={l})"),
-    "rbp_resid": Measure("retrieval-rbp-resid(relevance_threshold={l})"),
+    "rbp": Measure("retrieval-rbp"),
+    "rbp_resid": Measure("retrieval-rbp-resid"),
     "unj": Measure("retrieval-unjudged-at-k(k={p})", ("5", "10", "20")),
 }
 
@@ -249,28 +250,45 @@ class Report:
     relstrings: tuple[str, ...]
     runid: str
 
-    def format(self, per_query: bool = False, summary: bool = True) -> Iterator[str]:
+    def render(self, per_query: bool = False, summary: bool = True) -> bytes:
         """The output, as trec_eval prints it: with ``per_query`` every query's lines (in
-        query id order), then the ``all`` lines unless ``summary`` is False."""
-        if per_query:
-            order = sorted(range(len(self.query_ids)), key=self.query_ids.__getitem__)
-            for row in order:
-                for line in self.lines:
-                    text = self._single(line, row)
-                    if text is not None:
-                        yield _print(line.name, self.query_ids[row], text)
+        query id order), then the ``all`` lines unless ``summary`` is False. The per-query
+        block is built column by column in Arrow, not line by line."""
+        text = self._per_query_block() if per_query and self.query_ids else b""
         if summary:
-            for line in self.lines:
-                text = self._summary(line)
-                if text is not None:
-                    yield _print(line.name, "all", text)
+            lines = ((line.name, self._summary(line)) for line in self.lines)
+            text += "".join(
+                _print(name, "all", value) + "\n" for name, value in lines if value is not None
+            ).encode()
+        return text
 
-    def _single(self, line: Line, row: int) -> str | None:
-        if line.name == "relstring":
-            return f"'{self.relstrings[row]}'"
-        if line.spec is None or line.measure.summary in ("gm", "special"):
-            return None
-        return _value(self.values[line.name][row], line.measure.integer)
+    def _per_query_block(self) -> bytes:
+        """Every query's lines: the values of each measure formatted once as a column,
+        then interleaved query by query."""
+        ids = pa.array(self.query_ids, pa.string())
+        order = pa.array(pc.sort_indices(ids).to_numpy())
+        columns, names = [], []
+        for line in self.lines:
+            if line.name == "relstring":
+                column = pa.array([f"'{s}'" for s in self.relstrings], pa.string())
+            elif line.spec is None or line.measure.summary in ("gm", "special"):
+                continue
+            else:
+                column = _formatted(self.values[line.name], line.measure.integer)
+            columns.append(column.take(order))
+            names.append(f"{line.name:<22}")
+        queries, width = len(order), len(columns)
+        if not width:
+            return b""
+        by_query = (np.arange(width)[None, :] * queries + np.arange(queries)[:, None]).ravel()
+        values = pa.concat_arrays(columns).take(pa.array(by_query))
+        measure = pa.array(names, pa.string()).take(pa.array(np.tile(np.arange(width), queries)))
+        query = ids.take(order).take(pa.array(np.repeat(np.arange(queries), width)))
+        ends = pa.repeat("\n", len(values))
+        lines = pc.binary_join_element_wise(
+            pc.binary_join_element_wise(measure, query, values, "\t"), ends, ""
+        )
+        return bytes(string_bytes(lines))
 
     def _summary(self, line: Line) -> str | None:
         if line.name == "runid":
@@ -356,6 +374,27 @@ def _relstrings(batch: Batch, length: int = 10) -> tuple[str, ...]:
                 chars.append("." if label == -2 else "<")
         out.append("".join(chars))
     return tuple(out)
+
+
+def _formatted(values: FloatArray, integer: bool) -> pa.Array:
+    """``values`` as C's printf writes them, ``%ld`` or ``%6.4f``, vectorised: rounded to
+    4 decimals in integers, with the few values within float error of a rounding tie
+    formatted one by one by Python (whose rounding of the exact double is printf's)."""
+    if integer:
+        return pc.cast(pa.array(np.rint(values).astype(np.int64)), pa.string())
+    scaled = np.abs(values) * 10_000
+    rounded = np.rint(scaled).astype(np.int64)
+    whole = pa.array(rounded // 10_000).cast(pa.string())
+    fraction = pc.utf8_lpad(pa.array(rounded % 10_000).cast(pa.string()), 4, "0")
+    sign = pa.array(np.where(np.signbit(values), "-", ""), pa.string())
+    text = pc.binary_join_element_wise(sign, whole, ".", fraction, "")
+    near_tie = np.flatnonzero(np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6)
+    if near_tie.size:
+        exact = text.to_pylist()
+        for row in near_tie.tolist():
+            exact[row] = f"{values[row]:6.4f}"
+        text = pa.array(exact, pa.string())
+    return text
 
 
 def _value(value: float, integer: bool) -> str:

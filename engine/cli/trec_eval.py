@@ -70,6 +70,7 @@ def _trec_eval(args: argparse.Namespace) -> int:
         Options(complete=args.c, max_docs=args.M, level=args.l, judged_only=args.J),
         runid=trec.run_tag(args.run),
     )
-    out = sys.stdout
-    out.writelines(line + "\n" for line in report.format(per_query=args.q, summary=not args.n))
+    sys.stdout.flush()
+    sys.stdout.buffer.write(report.render(per_query=args.q, summary=not args.n))
+    sys.stdout.buffer.flush()
     return 0

@@ -1,0 +1,133 @@
+"""``slotwise trec-eval``: trec_eval's own test collection, every line of
+``trec_eval -q -m all_trec qrels.test results.test`` (out.test.aq) exactly as printed,
+and trec_eval's options, measure syntax and errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+
+
+@pytest.fixture
+def collection(reference_data: Path) -> tuple[str, str, list[str]]:
+    base = reference_data / "trec_eval"
+    expected = (base / "out.test.aq").read_text().splitlines()
+    return str(base / "qrels.test"), str(base / "results.test"), expected
+
+
+def _run(capsys, *args: str) -> list[str]:
+    code = main(["trec-eval", *args])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return captured.out.splitlines()
+
+
+def test_all_trec_matches_out_test_aq_line_for_line(collection, capsys):
+    qrels, run, expected = collection
+    assert _run(capsys, "-q", "-m", "all_trec", qrels, run) == expected
+
+
+def test_default_is_the_official_summary(collection, capsys):
+    """Without -m: trec_eval's official measures, the 'all' lines only."""
+    qrels, run, expected = collection
+    official = (
+        "runid num_q num_ret num_rel num_rel_ret map gm_map Rprec bpref recip_rank "
+        "iprec_at_recall P"
+    ).split()
+    wanted = [
+        line
+        for line in expected
+        if "\tall\t" in line
+        and line.split()[0].rsplit("_", 1)[0] in official + ["iprec_at_recall"]
+        or line.split()[0] in official
+        and "\tall\t" in line
+    ]
+    assert _run(capsys, qrels, run) == list(dict.fromkeys(wanted))
+
+
+def test_parameters_in_trec_eval_syntax(collection, capsys):
+    """P.5,10 prints P_5 then P_10; iprec_at_recall..10,.50 prints the levels as %.2f;
+    the values are out.test.aq's where it has them."""
+    qrels, run, expected = collection
+    summary = {line.split("\t")[0].strip(): line for line in expected if "\tall\t" in line}
+    lines = _run(
+        capsys, "-m", "P.5,10", "-m", "iprec_at_recall..10,.50", "-m", "ndcg_cut.30", qrels, run
+    )
+    assert lines == [
+        summary["iprec_at_recall_0.10"],
+        summary["iprec_at_recall_0.50"],
+        summary["P_5"],
+        summary["P_10"],
+        summary["ndcg_cut_30"],
+    ]
+
+
+def test_no_summary_and_per_query(collection, capsys):
+    qrels, run, expected = collection
+    lines = _run(capsys, "-q", "-n", "-m", "map", qrels, run)
+    assert lines == [line for line in expected if line.startswith("map ")][:3]
+
+
+def test_max_docs_cuts_each_ranking(collection, capsys):
+    """-M 10: every query retrieves 10 documents, and P_10 is unchanged while P_20
+    becomes the top 10's relevant count over 20 = P_10 / 2."""
+    qrels, run, expected = collection
+    lines = _run(capsys, "-M", "10", "-m", "num_ret", "-m", "P.10,20", qrels, run)
+    p10 = float(
+        next(line for line in expected if line.startswith("P_10 ") and "\tall\t" in line).split()[
+            -1
+        ]
+    )
+    assert lines[0].split("\t") == ["num_ret".ljust(22), "all", "30"]
+    assert float(lines[2].split("\t")[-1]) == pytest.approx(p10 / 2, abs=5e-5)
+
+
+def test_query_set_and_complete(tmp_path, capsys):
+    """Without -c: only queries in both files (q3 has no run, q9 no judgements); with -c
+    every judged query, q3 scoring as an empty ranking: map (1 + 1/2 + 0) / 3."""
+    qrels = tmp_path / "qrels"
+    qrels.write_text("q1 0 a 1\nq2 0 b 1\nq3 0 c 1\n")
+    run = tmp_path / "run"
+    run.write_text("q1 Q0 a 1 2 r\nq2 Q0 x 1 2 r\nq2 Q0 b 2 1 r\nq9 Q0 a 1 1 r\n")
+    assert _run(capsys, "-m", "num_q", "-m", "map", str(qrels), str(run)) == [
+        "num_q                 \tall\t2",
+        "map                   \tall\t0.7500",
+    ]
+    assert _run(capsys, "-c", "-m", "num_q", "-m", "map", str(qrels), str(run)) == [
+        "num_q                 \tall\t3",
+        "map                   \tall\t0.5000",
+    ]
+
+
+def test_relevance_level_and_judged_only(tmp_path, capsys):
+    """-l 2: only label 2 is relevant (P_2 = 1/2); -J drops the unjudged 'u', moving the
+    relevant 'b' up to rank 1 (recip_rank 1 instead of 1/2)."""
+    qrels = tmp_path / "qrels"
+    qrels.write_text("q 0 a 1\nq 0 b 2\n")
+    run = tmp_path / "run"
+    run.write_text("q Q0 a 1 3 r\nq Q0 b 2 2 r\n")
+    assert _run(capsys, "-l", "2", "-m", "P.2", str(qrels), str(run)) == [
+        "P_2                   \tall\t0.5000"
+    ]
+    run.write_text("q Q0 u 1 3 r\nq Q0 b 2 2 r\n")
+    assert _run(capsys, "-l", "2", "-m", "recip_rank", str(qrels), str(run))[0].endswith("0.5000")
+    assert _run(capsys, "-J", "-l", "2", "-m", "recip_rank", str(qrels), str(run))[0].endswith(
+        "1.0000"
+    )
+
+
+@pytest.mark.parametrize(
+    ("measure", "message"),
+    [
+        ("ndgc_cut.10", "did you mean ndcg_cut"),
+        ("map.5", "takes no parameters"),
+        ("P.x", "not a number"),
+    ],
+)
+def test_bad_measures_exit_2(collection, capsys, measure, message):
+    qrels, run, _ = collection
+    assert main(["trec-eval", "-m", measure, qrels, run]) == 2
+    assert message in capsys.readouterr().err
