@@ -95,6 +95,15 @@ def _needed(recall: float, num_rel: IntArray, rounding: str) -> IntArray:
     return np.ceil(np.round(scaled, 9)).astype(np.int64)
 
 
+def _precisions(batch: Batch, threshold: float) -> tuple[IntArray, FloatArray]:
+    """Per rank, the relevant documents found so far, and the best precision at or after
+    it (shared by every interpolated-precision metric of a batch)."""
+    relevant = batch.relevant(threshold)
+    found = np.cumsum(relevant, axis=1)
+    precision = np.where(relevant, found / batch.ranks[None, :], 0.0)
+    return found, np.maximum.accumulate(precision[:, ::-1], axis=1)[:, ::-1]
+
+
 def _iprec_at_recall(
     batch: Batch,
     threshold: float = 1.0,
@@ -108,12 +117,9 @@ def _iprec_at_recall(
     precision at or after the rank of the m-th relevant retrieved document (m = 0: the
     first), 0 when fewer than m were retrieved.
     """
-    relevant = batch.relevant(threshold)
-    found = np.cumsum(relevant, axis=1)
-    precision = np.where(relevant, found / batch.ranks[None, :], 0.0)
-    best_after = np.maximum.accumulate(precision[:, ::-1], axis=1)[:, ::-1]
+    found, best_after = batch.shared(("iprec", threshold), lambda: _precisions(batch, threshold))
     num_rel = batch.num_relevant(threshold)
-    width = relevant.shape[1]
+    width = found.shape[1]
     out = np.zeros((len(batch), len(levels)))
     if width == 0:
         return out

@@ -270,7 +270,7 @@ class Report:
         columns, names = [], []
         for line in self.lines:
             if line.name == "relstring":
-                column = pa.array([f"'{s}'" for s in self.relstrings], pa.string())
+                column = pa.array([f"'{s}'\n" for s in self.relstrings], pa.string())
             elif line.spec is None or line.measure.summary in ("gm", "special"):
                 continue
             else:
@@ -284,10 +284,7 @@ class Report:
         values = pa.concat_arrays(columns).take(pa.array(by_query))
         measure = pa.array(names, pa.string()).take(pa.array(np.tile(np.arange(width), queries)))
         query = ids.take(order).take(pa.array(np.repeat(np.arange(queries), width)))
-        ends = pa.repeat("\n", len(values))
-        lines = pc.binary_join_element_wise(
-            pc.binary_join_element_wise(measure, query, values, "\t"), ends, ""
-        )
+        lines = pc.binary_join_element_wise(measure, query, values, "\t")
         return bytes(string_bytes(lines))
 
     def _summary(self, line: Line) -> str | None:
@@ -327,9 +324,12 @@ def trec_eval(
         has_run = joined.column("retrieved").is_valid().to_numpy(zero_copy_only=False)
         rows = np.flatnonzero(has_run)
         qrels, joined = qrels.take(rows), joined.take(rows)
-    batch = Batch.compile(joined)
-    relstrings = _relstrings(batch) if any(line.name == "relstring" for line in lines) else ()
-    ranked = _ranked(batch, joined, options)
+    ranked = _ranked(joined, options)
+    relstrings = (
+        _relstrings(Batch.compile(_top(joined, ranked, 10)))
+        if any(line.name == "relstring" for line in lines)
+        else ()
+    )
     specs = list(dict.fromkeys(line.spec for line in lines if line.spec is not None))
     labels = {spec: metric_label(engine.metric(spec)) for spec in specs}
     values: dict[str, FloatArray] = {}
@@ -341,17 +341,26 @@ def trec_eval(
     return Report(tuple(lines), tuple(joined.ids.to_pylist()), values, relstrings, runid)
 
 
-def _ranked(batch: Batch, joined: Columns, options: Options) -> Columns:
+def _ranked(joined: Columns, options: Options) -> Columns:
     """Each query's ranking in trec_eval's order, cut to ``max_docs`` and, with
     ``judged_only``, without its unjudged documents."""
-    keep = batch.valid.copy()
-    if options.judged_only:
-        keep &= ~np.isnan(batch.ranked_labels)
-    if options.max_docs is not None:
-        keep &= np.cumsum(keep, axis=1) <= options.max_docs
-    sizes = keep.sum(axis=1)
-    retrieved = list_array(offsets_of(sizes), pa.array(batch.doc_codes[keep], pa.int32()))
-    table = pa.table({"id": joined.ids, "retrieved": retrieved})
+    retrieved = joined.column("retrieved")
+    if options.judged_only or options.max_docs is not None:
+        batch = Batch.compile(joined)
+        keep = batch.valid.copy()
+        if options.judged_only:
+            keep &= ~np.isnan(batch.ranked_labels)
+        if options.max_docs is not None:
+            keep &= np.cumsum(keep, axis=1) <= options.max_docs
+        codes = pa.array(batch.doc_codes[keep], pa.int32())
+        retrieved = list_array(offsets_of(keep.sum(axis=1)), codes)
+    return Columns(pa.table({"id": joined.ids, "retrieved": retrieved}), joined.docs)
+
+
+def _top(joined: Columns, ranked: Columns, length: int) -> Columns:
+    """The samples with the first ``length`` documents of each ranking."""
+    top = pc.list_slice(ranked.column("retrieved"), 0, length)
+    table = joined.table.set_column(joined.table.column_names.index("retrieved"), "retrieved", top)
     return Columns(table, joined.docs)
 
 
@@ -360,41 +369,52 @@ def _relstrings(batch: Batch, length: int = 10) -> tuple[str, ...]:
     its label 0..9, ``>`` above 9, ``-`` unjudged (or -1), ``.`` -2, ``<`` below."""
     labels = batch.ranked_labels[:, :length]
     valid = batch.valid[:, :length]
-    out = []
-    for row_labels, row_valid in zip(labels, valid, strict=True):
-        chars = []
-        for label in row_labels[row_valid]:
-            if math.isnan(label) or label == -1:
-                chars.append("-")
-            elif label > 9:
-                chars.append(">")
-            elif label >= 0:
-                chars.append(str(int(label)))
-            else:
-                chars.append("." if label == -2 else "<")
-        out.append("".join(chars))
-    return tuple(out)
+    with np.errstate(invalid="ignore"):
+        codes = np.select(
+            [np.isnan(labels) | (labels == -1), labels > 9, labels >= 0, labels == -2],
+            [ord("-"), ord(">"), ord("0") + np.nan_to_num(labels).astype(np.int64), ord(".")],
+            ord("<"),
+        )
+    chars = np.where(valid, codes, 0).astype(np.uint8)  # NUL: past the end of the ranking
+    padded = chars.tobytes()
+    width = chars.shape[1]
+    return tuple(
+        padded[row * width : (row + 1) * width].rstrip(b"\0").decode() for row in range(len(chars))
+    )
 
 
 def _formatted(values: FloatArray, integer: bool) -> pa.Array:
-    """``values`` as C's printf writes them, ``%ld`` or ``%6.4f``, vectorised: rounded to
-    4 decimals in integers, with the few values within float error of a rounding tie
-    formatted one by one by Python (whose rounding of the exact double is printf's)."""
+    """``values`` as C's printf writes them, ``%ld`` or ``%6.4f``, each followed by a
+    newline, vectorised: values in [0, 9.99995) are rounded to 4 decimals in integers and
+    written as bytes; the others, and the few within float error of a rounding tie, are
+    formatted one by one by Python, whose rounding of the exact double is printf's."""
     if integer:
-        return pc.cast(pa.array(np.rint(values).astype(np.int64)), pa.string())
-    scaled = np.abs(values) * 10_000
+        text = pc.cast(pa.array(np.rint(values).astype(np.int64)), pa.string())
+        return pc.binary_join_element_wise(text, pa.repeat("\n", len(text)), "")
+    scaled = values * 10_000
     rounded = np.rint(scaled).astype(np.int64)
-    whole = pa.array(rounded // 10_000).cast(pa.string())
-    fraction = pc.utf8_lpad(pa.array(rounded % 10_000).cast(pa.string()), 4, "0")
-    sign = pa.array(np.where(np.signbit(values), "-", ""), pa.string())
-    text = pc.binary_join_element_wise(sign, whole, ".", fraction, "")
-    near_tie = np.flatnonzero(np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6)
-    if near_tie.size:
+    digits = rounded[:, None] // _POWERS[None, :] % 10
+    chars = np.empty((values.size, 7), dtype=np.uint8)
+    chars[:, 0] = digits[:, 0] + ord("0")
+    chars[:, 1] = ord(".")
+    chars[:, 2:6] = digits[:, 1:] + ord("0")
+    chars[:, 6] = ord("\n")
+    offsets = np.arange(0, 7 * values.size + 1, 7, dtype=np.int32)
+    text = pa.StringArray.from_buffers(
+        values.size, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes())
+    )
+    odd = (rounded < 0) | (rounded >= 100_000) | np.signbit(values) | ~np.isfinite(values)
+    odd |= np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6  # near a tie: let printf's rule decide
+    rows = np.flatnonzero(odd)
+    if rows.size:
         exact = text.to_pylist()
-        for row in near_tie.tolist():
-            exact[row] = f"{values[row]:6.4f}"
+        for row in rows.tolist():
+            exact[row] = f"{values[row]:6.4f}\n"
         text = pa.array(exact, pa.string())
     return text
+
+
+_POWERS = np.array([10_000, 1_000, 100, 10, 1], dtype=np.int64)
 
 
 def _value(value: float, integer: bool) -> str:
