@@ -342,16 +342,17 @@ def trec_eval(
 
 
 def _ranked(joined: Columns, options: Options) -> Columns:
-    """Each query's ranking in trec_eval's order, cut to ``max_docs`` and, with
-    ``judged_only``, without its unjudged documents."""
+    """Each query's ranking in trec_eval's order, cut to ``max_docs`` and then, with
+    ``judged_only``, without its unjudged documents (no label, or a negative one)."""
     retrieved = joined.column("retrieved")
     if options.judged_only or options.max_docs is not None:
         batch = Batch.compile(joined)
         keep = batch.valid.copy()
-        if options.judged_only:
-            keep &= ~np.isnan(batch.ranked_labels)
-        if options.max_docs is not None:
+        if options.max_docs is not None:  # first the depth, then the judged ones in it
             keep &= np.cumsum(keep, axis=1) <= options.max_docs
+        if options.judged_only:  # a negative label is "unjudged", as in trec_eval
+            with np.errstate(invalid="ignore"):
+                keep &= batch.ranked_labels >= 0
         codes = pa.array(batch.doc_codes[keep], pa.int32())
         retrieved = list_array(offsets_of(keep.sum(axis=1)), codes)
     return Columns(pa.table({"id": joined.ids, "retrieved": retrieved}), joined.docs)
@@ -365,19 +366,18 @@ def _top(joined: Columns, ranked: Columns, length: int) -> Columns:
 
 
 def _relstrings(batch: Batch, length: int = 10) -> tuple[str, ...]:
-    """trec_eval's relstring: per query, a character per document of the top ``length``:
-    its label 0..9, ``>`` above 9, ``-`` unjudged (or -1), ``.`` -2, ``<`` below."""
+    """trec_eval 10's relstring: per query, a character per document of the top
+    ``length``: its label 0..9, ``>`` above 9, ``.`` a negative label (judged "unjudged"),
+    ``-`` no label."""
     labels = batch.ranked_labels[:, :length]
-    valid = batch.valid[:, :length]
     with np.errstate(invalid="ignore"):
         codes = np.select(
-            [np.isnan(labels) | (labels == -1), labels > 9, labels >= 0, labels == -2],
-            [ord("-"), ord(">"), ord("0") + np.nan_to_num(labels).astype(np.int64), ord(".")],
-            ord("<"),
+            [np.isnan(labels), labels > 9, labels >= 0],
+            [ord("-"), ord(">"), ord("0") + np.nan_to_num(labels).astype(np.int64)],
+            ord("."),
         )
-    chars = np.where(valid, codes, 0).astype(np.uint8)  # NUL: past the end of the ranking
-    padded = chars.tobytes()
-    width = chars.shape[1]
+    chars = np.where(batch.valid[:, :length], codes, 0).astype(np.uint8)  # NUL: past the end
+    padded, width = chars.tobytes(), chars.shape[1]
     return tuple(
         padded[row * width : (row + 1) * width].rstrip(b"\0").decode() for row in range(len(chars))
     )
