@@ -38,8 +38,8 @@ from engine.evaluation.batch import Batch
 from engine.evaluation.metric import check_metric_class, metric_label
 from engine.evaluation.pipeline import aligned
 from engine.evaluation.registry import GROUP, Registry
-from engine.io.config import DEFAULT_K
 from engine.evaluation.results import Results, read_results
+from engine.io.config import DEFAULT_K
 from engine.io.documents import parse_samples, read_outputs_mapping
 
 __all__ = ["OUTPUTS", "SAMPLES", "MetricConformance", "assert_no_regression", "make_batch"]

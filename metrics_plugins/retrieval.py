@@ -99,9 +99,10 @@ def _precisions(batch: Batch, threshold: float) -> tuple[IntArray, FloatArray]:
     """Per rank, the relevant documents found so far, and the best precision at or after
     it (shared by every interpolated-precision metric of a batch)."""
     relevant = batch.relevant(threshold)
-    found = np.cumsum(relevant, axis=1)
+    found: IntArray = np.cumsum(relevant, axis=1, dtype=np.int64)
     precision = np.where(relevant, found / batch.ranks[None, :], 0.0)
-    return found, np.maximum.accumulate(precision[:, ::-1], axis=1)[:, ::-1]
+    best_after: FloatArray = np.maximum.accumulate(precision[:, ::-1], axis=1)[:, ::-1]
+    return found, best_after
 
 
 def _iprec_at_recall(

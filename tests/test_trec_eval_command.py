@@ -33,19 +33,30 @@ def test_all_trec_matches_out_test_aq_line_for_line(collection, capsys):
 def test_default_is_the_official_summary(collection, capsys):
     """Without -m: trec_eval's official measures, the 'all' lines only."""
     qrels, run, expected = collection
-    official = (
-        "runid num_q num_ret num_rel num_rel_ret map gm_map Rprec bpref recip_rank "
-        "iprec_at_recall P"
-    ).split()
-    wanted = [
-        line
-        for line in expected
-        if "\tall\t" in line
-        and line.split()[0].rsplit("_", 1)[0] in official + ["iprec_at_recall"]
-        or line.split()[0] in official
-        and "\tall\t" in line
-    ]
-    assert _run(capsys, qrels, run) == list(dict.fromkeys(wanted))
+    official = set(
+        [
+            "runid",
+            "num_q",
+            "num_ret",
+            "num_rel",
+            "num_rel_ret",
+            "map",
+            "gm_map",
+            "Rprec",
+            "bpref",
+            "recip_rank",
+            "iprec_at_recall",
+            "P",
+        ]
+    )
+
+    def measure(line: str) -> str:
+        name = line.split()[0]
+        return name if name in official else name.rsplit("_", 1)[0]
+
+    wanted = [line for line in expected if "\tall\t" in line and measure(line) in official]
+    assert len(wanted) == 30  # 10 single measures, 11 recall levels, 9 cutoffs
+    assert _run(capsys, qrels, run) == wanted
 
 
 def test_parameters_in_trec_eval_syntax(collection, capsys):

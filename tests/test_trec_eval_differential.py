@@ -66,9 +66,8 @@ against ports of trec_eval 10's ``m_relstring.c`` and ``m_unjudged.c``; ``rbp`` 
 Discrepancies found, each pinned by a test below: fixed in slotwise, ``-J`` drops every
 retrieved document with a negative qrels value, ``-J -M N`` cuts to the first N documents
 before dropping the unjudged ones, and ``relstring`` prints ``.`` for every negative
-qrels value. Still open (a strict xfail): ``Rndcg`` ignores ``-l``: trec_eval's Rndcg is
-0 when no document reaches the level (``if (res_rels.num_rel == 0) return 0``), slotwise
-computes the graded value.
+qrels value. and ``Rndcg`` takes ``-l`` (trec_eval's Rndcg is 0 when no document reaches the level,
+``if (res_rels.num_rel == 0) return 0``).
 """
 
 from __future__ import annotations
@@ -105,7 +104,7 @@ SUMMED = {"num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret"}
 # kinds of difference that are known slotwise bugs (see the module docstring)
 RELSTRING_NEGATIVE = "relstring of a negative label"
 RNDCG_LEVEL = "Rndcg ignores -l"
-KNOWN = {RNDCG_LEVEL}
+KNOWN: set[str] = set()
 
 Qrels = dict[str, dict[str, int]]
 Run = dict[str, list[tuple[str, str]]]  # qid -> [(docno, score as written)]
@@ -613,12 +612,11 @@ def test_all_trec_matches_pytrec_eval_large(name: str, outcome_of: OutcomeOf) ->
 
 
 def test_known_differences_are_only_the_known_bugs(outcome_of: OutcomeOf) -> None:
-    """relstring now matches everywhere, also for negative labels; the open Rndcg bug
-    shows only at -l >= 2, and is all there is."""
-    for name, (_, _, config, _) in CONFIGS.items():
+    """relstring matches everywhere, also for negative labels, and Rndcg at every -l."""
+    for name in CONFIGS:
         _, outcome = outcome_of(name)
         assert RELSTRING_NEGATIVE not in outcome.failures, name
-        assert (RNDCG_LEVEL in outcome.failures) == (config.level >= 2), name
+        assert RNDCG_LEVEL not in outcome.failures, name
 
 
 # ---------------------------------------------------------------- known slotwise bugs
@@ -687,12 +685,6 @@ def test_relstring_of_negative_labels(tmp_path: Path) -> None:
     assert got == {"relstring": "'..1-'"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="slotwise bug: Rndcg ignores -l; trec_eval's m_Rndcg.c returns 0 when no "
-    "document reaches the relevance level (res_rels.num_rel == 0); "
-    "engine/analysis/trec_eval.py MEASURES['Rndcg'] (retrieval-rndcg has no threshold)",
-)
 def test_rndcg_is_zero_without_relevant_documents_at_the_level(tmp_path: Path) -> None:
     """qrels: a=1, b=0; run: a (2.0), b (1.0); -l 2. trec_eval (pytrec_eval): Rndcg 0 —
     slotwise: 1.0000."""
@@ -727,10 +719,6 @@ def test_relstring_random(outcome_of: OutcomeOf) -> None:
     assert RELSTRING_NEGATIVE not in outcome.failures
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="slotwise bug: see test_rndcg_is_zero_without_relevant_documents_at_the_level",
-)
 def test_rndcg_random(outcome_of: OutcomeOf) -> None:
     _, outcome = outcome_of("l2-M25")
     assert RNDCG_LEVEL not in outcome.failures

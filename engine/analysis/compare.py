@@ -32,13 +32,13 @@ from engine.evaluation.results import Results
 from engine.evaluation.tables import html_table
 
 __all__ = [
-    "gate_rule",
     "COMPARISON_SCHEMA_ID",
     "Comparison",
     "Mover",
     "PairRow",
     "Regression",
     "compare",
+    "gate_rule",
 ]
 
 COMPARISON_SCHEMA_ID = "slotwise.comparison/v1"

@@ -92,7 +92,7 @@ MEASURES: dict[str, Measure] = {
     "G": Measure("retrieval-g"),
     "ndcg": Measure(f"retrieval-ndcg-at-k(k={UNCUT})"),
     "ndcg_rel": Measure("retrieval-ndcg-rel"),
-    "Rndcg": Measure("retrieval-rndcg"),
+    "Rndcg": Measure("retrieval-rndcg(relevance_threshold={l})"),
     "ndcg_cut": Measure("retrieval-ndcg-at-k(k={p})", CUTOFFS),
     "map_cut": Measure("retrieval-map(k={p}, relevance_threshold={l})", CUTOFFS),
     "relative_P": Measure(

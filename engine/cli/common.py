@@ -116,14 +116,10 @@ def metrics_with_k(engine: Engine, specs: Sequence[str], ks: Sequence[int] | Non
     cutoffs: list[int | None] = list(ks) if ks else [None]
     for spec in specs:
         for k in cutoffs:
-            parsed = parse_spec(spec)
-            cls = engine.registry.get(parsed.alias)
-            takes_k = any(f.name == "k" for f in attrs.fields(cls))
-            metric = (
-                engine.metric(spec, k=k)
-                if k is not None and "k" not in parsed.params and takes_k
-                else engine.metric(spec)
-            )
+            metric = engine.metric(spec)  # unknown names get engine.metric's hints
+            takes_k = any(f.name == "k" for f in attrs.fields(type(metric)))  # type: ignore[arg-type]
+            if k is not None and takes_k and "k" not in parse_spec(spec).params:
+                metric = engine.metric(spec, k=k)
             resolved.setdefault(metric_label(metric), metric)
     return list(resolved.values())
 

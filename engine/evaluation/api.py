@@ -14,9 +14,10 @@ from typing import IO, Any
 
 import attrs
 
-from engine.errors import InputError, MetricParameterError, Problem
+from engine.errors import InputError, MetricParameterError, Problem, UnknownMetricError
 from engine.evaluation.batch import Batch, Shape
 from engine.evaluation.executors import Executor, resolve_executor
+from engine.evaluation.ir_measures_names import suggest
 from engine.evaluation.metric import Metric, check_metric_class, metric_label, parse_spec
 from engine.evaluation.pipeline import (
     DEFAULT_CHUNK_SIZE,
@@ -82,10 +83,23 @@ class Engine:
         """A metric instance from an alias or spec; ``params`` override the spec's.
 
         Parameters not given come from the config's ``metrics.params.<alias>``, then the
-        metric's defaults.
+        metric's defaults. ir_measures names (``nDCG@10``, ``P(rel=2)@5``) stand for the
+        slotwise spec of docs/metrics.md's table; an unknown alias is an
+        :class:`~engine.errors.UnknownMetricError` suggesting close aliases and close
+        ir_measures names.
         """
         parsed = parse_spec(spec)
-        cls = self.registry.get(parsed.alias)
+        try:
+            cls = self.registry.get(parsed.alias)
+        except UnknownMetricError as error:
+            hints = [
+                s for s in suggest(parsed.alias, error.available) if s not in error.suggestions
+            ]
+            if not hints:
+                raise
+            raise UnknownMetricError(
+                error.alias, error.available, [*hints, *error.suggestions]
+            ) from None
         merged = {**self.config.metric_params.get(parsed.alias, {}), **parsed.params, **params}
         known = [a.name for a in attrs.fields(cls)]
         unknown = sorted(set(merged) - set(known))

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from engine.errors import MetricParameterError, Problem
 from engine.evaluation.batch import Batch
+from engine.evaluation.ir_measures_names import translate
 from engine.io.columns import lengths
 
 __all__ = [
@@ -257,7 +258,8 @@ def lacks(need: str, batch: Batch) -> npt.NDArray[np.bool_]:
 # -- specs --------------------------------------------------------------------------------
 
 _SPEC = re.compile(
-    r"^\s*(?P<alias>[A-Za-z0-9][\w.:-]*?)(?:@(?P<k>[^()\s]*))?\s*(?:\((?P<params>.*)\))?\s*$"
+    r"^\s*(?P<alias>[A-Za-z0-9][\w.:-]*?)(?:@(?P<k>[^()\s]*))?\s*(?:\((?P<params>.*)\))?"
+    r"\s*(?:@(?P<k_after>[^()\s]*))?\s*$"
 )
 
 
@@ -270,23 +272,27 @@ class MetricSpec:
 
 
 def parse_spec(text: str) -> MetricSpec:
-    """Parse ``alias``, ``alias@K``, ``alias(name=value, ...)`` or ``alias@K(...)``.
+    """Parse ``alias``, ``alias@K``, ``alias(name=value, ...)``, ``alias@K(...)`` or
+    ``alias(...)@K``; an ir_measures name (``nDCG@10``, ``P(rel=2)@5``) is first
+    translated to the slotwise spec it stands for
+    (:func:`~engine.evaluation.ir_measures_names.translate`).
 
     Values are Python literals; a bare word is a string (``gain=exponential``).
     """
-    match = _SPEC.match(text)
+    match = _SPEC.match(translate(text) or text)
     if not match:
         raise MetricParameterError(f"cannot parse metric spec {text!r}")
     params: dict[str, Any] = {}
     if match["params"] is not None and match["params"].strip():
         params = _parse_params(text, match["params"])
-    if match["k"] is not None:
-        if "k" in params:
+    ks = [k for k in (match["k"], match["k_after"]) if k is not None]
+    if ks:
+        if "k" in params or len(ks) > 1:
             raise MetricParameterError(f"metric spec {text!r} gives k twice")
         try:
-            params["k"] = int(match["k"])
+            params["k"] = int(ks[0])
         except ValueError:
-            params["k"] = match["k"]  # rejected by the metric's k validator, with its name
+            params["k"] = ks[0]  # rejected by the metric's k validator, with its name
     return MetricSpec(alias=match["alias"], params=params)
 
 

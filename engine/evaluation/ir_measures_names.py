@@ -1,0 +1,212 @@
+"""ir_measures measure names (``nDCG@10``, ``P(rel=2)@5``, ``AP``) as slotwise metric specs.
+
+:func:`translate` turns an ir_measures name into the slotwise spec it stands for, through
+the table :data:`MEASURES`; :func:`~engine.evaluation.metric.parse_spec` applies it first,
+so the names work wherever a spec is accepted. Every name in the table has an uppercase
+letter and no ``-``, while slotwise's aliases are lowercase, so neither shadows the other.
+The table is documented in docs/metrics.md ("ir_measures names").
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+from collections.abc import Collection, Mapping
+from typing import Any, Literal
+
+import attrs
+
+from engine.errors import MetricParameterError
+
+__all__ = ["ALIASES", "MEASURES", "WHOLE_RANKING", "Measure", "suggest", "translate"]
+
+#: The k that stands for "the whole ranking": with it nDCG is trec_eval's uncut ``ndcg``.
+WHOLE_RANKING = 1_000_000_000
+
+
+@attrs.frozen
+class Measure:
+    """How one ir_measures measure becomes a slotwise spec.
+
+    ``cutoff``: ``required`` (``P@K``; ``P`` alone is an error, as in ir_measures),
+    ``optional`` (no cutoff is the slotwise metric uncut), ``whole`` (no cutoff is
+    k = :data:`WHOLE_RANKING`) or ``none`` (``@K`` is an error). ``at`` is the
+    ir_measures parameter ``@`` sets and the slotwise one it becomes. ``params`` renames
+    ir_measures parameters to slotwise ones, ``values`` translates their values;
+    ``unsupported`` names ir_measures parameters slotwise lacks, with a hint; ``fixed``
+    are slotwise parameters always set to match ir_measures.
+    """
+
+    alias: str
+    cutoff: Literal["required", "optional", "whole", "none"] = "none"
+    params: Mapping[str, str] = attrs.field(factory=dict)
+    values: Mapping[str, Mapping[str, str]] = attrs.field(factory=dict)
+    unsupported: Mapping[str, str] = attrs.field(factory=dict)
+    fixed: Mapping[str, Any] = attrs.field(factory=dict)
+    at: tuple[str, str] = ("cutoff", "k")
+
+
+_REL = {"rel": "relevance_threshold"}
+_JUDGED_ONLY = {"judged_only": "slotwise keeps unjudged documents in the ranking"}
+
+#: ir_measures name -> slotwise alias and parameters.
+MEASURES: Mapping[str, Measure] = {
+    "nDCG": Measure(
+        "retrieval-ndcg-at-k",
+        "whole",
+        {"dcg": "gain"},
+        values={"dcg": {"log2": "linear", "exp-log2": "exponential"}},
+        unsupported={"gains": "custom gain mappings", **_JUDGED_ONLY},
+    ),
+    "P": Measure("retrieval-precision-at-k", "required", _REL),
+    "R": Measure("retrieval-recall-at-k", "required", _REL),
+    "AP": Measure("retrieval-map", "optional", _REL),
+    "RR": Measure("retrieval-mrr", "optional", _REL, unsupported=_JUDGED_ONLY),
+    "Success": Measure("retrieval-hit-at-k", "required", _REL, unsupported=_JUDGED_ONLY),
+    "Judged": Measure("retrieval-judged-at-k", "required"),
+    "Rprec": Measure("retrieval-r-precision", "none", _REL, unsupported=_JUDGED_ONLY),
+    "ERR": Measure("retrieval-err-at-k", "required", fixed={"max_grade": 4}),
+    "IPrec": Measure("retrieval-iprec-at-recall", "required", _REL, at=("recall", "recall")),
+    "Bpref": Measure("retrieval-bpref", "none", _REL),
+    "infAP": Measure("retrieval-infap", "none", _REL),
+    "NumRet": Measure(
+        "retrieval-num-ret", "none", unsupported={"rel": "write NumRelRet(rel=N) for NumRet(rel=N)"}
+    ),
+    "NumRel": Measure("retrieval-num-rel", "none", _REL),
+    "NumRelRet": Measure("retrieval-num-rel-ret", "none", _REL),
+    "SetP": Measure(
+        "retrieval-set-precision", "none", _REL, unsupported={"relative": "write SetRelP"}
+    ),
+    "SetRelP": Measure("retrieval-set-relative-precision", "none", _REL),
+    "SetR": Measure("retrieval-set-recall", "none", _REL),
+    "SetF": Measure("retrieval-set-f", "none", {**_REL, "beta": "beta"}),
+    "SetAP": Measure("retrieval-set-map", "none", _REL),
+}
+
+#: Other names ir_measures registers for the same measures.
+ALIASES: Mapping[str, str] = {
+    "NDCG": "nDCG",
+    "Precision": "P",
+    "Recall": "R",
+    "MAP": "AP",
+    "MRR": "RR",
+    "RPrec": "Rprec",
+    "BPref": "Bpref",
+}
+
+_NAME = re.compile(
+    r"^\s*(?P<name>[A-Za-z]\w*)(?:@(?P<k>[^()\s]*))?\s*(?:\((?P<params>.*)\))?"
+    r"\s*(?:@(?P<k_after>[^()\s]*))?\s*$"
+)
+
+
+def translate(text: str) -> str | None:
+    """The slotwise spec for the ir_measures name ``text`` (``Name``, ``Name@K``,
+    ``Name(param=value, ...)@K``), or None when ``text`` is no name of :data:`MEASURES`
+    or :data:`ALIASES`. A parameter or cutoff slotwise cannot honour is a
+    :class:`~engine.errors.MetricParameterError` naming it."""
+    match = _NAME.match(text)
+    if match is None:
+        return None
+    name = ALIASES.get(match["name"], match["name"])
+    measure = MEASURES.get(name)
+    if measure is None:
+        return None
+    params = _keywords(text, match["params"]) if (match["params"] or "").strip() else {}
+    at, target = measure.at
+    given = [c for c in (params.pop(at, None), match["k"], match["k_after"]) if c is not None]
+    if len(given) > 1:
+        raise MetricParameterError(f"{text}: the {at} is given twice")
+    cutoff = _at(text, at, given[0]) if given else None
+    if cutoff is None and measure.cutoff == "required":
+        raise MetricParameterError(f"{text}: {name} needs a {at}, e.g. {name}@{_EXAMPLES[at]}")
+    if cutoff is not None and measure.cutoff == "none":
+        raise MetricParameterError(f"{text}: {name} takes no cutoff")
+    if cutoff is None and measure.cutoff == "whole":
+        cutoff = WHOLE_RANKING
+    mapped = dict(measure.fixed)
+    if target != "k" and cutoff is not None:
+        mapped[target], cutoff = cutoff, None
+    for key, value in params.items():
+        if key in measure.unsupported:
+            raise MetricParameterError(
+                f"{text}: ir_measures parameter {key!r} of {name} is not supported "
+                f"by slotwise ({measure.unsupported[key]})"
+            )
+        if key not in measure.params:
+            known = [*([at] if measure.cutoff != "none" else []), *measure.params]
+            known += measure.unsupported
+            raise MetricParameterError(
+                f"{text}: {name} has no parameter {key!r} "
+                f"(its ir_measures parameters: {', '.join(known) or 'none'})"
+            )
+        choices = measure.values.get(key)
+        if choices is not None:
+            if not isinstance(value, str) or value not in choices:
+                raise MetricParameterError(
+                    f"{text}: {key} must be one of {', '.join(choices)}; got {value!r}"
+                )
+            value = choices[value]
+        mapped[measure.params[key]] = value
+    spec = measure.alias if cutoff is None else f"{measure.alias}@{cutoff}"
+    if mapped:
+        spec += "(" + ", ".join(f"{k}={_value(v)}" for k, v in mapped.items()) + ")"
+    return spec
+
+
+def suggest(name: str, available: Collection[str]) -> list[str]:
+    """ir_measures names close to ``name`` (ignoring case), each followed by its slotwise
+    alias; only names whose alias is in ``available``."""
+    names = {n.lower(): n for n in MEASURES if MEASURES[n].alias in available}
+    names.update({a.lower(): m for a, m in ALIASES.items() if m in names.values()})
+    close = difflib.get_close_matches(name.lower(), names, n=3, cutoff=0.6)
+    return list(dict.fromkeys(s for c in close for s in (names[c], MEASURES[names[c]].alias)))
+
+
+_EXAMPLES = {"cutoff": "10", "recall": "0.1"}
+
+
+def _at(text: str, at: str, value: Any) -> Any:
+    """A cutoff as a positive int; another ``@`` value (IPrec's recall) as a number, left
+    to the slotwise metric to validate."""
+    if at != "cutoff":
+        try:
+            return float(value) if isinstance(value, str) else value
+        except ValueError:
+            return value
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise MetricParameterError(f"{text}: the cutoff must be a positive integer, got {value!r}")
+    return value
+
+
+def _keywords(text: str, params: str) -> dict[str, Any]:
+    """``name=value, ...`` with Python literal values, as ir_measures writes them."""
+    try:
+        call = ast.parse(f"f({params})", mode="eval").body
+    except SyntaxError as error:
+        raise MetricParameterError(
+            f"cannot parse the parameters of {text!r}: {error.msg}"
+        ) from None
+    assert isinstance(call, ast.Call)
+    if call.args or any(keyword.arg is None for keyword in call.keywords):
+        raise MetricParameterError(f"parameters of {text!r} must be given as name=value")
+    parsed = {}
+    for keyword in call.keywords:
+        try:
+            parsed[str(keyword.arg)] = ast.literal_eval(keyword.value)
+        except ValueError:
+            raise MetricParameterError(
+                f"parameter value {ast.unparse(keyword.value)!r} in {text!r} is not a literal"
+            ) from None
+    return parsed
+
+
+def _value(value: Any) -> str:
+    """A value as parse_spec reads it back: bare identifiers stay bare."""
+    bare = (
+        isinstance(value, str) and value.isidentifier() and value not in ("True", "False", "None")
+    )
+    return value if bare else repr(value)
