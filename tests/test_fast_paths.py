@@ -74,10 +74,8 @@ class TestTrecReaders:
         """Canonical files (read by pyarrow), tab-separated ones and ones with runs of
         blanks (the line reader) read alike."""
         rng = np.random.default_rng(7)
-        lines = [
-            f"q{rng.integers(5)} Q0 d{rng.integers(12)} 0 {rng.integers(4) / 2} t"
-            for _ in range(300)
-        ]
+        pairs = rng.choice(5 * 100, size=300, replace=False)  # each document once per query
+        lines = [f"q{p // 100} Q0 d{p % 100} 0 {rng.integers(4) / 2} t" for p in pairs]
         qrels = [f"q{i % 7} 0 d{i} {i % 3}" for i in range(50)]  # queries not contiguous
         runs = [run_of(trec.read_run(p)) for p in _both(tmp_path, "run", lines)]
         assert runs[0] == runs[1] == runs[2]
@@ -95,7 +93,7 @@ class TestTrecReaders:
         assert run_of(trec.read_run(path)) == {"q2": ["d2", "d1"], "q1": ["d4", "d3"]}
 
     @pytest.mark.parametrize(
-        "text", ["q1 Q0 d1 1 2\n", "q1 Q0 d1 1 2 t x\n", "q1 Q0 d1 1 x t\n", "q1 Q0 d1 1 inf t"]
+        "text", ["q1 Q0 d1 1 2\n", "q1 Q0 d1\n", "q1 Q0 d1 1 x t\n", "q1 Q0 d1 1 inf t"]
     )
     def test_malformed_lines_are_reported(self, tmp_path: Path, text: str) -> None:
         """A malformed line makes the columnar reader step aside; the error names the line."""
@@ -105,11 +103,16 @@ class TestTrecReaders:
             trec.read_run(path)
         assert caught.value.problems[0].line == 2
 
-    def test_repeated_documents_are_kept_and_counted(self, tmp_path: Path) -> None:
-        """A run naming a document twice keeps both lines; the engine counts the repeat."""
+    def test_repeated_documents_are_errors_naming_the_lines(self, tmp_path: Path) -> None:
+        """A canonical run naming a document twice for a query: the columnar reader finds
+        the repeat, the line reader names both lines (trec_eval refuses such a run)."""
         path = tmp_path / "dup.run"
-        path.write_text("q1 Q0 d1 1 3 t\nq1 Q0 d1 2 2 t\n")
-        assert run_of(trec.read_run(path)) == {"q1": ["d1", "d1"]}
+        path.write_text("q1 Q0 d1 1 3 t\nq2 Q0 d1 1 3 t\nq1 Q0 d1 2 2 t\n")
+        with pytest.raises(InputError) as caught:
+            trec.read_run(path)
+        (problem,) = caught.value.problems
+        assert (problem.line, problem.sample_id) == (3, "q1")
+        assert "the first at line 1" in problem.message
 
     def test_doc_ids_tie_break_as_text(self, tmp_path: Path) -> None:
         """Tied scores: doc id descending as strings ("d9" before "d10")."""
