@@ -247,7 +247,7 @@ class Report:
     lines: tuple[Line, ...]
     query_ids: tuple[str, ...]
     values: dict[str, FloatArray]
-    relstrings: tuple[str, ...]
+    relstrings: pa.Array  # quoted, each ending in a newline; empty unless asked for
     runid: str
 
     def render(self, per_query: bool = False, summary: bool = True) -> bytes:
@@ -270,7 +270,7 @@ class Report:
         columns, names = [], []
         for line in self.lines:
             if line.name == "relstring":
-                column = pa.array([f"'{s}'\n" for s in self.relstrings], pa.string())
+                column = self.relstrings
             elif line.spec is None or line.measure.summary in ("gm", "special"):
                 continue
             else:
@@ -328,7 +328,7 @@ def trec_eval(
     relstrings = (
         _relstrings(Batch.compile(_top(joined, ranked, 10)))
         if any(line.name == "relstring" for line in lines)
-        else ()
+        else pa.array([], pa.string())
     )
     specs = list(dict.fromkeys(line.spec for line in lines if line.spec is not None))
     labels = {spec: metric_label(engine.metric(spec)) for spec in specs}
@@ -365,10 +365,10 @@ def _top(joined: Columns, ranked: Columns, length: int) -> Columns:
     return Columns(table, joined.docs)
 
 
-def _relstrings(batch: Batch, length: int = 10) -> tuple[str, ...]:
-    """trec_eval 10's relstring: per query, a character per document of the top
-    ``length``: its label 0..9, ``>`` above 9, ``.`` a negative label (judged "unjudged"),
-    ``-`` no label."""
+def _relstrings(batch: Batch, length: int = 10) -> pa.Array:
+    """trec_eval 10's relstring, quoted and ending in a newline: per query, a character
+    per document of the top ``length``: its label 0..9, ``>`` above 9, ``.`` a negative
+    label (judged "unjudged"), ``-`` no label."""
     labels = batch.ranked_labels[:, :length]
     with np.errstate(invalid="ignore"):
         codes = np.select(
@@ -376,23 +376,27 @@ def _relstrings(batch: Batch, length: int = 10) -> tuple[str, ...]:
             [ord("-"), ord(">"), ord("0") + np.nan_to_num(labels).astype(np.int64)],
             ord("."),
         )
-    chars = np.where(batch.valid[:, :length], codes, 0).astype(np.uint8)  # NUL: past the end
-    padded, width = chars.tobytes(), chars.shape[1]
-    return tuple(
-        padded[row * width : (row + 1) * width].rstrip(b"\0").decode() for row in range(len(chars))
-    )
+    valid = batch.valid[:, :length]
+    offsets = offsets_of(valid.sum(axis=1)).astype(np.int32)
+    data = codes[valid].astype(np.uint8).tobytes()
+    text = pa.StringArray.from_buffers(len(batch), pa.py_buffer(offsets), pa.py_buffer(data))
+    quote, end = pa.repeat("'", len(text)), pa.repeat("'\n", len(text))
+    return pc.binary_join_element_wise(quote, text, end, "")
 
 
 def _formatted(values: FloatArray, integer: bool) -> pa.Array:
     """``values`` as C's printf writes them, ``%ld`` or ``%6.4f``, each followed by a
-    newline, vectorised: values in [0, 9.99995) are rounded to 4 decimals in integers and
-    written as bytes; the others, and the few within float error of a rounding tie, are
-    formatted one by one by Python, whose rounding of the exact double is printf's."""
+    newline, vectorised: rounded to 4 decimals in integers and written as bytes (values in
+    [0, 10)) or joined in Arrow (the others); the few within float error of a rounding
+    tie, or not finite, are formatted by Python, whose rounding of the exact double is
+    printf's."""
+    newline = pa.repeat("\n", values.size)
     if integer:
         text = pc.cast(pa.array(np.rint(values).astype(np.int64)), pa.string())
-        return pc.binary_join_element_wise(text, pa.repeat("\n", len(text)), "")
-    scaled = values * 10_000
-    rounded = np.rint(scaled).astype(np.int64)
+        return pc.binary_join_element_wise(text, newline, "")
+    with np.errstate(invalid="ignore"):
+        scaled = np.abs(values) * 10_000
+        rounded = np.rint(np.nan_to_num(scaled)).astype(np.int64)
     digits = rounded[:, None] // _POWERS[None, :] % 10
     chars = np.empty((values.size, 7), dtype=np.uint8)
     chars[:, 0] = digits[:, 0] + ord("0")
@@ -403,14 +407,18 @@ def _formatted(values: FloatArray, integer: bool) -> pa.Array:
     text = pa.StringArray.from_buffers(
         values.size, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes())
     )
-    odd = (rounded < 0) | (rounded >= 100_000) | np.signbit(values) | ~np.isfinite(values)
-    odd |= np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6  # near a tie: let printf's rule decide
-    rows = np.flatnonzero(odd)
-    if rows.size:
-        exact = text.to_pylist()
-        for row in rows.tolist():
-            exact[row] = f"{values[row]:6.4f}\n"
-        text = pa.array(exact, pa.string())
+    wide = (rounded >= 100_000) | np.signbit(values)
+    if wide.any():
+        sign = pa.array(np.where(np.signbit(values[wide]), "-", ""), pa.string())
+        whole = pa.array(rounded[wide] // 10_000).cast(pa.string())
+        part = pc.utf8_lpad(pa.array(rounded[wide] % 10_000).cast(pa.string()), 4, "0")
+        joined = pc.binary_join_element_wise(sign, whole, ".", part, "\n", "")
+        text = pc.replace_with_mask(text, pa.array(wide), joined)
+    with np.errstate(invalid="ignore"):
+        exact = ~np.isfinite(values) | (np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6)
+    if exact.any():
+        by_python = pa.array([f"{v:6.4f}\n" for v in values[exact]], pa.string())
+        text = pc.replace_with_mask(text, pa.array(exact), by_python)
     return text
 
 
