@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import engine
+from engine.io.trec import read_qrels, read_run
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -37,3 +38,26 @@ def run_of(columns: engine.Columns) -> dict[str, list[str]]:
     from engine.io.records import outputs_of
 
     return {qid: list(o.retrieved) for qid, o in outputs_of(columns).items()}
+
+
+def read_reference(path: Path) -> dict[str, dict[str, float]]:
+    """out.test.aq as {measure: {qid or 'all': value}} (numeric measures only)."""
+    table: dict[str, dict[str, float]] = {}
+    for line in path.read_text().splitlines():
+        measure, qid, value = line.split()
+        try:
+            table.setdefault(measure, {})[qid] = float(value)
+        except ValueError:  # runid, relstring
+            continue
+    return table
+
+
+@pytest.fixture
+def trec_collection(reference_data: Path) -> tuple[dict, dict, dict[str, dict[str, float]]]:
+    """(qrels, run, reference table) of trec_eval's test collection."""
+    base = reference_data / "trec_eval"
+    return (
+        qrels_of(read_qrels(base / "qrels.test")),
+        run_of(read_run(base / "results.test")),
+        read_reference(base / "out.test.aq"),
+    )

@@ -29,33 +29,10 @@ MEASURES = trec_measures(CUTOFFS, (1, 5, 10))
 IPREC = [f"iprec_at_recall_{level:.2f}" for level in RECALL_LEVELS]
 
 
-def read_reference(path: Path) -> dict[str, dict[str, float]]:
-    """out.test.aq as {measure: {qid or 'all': value}} (numeric measures only)."""
-    table: dict[str, dict[str, float]] = {}
-    for line in path.read_text().splitlines():
-        measure, qid, value = line.split()
-        try:
-            table.setdefault(measure, {})[qid] = float(value)
-        except ValueError:  # runid, relstring
-            continue
-    return table
-
-
 @pytest.fixture
-def collection(reference_data: Path) -> tuple[dict, dict, dict[str, dict[str, float]]]:
-    """(qrels, run, reference table) of trec_eval's test collection."""
-    base = reference_data / "trec_eval"
-    return (
-        qrels_of(read_qrels(base / "qrels.test")),
-        run_of(read_run(base / "results.test")),
-        read_reference(base / "out.test.aq"),
-    )
-
-
-@pytest.fixture
-def results(eng: engine.Engine, collection: tuple) -> engine.Results:
+def results(eng: engine.Engine, trec_collection: tuple) -> engine.Results:
     """Every classic measure evaluated through the public API."""
-    qrels, run, _ = collection
+    qrels, run, _ = trec_collection
     specs = [*MEASURES.values(), "retrieval-auc-pr(rounding=trec_eval10)"]
     return eng.dataset(samples=qrels).with_metrics(specs).evaluate(run)
 
@@ -69,9 +46,9 @@ def _scores(results: engine.Results, measure: str) -> tuple[np.ndarray, float]:
 class TestTrecEvalTestCollection:
     """slotwise reproduces out.test.aq."""
 
-    def test_queries_evaluated_are_those_in_qrels_and_run(self, collection: tuple) -> None:
+    def test_queries_evaluated_are_those_in_qrels_and_run(self, trec_collection: tuple) -> None:
         """Both files hold queries 301-303, so trec_eval's num_q (3) is every sample."""
-        qrels, run, reference = collection
+        qrels, run, reference = trec_collection
         assert set(qrels) == set(run) == {"301", "302", "303"}
         assert reference["num_q"]["all"] == 3
         assert {qid: len(docs) for qid, docs in run.items()} == {
@@ -82,9 +59,9 @@ class TestTrecEvalTestCollection:
         }
 
     @pytest.mark.parametrize("measure", list(MEASURES))
-    def test_measure(self, results: engine.Results, collection: tuple, measure: str) -> None:
+    def test_measure(self, results: engine.Results, trec_collection: tuple, measure: str) -> None:
         """Per query and 'all' to the 4 printed decimals."""
-        reference = collection[2][measure]
+        reference = trec_collection[2][measure]
         values, aggregate = _scores(results, measure)
         per_query = dict(zip(results.sample_ids, values.tolist(), strict=True))
         for qid, value in per_query.items():
@@ -92,9 +69,9 @@ class TestTrecEvalTestCollection:
         assert abs(aggregate - reference["all"]) <= TOLERANCE
 
     @pytest.mark.parametrize("level", range(len(RECALL_LEVELS)))
-    def test_iprec_at_recall(self, eng: engine.Engine, collection: tuple, level: int) -> None:
+    def test_iprec_at_recall(self, eng: engine.Engine, trec_collection: tuple, level: int) -> None:
         """The 11 interpolated-precision points, with trec_eval 10's lround cutoffs."""
-        qrels, run, reference = collection
+        qrels, run, reference = trec_collection
         batch = eng.dataset(samples=qrels).batch(run)
         points = _iprec_at_recall(batch, rounding="trec_eval10")[:, level]
         expected = reference[IPREC[level]]
@@ -103,11 +80,11 @@ class TestTrecEvalTestCollection:
         assert abs(points.mean() - expected["all"]) <= TOLERANCE
 
     def test_out_test_aq_uses_lround_not_trec_eval9_rounding(
-        self, eng: engine.Engine, collection: tuple
+        self, eng: engine.Engine, trec_collection: tuple
     ) -> None:
         """The file differs from trec_eval 9 / pytrec_eval rounding at exactly two points:
         301 @ 0.10 (|Rel| 474: 47.4 -> 47 vs 48) and 302 @ 0.60 (|Rel| 77: 46.2 -> 46 vs 47)."""
-        qrels, run, reference = collection
+        qrels, run, reference = trec_collection
         batch = eng.dataset(samples=qrels).batch(run)
         old = _iprec_at_recall(batch, rounding="trec_eval9")
         expected = np.array([[reference[m][q] for m in IPREC] for q in batch.sample_ids])
@@ -118,10 +95,10 @@ class TestTrecEvalTestCollection:
         assert off == {("301", "iprec_at_recall_0.10"), ("302", "iprec_at_recall_0.60")}
 
     def test_auc_pr_is_the_trapezoid_area_of_the_printed_points(
-        self, results: engine.Results, collection: tuple
+        self, results: engine.Results, trec_collection: tuple
     ) -> None:
         """retrieval-auc-pr(rounding=trec_eval10) = trapezoid over iprec_at_recall_0.00..1.00."""
-        reference = collection[2]
+        reference = trec_collection[2]
         label = results.labels[-1]
         for i, qid in enumerate(results.sample_ids):
             points = [reference[m][qid] for m in IPREC]

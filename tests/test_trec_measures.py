@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import qrels_of, run_of
-from test_trec_eval_conformance import TOLERANCE, read_reference
+from conftest import qrels_of, read_reference, run_of
+from test_trec_eval_conformance import TOLERANCE
 
 import engine
 from engine import Batch

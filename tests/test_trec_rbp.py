@@ -8,13 +8,12 @@ so it cannot be the oracle here (see test_pytrec_eval_lacks_these_measures).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from conftest import qrels_of, run_of
-from test_trec_eval_conformance import TOLERANCE, read_reference
+from conftest import run_of
+from test_trec_eval_conformance import TOLERANCE
 
 import engine
 from engine import Batch, MetricParameterError
@@ -22,7 +21,6 @@ from engine.evaluation.metric import metric_label
 from engine.evaluation.pipeline import aligned
 from engine.evaluation.registry import Registry
 from engine.io.frames import labels_from_dicts, run_from_dicts
-from engine.io.trec import read_qrels, read_run
 from engine.testing import MetricConformance, make_batch
 from metrics_plugins.trec import UnjudgedAtK
 from metrics_plugins.trec_rbp import DEFAULT_P, RBP, RBPResidual
@@ -45,38 +43,25 @@ MEASURES: dict[str, Any] = {
 
 
 @pytest.fixture
-def collection(
-    reference_data: Path,
-) -> tuple[dict[str, dict[str, float]], dict[str, list[str]], dict[str, dict[str, float]]]:
-    """(qrels, run, reference table) of trec_eval's test collection."""
-    base = reference_data / "trec_eval"
-    return (
-        qrels_of(read_qrels(base / "qrels.test")),
-        run_of(read_run(base / "results.test")),
-        read_reference(base / "out.test.aq"),
-    )
-
-
-@pytest.fixture
-def results(eng: engine.Engine, collection: tuple) -> engine.Results:
+def results(eng: engine.Engine, trec_collection: tuple) -> engine.Results:
     """The three measures evaluated through the public API, by instance."""
-    qrels, run, _ = collection
+    qrels, run, _ = trec_collection
     return eng.dataset(samples=qrels).with_metrics(list(MEASURES.values())).evaluate(run)
 
 
 class TestTrecEvalTestCollection:
     """slotwise reproduces out.test.aq (trec_eval 10, -m all_trec -q)."""
 
-    def test_reference_holds_the_measures(self, collection: tuple) -> None:
+    def test_reference_holds_the_measures(self, trec_collection: tuple) -> None:
         """out.test.aq prints rbp, rbp_resid and unj_5/10/20 for 301-303 and all."""
-        reference = collection[2]
+        reference = trec_collection[2]
         for measure in MEASURES:
             assert set(reference[measure]) == {"301", "302", "303", "all"}, measure
 
     @pytest.mark.parametrize("measure", list(MEASURES))
-    def test_measure(self, results: engine.Results, collection: tuple, measure: str) -> None:
+    def test_measure(self, results: engine.Results, trec_collection: tuple, measure: str) -> None:
         """Per query and 'all' to the 4 printed decimals."""
-        reference = collection[2][measure]
+        reference = trec_collection[2][measure]
         label = results.labels[list(MEASURES).index(measure)]
         assert results.scores is not None
         values = dict(zip(results.sample_ids, results.scores[label].tolist(), strict=True))
@@ -85,9 +70,9 @@ class TestTrecEvalTestCollection:
             assert abs(value - reference[qid]) <= TOLERANCE, (measure, qid, value, reference[qid])
         assert abs(results.aggregates[label] - reference["all"]) <= TOLERANCE
 
-    def test_default_persistence_is_trec_evals(self, eng: engine.Engine, collection: tuple):
+    def test_default_persistence_is_trec_evals(self, eng: engine.Engine, trec_collection: tuple):
         """p = 0.9 reproduces the file; neighbouring p do not (301: rbp 0.1861, resid 0.0610)."""
-        qrels, run, reference = collection
+        qrels, run, reference = trec_collection
         batch = eng.dataset(samples=qrels).batch(run)
         at = batch.sample_ids.index("301")
         assert DEFAULT_P == 0.9
@@ -97,12 +82,12 @@ class TestTrecEvalTestCollection:
             assert abs(resid - reference["rbp_resid"]["301"]) > 10 * TOLERANCE
 
     def test_binary_collection_cannot_tell_graded_from_binary_gain(
-        self, eng: engine.Engine, collection: tuple
+        self, eng: engine.Engine, trec_collection: tuple
     ) -> None:
         """qrels.test has labels 0 and 1 only, so trec_eval's graded gain (label / largest
         label, when that exceeds 1) equals binary gain at threshold 1 here: the graded rule
         is pinned by the transcription of m_rbp.c below, not by this file."""
-        qrels, run, _ = collection
+        qrels, run, _ = trec_collection
         assert {v for labels in qrels.values() for v in labels.values()} == {0, 1}
         batch = eng.dataset(samples=qrels).batch(run)
         np.testing.assert_array_equal(RBP().score(batch), RBP(relevance_threshold=1).score(batch))
