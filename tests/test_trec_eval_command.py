@@ -142,3 +142,13 @@ def test_bad_measures_exit_2(collection, capsys, measure, message):
     qrels, run, _ = collection
     assert main(["trec-eval", "-m", measure, qrels, run]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_compressed_run_reads_the_same(collection, capsys, tmp_path):
+    """A gzipped run: the same lines, its runid read from the last line as it streams."""
+    import gzip
+
+    qrels, run, expected = collection
+    packed = tmp_path / "results.test.gz"
+    packed.write_bytes(gzip.compress(Path(run).read_bytes()))
+    assert _run(capsys, "-q", "-m", "all_trec", qrels, str(packed)) == expected

@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 import math
 import os
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -92,7 +93,7 @@ def run_tag(path: str | os.PathLike[str]) -> str:
     path = Path(path)
     with open_binary(path) as handle:
         if path.suffix.lower() in COMPRESSIONS:
-            tail = b"".join(handle.readlines()[-64:])
+            tail = b"".join(deque(handle, maxlen=64))  # streamed: no seeking back
         else:
             size = handle.seek(0, os.SEEK_END)
             handle.seek(max(0, size - (1 << 16)))
