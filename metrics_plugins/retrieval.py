@@ -54,10 +54,27 @@ def _divide(numerator: FloatArray, denominator: FloatArray) -> FloatArray:
     return out
 
 
+def _running_dcg(batch: Batch, kind: str, *, ideal: bool = False) -> FloatArray:
+    """DCG at every rank of each ranking (``ideal``: of the ideal ranking), summed left to
+    right; computed once per batch for every metric of the family."""
+
+    def compute() -> FloatArray:
+        gains = _gain(batch.ideal_gains if ideal else batch.gains, kind)
+        running: FloatArray = np.cumsum(gains * _discount(gains.shape[1]), axis=1)
+        running.flags.writeable = False
+        return running
+
+    return batch.shared(("dcg", kind, ideal), compute)
+
+
 def _dcg(batch: Batch, k: int | None, kind: str) -> FloatArray:
     """DCG over the top k of each sample's ranking."""
-    gains = np.where(batch.top_k(k), _gain(batch.gains, kind), 0.0)
-    return row_sums(gains * _discount(gains.shape[1]))
+    return batch.at_cutoff(_running_dcg(batch, kind), batch.cutoffs(k))
+
+
+def _found_within(batch: Batch, threshold: float, cutoffs: IntArray | None) -> IntArray:
+    """Relevant documents among each sample's first ``cutoffs`` (None: all retrieved)."""
+    return batch.at_cutoff(batch.found(threshold), cutoffs)
 
 
 def _uncut_limit(batch: Batch, k: int | None) -> IntArray | None:
@@ -95,14 +112,17 @@ def _needed(recall: float, num_rel: IntArray, rounding: str) -> IntArray:
     return np.ceil(np.round(scaled, 9)).astype(np.int64)
 
 
-def _precisions(batch: Batch, threshold: float) -> tuple[IntArray, FloatArray]:
-    """Per rank, the relevant documents found so far, and the best precision at or after
-    it (shared by every interpolated-precision metric of a batch)."""
-    relevant = batch.relevant(threshold)
-    found: IntArray = np.cumsum(relevant, axis=1, dtype=np.int64)
-    precision = np.where(relevant, found / batch.ranks[None, :], 0.0)
-    best_after: FloatArray = np.maximum.accumulate(precision[:, ::-1], axis=1)[:, ::-1]
-    return found, best_after
+def _precisions(batch: Batch, threshold: float) -> FloatArray:
+    """The precision at each relevant rank, 0 elsewhere (shared by AP and the
+    interpolated-precision metrics of a batch)."""
+
+    def compute() -> FloatArray:
+        found = batch.found(threshold)
+        precision = np.where(batch.relevant(threshold), found / batch.ranks[None, :], 0.0)
+        precision.flags.writeable = False
+        return precision
+
+    return batch.shared(("precision", threshold), compute)
 
 
 def _iprec_at_recall(
@@ -118,19 +138,37 @@ def _iprec_at_recall(
     precision at or after the rank of the m-th relevant retrieved document (m = 0: the
     first), 0 when fewer than m were retrieved.
     """
-    found, best_after = batch.shared(("iprec", threshold), lambda: _precisions(batch, threshold))
+    best_after = batch.shared(
+        ("best-precision-after", threshold),
+        lambda: np.maximum.accumulate(_precisions(batch, threshold)[:, ::-1], axis=1)[:, ::-1],
+    )
     num_rel = batch.num_relevant(threshold)
-    width = found.shape[1]
+    rows, columns = np.nonzero(batch.relevant(threshold))  # row by row, rank order
+    retrieved = np.bincount(rows, minlength=len(batch))
+    first = np.cumsum(retrieved) - retrieved  # where each row's relevant ranks start
     out = np.zeros((len(batch), len(levels)))
-    if width == 0:
-        return out
-    rows = np.arange(len(batch))
     for column, level in enumerate(levels):
         needed = np.maximum(_needed(level, num_rel, rounding), 1)
-        position = (found < needed[:, None]).sum(axis=1)
-        reached = position < width
-        out[rows[reached], column] = best_after[rows[reached], position[reached]]
+        reached = np.flatnonzero(needed <= retrieved)
+        rank = columns[first[reached] + needed[reached] - 1]  # of the needed-th relevant
+        out[reached, column] = best_after[reached, rank]
     return out
+
+
+def _row_sums_at(mask: BoolArray, values: FloatArray) -> FloatArray:
+    """:func:`row_sums` of ``values`` placed at the True cells of ``mask`` (in row-major
+    order), zeros elsewhere: for terms that only some ranks have."""
+    dense = np.zeros(mask.shape)
+    dense[mask] = values
+    return row_sums(dense)
+
+
+def _eleven_points(batch: Batch, threshold: float, rounding: str) -> FloatArray:
+    """:func:`_iprec_at_recall` at the 11 :data:`RECALL_LEVELS`, once per batch."""
+    return batch.shared(
+        ("eleven-points", threshold, rounding),
+        lambda: _iprec_at_recall(batch, threshold, rounding),
+    )
 
 
 class _Ranked(MetricBase):
@@ -147,8 +185,8 @@ class HitAtK(_Ranked):
     relevance_threshold: float = _threshold()
 
     def score(self, batch: Batch) -> FloatArray:
-        hits = batch.relevant(self.relevance_threshold) & batch.top_k(self.k)
-        return np.asarray(hits.any(axis=1), dtype=np.float64)
+        found = _found_within(batch, self.relevance_threshold, batch.cutoffs(self.k))
+        return (found > 0).astype(np.float64)
 
 
 @attrs.frozen
@@ -167,8 +205,9 @@ class PrecisionAtK(_Ranked):
     relevance_threshold: float = _threshold()
 
     def score(self, batch: Batch) -> FloatArray:
-        found = (batch.relevant(self.relevance_threshold) & batch.top_k(self.k)).sum(axis=1)
-        return found / batch.cutoffs(self.k).astype(np.float64)
+        cutoffs = batch.cutoffs(self.k)
+        found = _found_within(batch, self.relevance_threshold, cutoffs)
+        return found / cutoffs.astype(np.float64)
 
 
 @attrs.frozen
@@ -180,7 +219,7 @@ class RecallAtK(_Ranked):
     relevance_threshold: float = _threshold()
 
     def score(self, batch: Batch) -> FloatArray:
-        found = (batch.relevant(self.relevance_threshold) & batch.top_k(self.k)).sum(axis=1)
+        found = _found_within(batch, self.relevance_threshold, batch.cutoffs(self.k))
         return _divide(
             found.astype(np.float64),
             batch.num_relevant(self.relevance_threshold).astype(np.float64),
@@ -196,8 +235,7 @@ class RPrecision(_Ranked):
 
     def score(self, batch: Batch) -> FloatArray:
         num_rel = batch.num_relevant(self.relevance_threshold)
-        within = batch.ranks[None, :] <= num_rel[:, None]
-        found = (batch.relevant(self.relevance_threshold) & within).sum(axis=1)
+        found = _found_within(batch, self.relevance_threshold, num_rel)
         return _divide(found.astype(np.float64), num_rel.astype(np.float64))
 
 
@@ -228,10 +266,13 @@ class AveragePrecision(_Ranked):
     relevance_threshold: float = _threshold()
 
     def score(self, batch: Batch) -> FloatArray:
-        relevant = _relevant_within(batch, self.relevance_threshold, _uncut_limit(batch, self.k))
-        precision = np.cumsum(relevant, axis=1) / batch.ranks[None, :]
-        total = row_sums(np.where(relevant, precision, 0.0))
-        return _divide(total, batch.num_relevant(self.relevance_threshold).astype(np.float64))
+        threshold = self.relevance_threshold
+        running = batch.shared(
+            ("precision-sums", threshold),
+            lambda: np.cumsum(_precisions(batch, threshold), axis=1),
+        )
+        total = batch.at_cutoff(running, _uncut_limit(batch, self.k))
+        return _divide(total, batch.num_relevant(threshold).astype(np.float64))
 
 
 @attrs.frozen
@@ -255,11 +296,7 @@ class NDCGAtK(_Ranked):
     gain: str = _gain_kind()
 
     def score(self, batch: Batch) -> FloatArray:
-        cutoffs = batch.cutoffs(self.k)[:, None]
-        ideal = _gain(batch.ideal_gains, self.gain)
-        width = ideal.shape[1]
-        ideal = np.where(np.arange(1, width + 1)[None, :] <= cutoffs, ideal, 0.0)
-        idcg = row_sums(ideal * _discount(width))
+        idcg = batch.at_cutoff(_running_dcg(batch, self.gain, ideal=True), batch.cutoffs(self.k))
         return _divide(_dcg(batch, self.k, self.gain), idcg)
 
 
@@ -300,7 +337,7 @@ class AUCPR(_Ranked):
     rounding: str = attrs.field(default="trec_eval9", validator=choice(*ROUNDINGS), kw_only=True)
 
     def score(self, batch: Batch) -> FloatArray:
-        points = _iprec_at_recall(batch, self.relevance_threshold, self.rounding)
+        points = _eleven_points(batch, self.relevance_threshold, self.rounding)
         return np.asarray(np.trapezoid(points, x=RECALL_LEVELS, axis=1), dtype=np.float64)
 
 
@@ -315,6 +352,9 @@ class IPrecAtRecall(_Ranked):
     rounding: str = attrs.field(default="trec_eval9", validator=choice(*ROUNDINGS), kw_only=True)
 
     def score(self, batch: Batch) -> FloatArray:
+        if self.recall in RECALL_LEVELS:
+            points = _eleven_points(batch, self.relevance_threshold, self.rounding)
+            return points[:, RECALL_LEVELS.index(self.recall)].copy()
         return _iprec_at_recall(batch, self.relevance_threshold, self.rounding, [self.recall])[:, 0]
 
 

@@ -20,11 +20,13 @@ from metrics_plugins.retrieval import (
     BoolArray,
     FloatArray,
     IntArray,
-    _discount,
     _divide,
-    _iprec_at_recall,
+    _eleven_points,
+    _found_within,
     _Ranked,
     _relevant_within,
+    _row_sums_at,
+    _running_dcg,
     _threshold,
     _uncut_limit,
 )
@@ -60,7 +62,7 @@ def _set_counts(batch: Batch, threshold: float) -> tuple[FloatArray, FloatArray,
     """num_ret, num_rel and num_rel_ret per sample, as floats."""
     retrieved = batch.lengths.astype(np.float64)
     relevant = batch.num_relevant(threshold).astype(np.float64)
-    found = batch.relevant(threshold).sum(axis=1).astype(np.float64)
+    found = _found_within(batch, threshold, None).astype(np.float64)
     return retrieved, relevant, found
 
 
@@ -71,10 +73,11 @@ def _to_width(values: FloatArray, width: int) -> FloatArray:
     return np.pad(values, ((0, 0), (0, width - values.shape[1])))
 
 
-def _cumulative_dcg(gains: FloatArray) -> FloatArray:
-    """DCG at ranks 0..width (column 0 is rank 0: no document), summed left to right."""
-    terms = gains * _discount(gains.shape[1])
-    return np.concatenate([np.zeros((len(gains), 1)), np.cumsum(terms, axis=1)], axis=1)
+def _cumulative_dcg(batch: Batch, *, ideal: bool = False) -> FloatArray:
+    """Linear-gain DCG at ranks 0..width (column 0 is rank 0: no document), summed left to
+    right (``ideal``: of the ideal ranking)."""
+    running = _running_dcg(batch, "linear", ideal=ideal)
+    return np.concatenate([np.zeros((len(batch), 1)), running], axis=1)
 
 
 @attrs.frozen
@@ -92,11 +95,12 @@ class Bpref(_Ranked):
         threshold = self.relevance_threshold
         relevant, nonrelevant, _ = _classes(batch, threshold, _uncut_limit(batch, self.k))
         num_rel = batch.num_relevant(threshold)
-        above = np.cumsum(nonrelevant, axis=1)
+        rows, columns = np.nonzero(relevant)
+        above = np.cumsum(nonrelevant, axis=1)[rows, columns]
         cap = np.minimum(_num_nonrelevant(batch, threshold), num_rel).astype(np.float64)
-        penalty = _divide(np.minimum(above, num_rel[:, None]).astype(np.float64), cap[:, None])
-        credit = np.where(relevant, np.where(above > 0, 1.0 - penalty, 1.0), 0.0)
-        return _divide(row_sums(credit), num_rel.astype(np.float64))
+        penalty = _divide(np.minimum(above, num_rel[rows]).astype(np.float64), cap[rows])
+        credit = np.where(above > 0, 1.0 - penalty, 1.0)
+        return _divide(_row_sums_at(relevant, credit), num_rel.astype(np.float64))
 
 
 @attrs.frozen
@@ -113,16 +117,18 @@ class InfAP(_Ranked):
         threshold = self.relevance_threshold
         limit = _uncut_limit(batch, self.k)
         relevant, nonrelevant, unjudged = _classes(batch, threshold, limit)
-        rel_above: IntArray = np.cumsum(relevant, axis=1) - relevant
-        nonrel_above = np.cumsum(nonrelevant, axis=1)
-        pooled_above = np.cumsum(unjudged, axis=1)
-        above = (batch.ranks - 1).astype(np.float64)  # trec_eval's j: documents above
+        rows, columns = np.nonzero(relevant)  # the estimate is needed at relevant ranks only
+        rel_above = batch.found(threshold)[rows, columns] - 1
+        nonrel_above = np.cumsum(nonrelevant, axis=1)[rows, columns]
+        pooled_above = np.cumsum(unjudged, axis=1)[rows, columns]
+        above = columns.astype(np.float64)  # trec_eval's j: documents above
         with np.errstate(divide="ignore", invalid="ignore"):
             estimate = 1.0 / (above + 1.0) + (above / (above + 1.0)) * (
                 (rel_above + nonrel_above + pooled_above) / above
             ) * ((rel_above + INFAP_EPSILON) / (rel_above + nonrel_above + 2 * INFAP_EPSILON))
-        credit = np.where(relevant, np.where(above == 0, 1.0, estimate), 0.0)
-        return _divide(row_sums(credit), batch.num_relevant(threshold).astype(np.float64))
+        credit = np.where(above == 0, 1.0, estimate)
+        total = _row_sums_at(relevant, credit)
+        return _divide(total, batch.num_relevant(threshold).astype(np.float64))
 
 
 @attrs.frozen
@@ -154,7 +160,7 @@ class NumRelRet(_Ranked):
     relevance_threshold: float = _threshold()
 
     def score(self, batch: Batch) -> FloatArray:
-        return batch.relevant(self.relevance_threshold).sum(axis=1).astype(np.float64)
+        return _found_within(batch, self.relevance_threshold, None).astype(np.float64)
 
 
 @attrs.frozen
@@ -248,7 +254,7 @@ class RelativePrecisionAtK(_Ranked):
 
     def score(self, batch: Batch) -> FloatArray:
         threshold = self.relevance_threshold
-        found = (batch.relevant(threshold) & batch.top_k(self.k)).sum(axis=1)
+        found = _found_within(batch, threshold, batch.cutoffs(self.k))
         best = np.minimum(batch.cutoffs(self.k), batch.num_relevant(threshold))
         return _divide(found.astype(np.float64), best.astype(np.float64))
 
@@ -263,7 +269,7 @@ class ElevenPointAverage(_Ranked):
     rounding: str = attrs.field(default="trec_eval9", validator=choice(*ROUNDINGS), kw_only=True)
 
     def score(self, batch: Batch) -> FloatArray:
-        points = _iprec_at_recall(batch, self.relevance_threshold, self.rounding)
+        points = _eleven_points(batch, self.relevance_threshold, self.rounding)
         return row_sums(points[:, ::-1]) / points.shape[1]  # trec_eval sums from recall 1 down
 
 
@@ -282,8 +288,7 @@ class RPrecisionMultiple(_Ranked):
         threshold = self.relevance_threshold
         num_rel = batch.num_relevant(threshold).astype(np.float64)
         cutoff = (self.multiplier * num_rel + 0.9).astype(np.int64)
-        within = batch.ranks[None, :] <= cutoff[:, None]
-        found = (batch.relevant(threshold) & within).sum(axis=1)
+        found = _found_within(batch, threshold, cutoff)
         return _divide(found.astype(np.float64), cutoff.astype(np.float64))
 
 
@@ -297,8 +302,8 @@ class NDCGRel(_Ranked):
     def score(self, batch: Batch) -> FloatArray:
         gains = batch.gains
         width = gains.shape[1]
-        dcg = _cumulative_dcg(gains)
-        idcg = _cumulative_dcg(batch.ideal_gains)
+        dcg = _cumulative_dcg(batch)
+        idcg = _cumulative_dcg(batch, ideal=True)
         at_rank = np.minimum(batch.ranks, idcg.shape[1] - 1)  # IDCG stops growing after R
         with np.errstate(divide="ignore", invalid="ignore"):
             ndcg = np.where(gains > 0, dcg[:, 1:] / idcg[:, at_rank], 0.0)
@@ -321,8 +326,8 @@ class RNDCG(_Ranked):
         ideal = batch.ideal_gains
         if ideal.shape[1] == 0:
             return np.zeros(len(batch))
-        dcg = _cumulative_dcg(batch.gains)
-        idcg = _cumulative_dcg(ideal)[:, 1:]
+        dcg = _cumulative_dcg(batch)
+        idcg = _cumulative_dcg(batch, ideal=True)[:, 1:]
         following = np.concatenate([ideal[:, 1:], np.zeros((len(batch), 1))], axis=1)
         levels = (ideal > 0) & (ideal != following)  # ideal gain drops after this rank
         ranks = np.arange(1, ideal.shape[1] + 1)
@@ -348,10 +353,11 @@ class BinG(_Ranked):
 
     def score(self, batch: Batch) -> FloatArray:
         relevant = batch.relevant(self.relevance_threshold)
-        nonrel_above = batch.ranks[None, :] - np.cumsum(relevant, axis=1)
-        credit = np.where(relevant, 1.0 / np.log2(2.0 + nonrel_above), 0.0)
+        rows, columns = np.nonzero(relevant)
+        nonrel_above = columns + 1 - batch.found(self.relevance_threshold)[rows, columns]
+        credit = 1.0 / np.log2(2.0 + nonrel_above)
         num_rel = batch.num_relevant(self.relevance_threshold).astype(np.float64)
-        return _divide(row_sums(credit), num_rel)
+        return _divide(_row_sums_at(relevant, credit), num_rel)
 
 
 @attrs.frozen
@@ -365,10 +371,12 @@ class G(_Ranked):
         gains = batch.gains
         ideal = _to_width(batch.ideal_gains, gains.shape[1])
         cost = np.cumsum(np.maximum(ideal, 1.0), axis=1)  # each rank costs at least 1
+        gained = gains != 0
+        rows, columns = np.nonzero(gained)
+        so_far = np.cumsum(gains, axis=1)[rows, columns]
         with np.errstate(divide="ignore", invalid="ignore"):
-            credit = gains / np.log2(2.0 + cost - np.cumsum(gains, axis=1))
-        total = row_sums(np.where(gains != 0, credit, 0.0))
-        return _divide(total, row_sums(batch.ideal_gains))
+            credit = gains[rows, columns] / np.log2(2.0 + cost[rows, columns] - so_far)
+        return _divide(_row_sums_at(gained, credit), row_sums(batch.ideal_gains))
 
 
 @attrs.frozen

@@ -62,6 +62,13 @@ class Shape:
         return Shape(widths, max(self.max_label, other.max_label))
 
 
+def _running(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Each row's running total, left to right, made read-only for sharing."""
+    out = np.cumsum(values, axis=1, dtype=np.int64 if values.dtype == np.bool_ else None)
+    out.flags.writeable = False
+    return out
+
+
 def _owners(sizes: IntArray) -> IntArray:
     return np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
 
@@ -223,6 +230,25 @@ class Batch:
         """True at ranks holding a judged document with label >= threshold."""
         with np.errstate(invalid="ignore"):
             return self.ranked_labels >= threshold
+
+    def found(self, threshold: float = 1.0) -> IntArray:
+        """The running count of relevant documents (label >= threshold) at each rank:
+        ``found(t)[:, k - 1]`` is ``|D_k ∩ Rel|``. Shape ``(Q, L)``, read-only, cached."""
+        return self.shared(("found", float(threshold)), lambda: _running(self.relevant(threshold)))
+
+    def at_cutoff(self, running: npt.NDArray[Any], cutoffs: IntArray | None) -> npt.NDArray[Any]:
+        """Per sample, a running total over its ranks (shape ``(Q, W)``) at rank
+        ``min(cutoff, W)``: the total of its top ``cutoff`` (None: of every rank). 0 for a
+        cutoff of 0 or when ``W`` is 0. Totals summed left to right, as by ``cumsum``,
+        equal :func:`row_sums` of the masked terms bit for bit."""
+        rows, width = running.shape
+        if cutoffs is None:
+            cutoffs = np.full(rows, width, dtype=np.int64)
+        column = np.minimum(cutoffs, width) - 1
+        if not width:
+            return np.zeros(rows, dtype=running.dtype)
+        picked = running[np.arange(rows), np.maximum(column, 0)]
+        return np.where(column >= 0, picked, 0)
 
     def num_relevant(self, threshold: float = 1.0) -> IntArray:
         """|Rel| per sample: judged documents with label >= threshold."""
