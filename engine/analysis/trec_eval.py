@@ -9,11 +9,14 @@ maps names, picks the queries, and aggregates and prints as trec_eval does.
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Callable, Sequence
+from typing import BinaryIO
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -22,7 +25,7 @@ from engine.evaluation.api import Dataset, Engine
 from engine.evaluation.batch import Batch, FloatArray
 from engine.evaluation.metric import metric_label
 from engine.evaluation.pipeline import aligned
-from engine.io.columns import Columns, list_array, offsets_of, string_bytes
+from engine.io.columns import Columns, list_array, offsets_of
 
 __all__ = [
     "MEASURES",
@@ -247,45 +250,48 @@ class Report:
     lines: tuple[Line, ...]
     query_ids: tuple[str, ...]
     values: dict[str, FloatArray]
+    means: dict[str, float]
     relstrings: pa.Array  # quoted, each ending in a newline; empty unless asked for
     runid: str
 
     def render(self, per_query: bool = False, summary: bool = True) -> bytes:
-        """The output, as trec_eval prints it: with ``per_query`` every query's lines (in
-        query id order), then the ``all`` lines unless ``summary`` is False. The per-query
-        block is built column by column in Arrow, not line by line."""
-        text = self._per_query_block() if per_query and self.query_ids else b""
+        """The output (see :meth:`write`) as bytes."""
+        buffer = io.BytesIO()
+        self.write(buffer, per_query, summary)
+        return buffer.getvalue()
+
+    def write(self, stream: BinaryIO, per_query: bool = False, summary: bool = True) -> None:
+        """Write the output as trec_eval prints it: with ``per_query`` every query's lines
+        (in query id order), then the ``all`` lines unless ``summary`` is False."""
+        if per_query and self.query_ids:
+            self._write_per_query(stream)
         if summary:
             lines = ((line.name, self._summary(line)) for line in self.lines)
-            text += "".join(
+            text = "".join(
                 _print(name, "all", value) + "\n" for name, value in lines if value is not None
-            ).encode()
-        return text
+            )
+            stream.write(text.encode())
 
-    def _per_query_block(self) -> bytes:
-        """Every query's lines: the values of each measure formatted once as a column,
-        then interleaved query by query."""
+    def _write_per_query(self, stream: BinaryIO) -> None:
+        """Every query's lines, assembled as bytes in blocks of queries: each measure's
+        values are formatted once as a column of cells, sorted by query id, and a block's
+        lines are laid out side by side in a byte matrix, then packed."""
         ids = pa.array(self.query_ids, pa.string())
-        order = pa.array(pc.sort_indices(ids).to_numpy())
-        columns, names = [], []
+        order = pc.sort_indices(ids).to_numpy()
+        query = _sorted(_string_cells(ids, b"\t"), order)
+        segments: list[bytes | Cells] = []
         for line in self.lines:
             if line.name == "relstring":
-                column = self.relstrings
+                cells = _string_cells(self.relstrings)
             elif line.spec is None or line.measure.summary in ("gm", "special"):
                 continue
             else:
-                column = _formatted(self.values[line.name], line.measure.integer)
-            columns.append(column.take(order))
-            names.append(f"{line.name:<22}")
-        queries, width = len(order), len(columns)
-        if not width:
-            return b""
-        by_query = (np.arange(width)[None, :] * queries + np.arange(queries)[:, None]).ravel()
-        values = pa.concat_arrays(columns).take(pa.array(by_query))
-        measure = pa.array(names, pa.string()).take(pa.array(np.tile(np.arange(width), queries)))
-        query = ids.take(order).take(pa.array(np.repeat(np.arange(queries), width)))
-        lines = pc.binary_join_element_wise(measure, query, values, "\t")
-        return bytes(string_bytes(lines))
+                cells = _cells(self.values[line.name], line.measure.integer)
+            segments += [f"{line.name:<22}\t".encode(), query, _sorted(cells, order)]
+        if len(segments) == 0:
+            return
+        for start in range(0, order.size, _BLOCK_QUERIES):
+            stream.write(_packed(segments, slice(start, min(start + _BLOCK_QUERIES, order.size))))
 
     def _summary(self, line: Line) -> str | None:
         if line.name == "runid":
@@ -298,10 +304,9 @@ class Report:
         if line.measure.summary == "gm":
             logs = np.log(np.maximum(column, MIN_GEO_MEAN))
             return _value(math.exp(math.fsum(logs) / logs.size), False)
-        total = math.fsum(column)
         if line.measure.summary == "sum":
-            return _value(total, True)
-        return _value(total / column.size, False)
+            return _value(math.fsum(column), True)
+        return _value(self.means[line.name], False)
 
 
 def trec_eval(
@@ -333,12 +338,15 @@ def trec_eval(
     specs = list(dict.fromkeys(line.spec for line in lines if line.spec is not None))
     labels = {spec: metric_label(engine.metric(spec)) for spec in specs}
     values: dict[str, FloatArray] = {}
+    means: dict[str, float] = {}
     if specs and len(joined):
         results = Dataset(qrels, engine).with_metrics(specs).evaluate(ranked)
-        values = {
-            line.name: results.values(labels[line.spec]) for line in lines if line.spec is not None
-        }
-    return Report(tuple(lines), tuple(joined.ids.to_pylist()), values, relstrings, runid)
+        for line in lines:
+            if line.spec is not None:
+                values[line.name] = results.values(labels[line.spec])
+                means[line.name] = results.aggregates[labels[line.spec]]
+    ids = tuple(joined.ids.to_pylist())
+    return Report(tuple(lines), ids, values, means, relstrings, runid)
 
 
 def _ranked(joined: Columns, options: Options) -> Columns:
@@ -384,45 +392,84 @@ def _relstrings(batch: Batch, length: int = 10) -> pa.Array:
     return pc.binary_join_element_wise(quote, text, end, "")
 
 
-def _formatted(values: FloatArray, integer: bool) -> pa.Array:
+#: A block of text as rows of bytes, zero-padded to the longest, with each row's length.
+Cells = tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]
+
+_BLOCK_QUERIES = 4096  # queries laid out at once: a few MB of bytes
+
+
+def _string_cells(strings: pa.Array, end: bytes = b"") -> Cells:
+    """Each string (no nulls) followed by ``end``, as cells."""
+    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32)
+    offsets = offsets[strings.offset : strings.offset + len(strings) + 1].astype(np.int64)
+    sizes = np.diff(offsets)
+    width = int(sizes.max(initial=0)) + len(end)
+    data = np.frombuffer(strings.buffers()[2] or b"\0", dtype=np.uint8)
+    columns = np.arange(width)
+    index = np.minimum(offsets[:-1, None] + columns, data.size - 1)
+    chars = np.where(columns < sizes[:, None], data[index], 0).astype(np.uint8)
+    for i, byte in enumerate(end):
+        chars[np.arange(sizes.size), sizes + i] = byte
+    return chars, sizes + len(end)
+
+
+def _cells(values: FloatArray, integer: bool) -> Cells:
     """``values`` as C's printf writes them, ``%ld`` or ``%6.4f``, each followed by a
-    newline, vectorised: rounded to 4 decimals in integers and written as bytes (values in
-    [0, 10)) or joined in Arrow (the others); the few within float error of a rounding
-    tie, or not finite, are formatted by Python, whose rounding of the exact double is
-    printf's."""
-    newline = pa.repeat("\n", values.size)
+    newline. Vectorised for values in [0, 10), rounded to 4 decimals in integers; the
+    others (negative, wide, not finite) and the few within float error of a rounding tie
+    are formatted by Python, whose rounding of the exact double is printf's."""
     if integer:
-        text = pc.cast(pa.array(np.rint(values).astype(np.int64)), pa.string())
-        return pc.binary_join_element_wise(text, newline, "")
+        return _string_cells(
+            pc.cast(pa.array(np.rint(values).astype(np.int64)), pa.string()), b"\n"
+        )
     with np.errstate(invalid="ignore"):
         scaled = np.abs(values) * 10_000
         rounded = np.rint(np.nan_to_num(scaled)).astype(np.int64)
-    digits = rounded[:, None] // _POWERS[None, :] % 10
-    chars = np.empty((values.size, 7), dtype=np.uint8)
-    chars[:, 0] = digits[:, 0] + ord("0")
-    chars[:, 1] = ord(".")
-    chars[:, 2:6] = digits[:, 1:] + ord("0")
-    chars[:, 6] = ord("\n")
-    offsets = np.arange(0, 7 * values.size + 1, 7, dtype=np.int32)
-    text = pa.StringArray.from_buffers(
-        values.size, pa.py_buffer(offsets), pa.py_buffer(chars.tobytes())
+        odd = (rounded >= 100_000) | np.signbit(values) | ~np.isfinite(values)
+        odd |= np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+    packed = (  # "d.dddd\n" and a zero byte, as one little-endian 64-bit word per value
+        (rounded // 10_000 % 10).astype(np.uint64) + np.uint64(ord("0"))
+        | np.uint64(ord(".") << 8)
+        | _FRACTIONS[rounded % 10_000] << np.uint64(16)
+        | np.uint64(ord("\n") << 48)
     )
-    wide = (rounded >= 100_000) | np.signbit(values)
-    if wide.any():
-        sign = pa.array(np.where(np.signbit(values[wide]), "-", ""), pa.string())
-        whole = pa.array(rounded[wide] // 10_000).cast(pa.string())
-        part = pc.utf8_lpad(pa.array(rounded[wide] % 10_000).cast(pa.string()), 4, "0")
-        joined = pc.binary_join_element_wise(sign, whole, ".", part, "\n", "")
-        text = pc.replace_with_mask(text, pa.array(wide), joined)
-    with np.errstate(invalid="ignore"):
-        exact = ~np.isfinite(values) | (np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6)
-    if exact.any():
-        by_python = pa.array([f"{v:6.4f}\n" for v in values[exact]], pa.string())
-        text = pc.replace_with_mask(text, pa.array(exact), by_python)
-    return text
+    chars = packed.astype("<u8").view(np.uint8).reshape(values.size, 8)
+    sizes = np.full(values.size, 7, dtype=np.int64)
+    if not odd.any():
+        return chars, sizes
+    by_python = pa.array([f"{v:6.4f}" for v in values[odd].tolist()], pa.string())
+    odd_chars, odd_sizes = _string_cells(by_python, b"\n")
+    width = max(8, odd_chars.shape[1])
+    wide = np.zeros((values.size, width), dtype=np.uint8)
+    wide[:, :8] = chars
+    wide[odd] = 0
+    wide[odd, : odd_chars.shape[1]] = odd_chars
+    sizes[odd] = odd_sizes
+    return wide, sizes
 
 
-_POWERS = np.array([10_000, 1_000, 100, 10, 1], dtype=np.int64)
+def _sorted(cells: Cells, order: npt.NDArray[np.int64]) -> Cells:
+    return cells[0][order], cells[1][order]
+
+
+def _packed(segments: Sequence[bytes | Cells], rows: slice) -> memoryview:
+    """Row by row (of ``rows``), the concatenation of every segment: a constant, or the
+    row's cell of a column. Cells are zero-padded, and no text has a zero byte: the zeros
+    are what is packed away."""
+    pieces = [
+        np.broadcast_to(np.frombuffer(s, dtype=np.uint8), (rows.stop - rows.start, len(s)))
+        if isinstance(s, bytes)
+        else s[0][rows]
+        for s in segments
+    ]
+    block = np.concatenate(pieces, axis=1)
+    return block[block != 0].data
+
+
+#: The four decimals 0000..9999 as the bytes of a little-endian 32-bit word each.
+_FRACTIONS = np.frombuffer(
+    "".join(f"{i:04d}" for i in range(10_000)).encode(), dtype="<u4"
+).astype(np.uint64)
 
 
 def _value(value: float, integer: bool) -> str:

@@ -71,6 +71,6 @@ def _trec_eval(args: argparse.Namespace) -> int:
         runid=trec.run_tag(args.run),
     )
     sys.stdout.flush()
-    sys.stdout.buffer.write(report.render(per_query=args.q, summary=not args.n))
+    report.write(sys.stdout.buffer, per_query=args.q, summary=not args.n)
     sys.stdout.buffer.flush()
     return 0

@@ -236,7 +236,8 @@ class _Collected:
     def __init__(self, plan: Plan, keep: bool, errors: Mapping[str, str], strict: bool) -> None:
         self.plan, self.keep, self.strict = plan, keep, strict
         self.error_ids = pa.array(list(errors), pa.string())
-        self.tallies = {label: Tally() for label in plan.labels}
+        # kept values are summed once at the end; streamed ones are tallied chunk by chunk
+        self.tallies = {} if keep else {label: Tally() for label in plan.labels}
         self.bootstrap = None if keep else Bootstrap(len(plan.labels))
         self.problems: list[Problem] = []
         self.duplicates = 0
@@ -272,7 +273,8 @@ class _Collected:
                 scores.values[label], dtype=np.float64
             )  # writable (Ray returns read-only arrays)
             column[failed] = np.nan
-            self.tallies[label].add(column)
+            if not self.keep:
+                self.tallies[label].add(column)
             values[label] = column
         details = {
             label: scores.details.get(label) or [None] * len(ids) for label in scores.details
@@ -371,6 +373,12 @@ def evaluate(
     return results
 
 
+def _counts(scores: Mapping[str, FloatArray]) -> dict[str, tuple[int, int]]:
+    """(values, NAs) of each label."""
+    nas = {label: int(np.isnan(values).sum()) for label, values in scores.items()}
+    return {label: (values.size - nas[label], nas[label]) for label, values in scores.items()}
+
+
 def _results(
     plan: Plan,
     source: Source,
@@ -417,7 +425,7 @@ def _results(
         ids=ids if keep else pa.array([], pa.string()),
         metrics=list(plan.records),
         aggregates=aggregates,
-        counts={label: (t.n, t.na) for label, t in collected.tallies.items()},
+        counts=_counts(scores) if keep else {k: (t.n, t.na) for k, t in collected.tallies.items()},
         diagnostics=Diagnostics(
             missing_outputs=tuple(collected.missing),
             duplicate_ids_dropped=collected.duplicates,

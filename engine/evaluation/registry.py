@@ -66,10 +66,17 @@ def installed_entry_points(group: str = GROUP) -> list[importlib.metadata.EntryP
     return current
 
 
-def _candidate(ep: importlib.metadata.EntryPoint) -> Candidate:
+def _candidate(
+    ep: importlib.metadata.EntryPoint, described: dict[int, tuple[str, str]]
+) -> Candidate:
+    """``described`` remembers each distribution's (name, version): reading a
+    distribution's metadata parses a file, and a plugin registers many metrics."""
     dist = getattr(ep, "dist", None)
-    name = dist.metadata["Name"] if dist is not None else None
-    version = dist.version if dist is not None else None
+    if dist is None:
+        return Candidate(alias=ep.name, entry_point=ep, distribution=None, version=None)
+    if id(dist) not in described:
+        described[id(dist)] = (dist.metadata["Name"], dist.version)
+    name, version = described[id(dist)]
     return Candidate(alias=ep.name, entry_point=ep, distribution=name, version=version)
 
 
@@ -95,10 +102,12 @@ class Registry:
         if self._candidates is None:
             found: dict[str, list[Candidate]] = {}
             seen = set()
-            for ep in self._find_entry_points():
+            entry_points = list(self._find_entry_points())  # alive while ids are compared
+            described: dict[int, tuple[str, str]] = {}
+            for ep in entry_points:
                 if (ep.name, ep.value) not in seen:
                     seen.add((ep.name, ep.value))
-                    found.setdefault(ep.name, []).append(_candidate(ep))
+                    found.setdefault(ep.name, []).append(_candidate(ep, described))
             self._candidates = dict(sorted(found.items()))
         return self._candidates
 
