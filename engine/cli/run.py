@@ -103,9 +103,10 @@ def add(commands: Any) -> dict[str, Handler]:
     )
     run.add_argument(
         "--executor",
-        choices=("local", "ray"),
+        choices=("local", "threads", "ray"),
         default="local",
-        help="where chunks are scored: this process, or a Ray cluster (RAY_ADDRESS; needs slotwise[ray])",
+        help="where chunks are scored: this process, a thread per CPU of this process, or a "
+        "Ray cluster (RAY_ADDRESS; needs slotwise[ray])",
     )
     return {"run": _run}
 

@@ -61,7 +61,7 @@ def add(commands: Any) -> dict[str, Handler]:
 
 def _trec_eval(args: argparse.Namespace) -> int:
     requests = parse_measures(args.m)
-    engine = Engine(config={})
+    engine = Engine(config={}, executor="threads")
     report = trec_eval(
         engine,
         trec.read_qrels(args.qrels),

@@ -63,10 +63,15 @@ class Shape:
 
 
 def _running(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """Each row's running total, left to right, made read-only for sharing."""
-    out = np.cumsum(values, axis=1, dtype=np.int64 if values.dtype == np.bool_ else None)
-    out.flags.writeable = False
-    return out
+    """Each row's running total, left to right, read-only for sharing."""
+    return _read_only(
+        np.cumsum(values, axis=1, dtype=np.int64 if values.dtype == np.bool_ else None)
+    )
+
+
+def _read_only(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    values.flags.writeable = False
+    return values
 
 
 def _owners(sizes: IntArray) -> IntArray:
@@ -291,7 +296,10 @@ class Batch:
     def has(self, name: str) -> BoolArray:
         """Per sample, whether it carries column ``name`` (``relevance``, ``utility``,
         ``answers``, ``groups``, ``texts``, ``pool``, ``cited``)."""
-        return self.columns.column(name).is_valid().to_numpy(zero_copy_only=False)  # type: ignore[no-any-return]
+        return self.shared(  # type: ignore[no-any-return]
+            ("has", name),
+            lambda: _read_only(self.columns.column(name).is_valid().to_numpy(zero_copy_only=False)),
+        )
 
     def labels(self, kind: str) -> tuple[IntArray, IntArray, FloatArray]:
         """Every label of one kind (``relevance``, ``utility``) as flat arrays: its

@@ -1,5 +1,6 @@
-"""Where chunks of samples are scored: in this process (``local``) or on a Ray cluster
-(``ray``, the optional extra ``ray``: ``pip install 'slotwise[ray]'``).
+"""Where chunks of samples are scored: in this process (``local``), in a pool of threads
+of this process (``threads``: numpy releases the GIL, so chunks score on every core), or
+on a Ray cluster (``ray``, the optional extra ``ray``: ``pip install 'slotwise[ray]'``).
 
 An executor maps a function over tasks and yields the results in task order, holding a
 bounded number of tasks in flight, so streamed evaluations keep bounded memory whichever
@@ -11,11 +12,19 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from engine.errors import MissingDependencyError
 
-__all__ = ["Executor", "LocalExecutor", "RayExecutor", "resolve_executor"]
+__all__ = [
+    "IN_PROCESS",
+    "Executor",
+    "LocalExecutor",
+    "RayExecutor",
+    "ThreadExecutor",
+    "resolve_executor",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -41,6 +50,35 @@ class LocalExecutor:
 
     def __repr__(self) -> str:
         return "LocalExecutor()"
+
+
+class ThreadExecutor:
+    """Scores tasks in a pool of ``workers`` threads (default: one per CPU), at most twice
+    as many in flight as there are workers."""
+
+    name = "threads"
+
+    def __init__(self, workers: int | None = None) -> None:
+        if workers is not None and workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.workers = workers or os.cpu_count() or 1
+
+    def map(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[R]:
+        with ThreadPoolExecutor(self.workers, thread_name_prefix="slotwise") as pool:
+            pending: deque[Future[R]] = deque()
+            for task in tasks:
+                pending.append(pool.submit(fn, task))
+                if len(pending) >= 2 * self.workers:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+
+    def __repr__(self) -> str:
+        return f"ThreadExecutor(workers={self.workers})"
+
+
+#: The executors that score in this process (their tasks need not be compact).
+IN_PROCESS = ("local", "threads")
 
 
 class RayExecutor:
@@ -107,13 +145,17 @@ def _ray() -> Any:
 
 
 def resolve_executor(executor: str | Executor | None) -> Executor:
-    """``"local"`` (or None), ``"ray"``, or an executor object."""
+    """``"local"`` (or None), ``"threads"``, ``"ray"``, or an executor object."""
     if executor is None or executor == "local":
         return LocalExecutor()
+    if executor == "threads":
+        return ThreadExecutor()
     if executor == "ray":
         return RayExecutor()
     if isinstance(executor, str):
-        raise ValueError(f"unknown executor {executor!r}; use 'local', 'ray' or an executor object")
+        raise ValueError(
+            f"unknown executor {executor!r}; use 'local', 'threads', 'ray' or an executor object"
+        )
     if not callable(getattr(executor, "map", None)):
         raise TypeError(f"{executor!r} is not an executor (it has no map(fn, tasks) method)")
     return executor

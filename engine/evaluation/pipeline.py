@@ -41,7 +41,7 @@ from engine.errors import (
     SlotwiseError,
 )
 from engine.evaluation.batch import Batch, Shape
-from engine.evaluation.executors import Executor
+from engine.evaluation.executors import IN_PROCESS, Executor
 from engine.evaluation.metric import (
     Metric,
     MetricBase,
@@ -341,7 +341,7 @@ def evaluate(
     """Score chunks (in dataset order) on the executor and gather the results; rows go
     to ``sink`` as they are scored and stay in memory when ``keep``."""
     collected = _Collected(plan, keep, source.errors, strict)
-    remote = executor.name != "local"
+    remote = executor.name not in IN_PROCESS
     held: deque[Columns] = deque()
 
     def tasks() -> Iterator[ChunkTask]:
