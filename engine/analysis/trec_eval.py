@@ -9,6 +9,7 @@ maps names, picks the queries, and aggregates and prints as trec_eval does.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 from collections.abc import Callable, Sequence
@@ -23,6 +24,7 @@ import pyarrow.compute as pc
 from engine.errors import InputError, Problem
 from engine.evaluation.api import Dataset, Engine
 from engine.evaluation.batch import Batch, FloatArray
+from engine.evaluation.executors import ThreadExecutor
 from engine.evaluation.metric import metric_label
 from engine.evaluation.pipeline import aligned
 from engine.io.columns import Columns, list_array, offsets_of
@@ -290,8 +292,12 @@ class Report:
             segments += [f"{line.name:<22}\t".encode(), query, _sorted(cells, order)]
         if len(segments) == 0:
             return
-        for start in range(0, order.size, _BLOCK_QUERIES):
-            stream.write(_packed(segments, slice(start, min(start + _BLOCK_QUERIES, order.size))))
+        blocks = (
+            slice(start, min(start + _BLOCK_QUERIES, order.size))
+            for start in range(0, order.size, _BLOCK_QUERIES)
+        )
+        for packed in ThreadExecutor().map(functools.partial(_packed, segments), blocks):
+            stream.write(packed)
 
     def _summary(self, line: Line) -> str | None:
         if line.name == "runid":

@@ -212,7 +212,10 @@ def missing_requirements(metric: Metric, label: str, batch: Batch) -> Iterable[P
     needs = sorted(metric.requires)
     if not needs:
         return
-    rows, orders = np.nonzero(np.stack([lacks(need, batch) for need in needs], axis=1))
+    lacking = np.stack([lacks(need, batch) for need in needs], axis=1)
+    if not lacking.any():
+        return
+    rows, orders = np.nonzero(lacking)
     for index, order in zip(rows.tolist(), orders.tolist(), strict=True):  # sample order
         yield Problem(
             message=f"metric {label!r} needs {REQUIREMENTS[needs[order]]}",
