@@ -1,7 +1,12 @@
 """RAG ranking metrics: what the passages in the LLM's slots contain (see docs/metrics.md).
 
-A sample with no output is scored as an empty ranking (``D_k`` empty): context precision
-and coverage recall are then 0, chunk attribution is NA and answer containment is 0.
+A sample with no output is scored as an empty ranking (``D_k`` empty): context precision,
+coverage recall and context recall are then 0, chunk attribution and claim precision are
+NA and answer containment is 0.
+
+Context recall and claim precision read the reference answer's claims
+(``expected_output.claims``) and their support links: the group named by a claim's id
+lists the passages that support it (``slotwise annotate --task claims,support`` writes both).
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine import Batch, MetricBase, finite_number, optional_k, row_sums
 
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 _SPACE = re.compile(r"\s+")
 
 
@@ -61,16 +69,8 @@ class CoverageRecallAtK(_Rag):
     k: int | None = optional_k()
 
     def score(self, batch: Batch) -> FloatArray:
-        groups = batch.groups
-        hit = batch.in_top_k(groups.sample, groups.code, self.k)
-        covered = np.bincount(groups.group, weights=hit, minlength=int(groups.count.sum())) > 0
-        owner = np.repeat(np.arange(len(batch)), groups.count)
-        covered_count = np.bincount(owner, weights=covered, minlength=len(batch))
-        return _divide(
-            np.asarray(covered_count, dtype=np.float64),
-            groups.count.astype(np.float64),
-            empty=np.nan,
-        )
+        covered = _covered_groups(batch, self.k)
+        return _divide(_per_sample(batch, covered), batch.groups.count.astype(np.float64), np.nan)
 
 
 @attrs.frozen
@@ -78,6 +78,73 @@ class NuggetRecallAtK(CoverageRecallAtK):
     """Nugget recall at k: the same per-sample value as coverage-recall-at-k."""
 
     alias: ClassVar[str] = "nugget-recall-at-k"
+
+
+def _covered_groups(batch: Batch, k: int | None) -> BoolArray:
+    """Per group of the batch (in order), whether one of its ids is in its sample's top k."""
+    groups = batch.groups
+    hit = batch.in_top_k(groups.sample, groups.code, k)
+    return np.bincount(groups.group, weights=hit, minlength=int(groups.count.sum())) > 0
+
+
+def _per_sample(batch: Batch, of_groups: BoolArray) -> FloatArray:
+    """How many groups of each sample are flagged in ``of_groups``."""
+    owner = np.repeat(np.arange(len(batch)), batch.groups.count)
+    return np.bincount(owner, weights=of_groups, minlength=len(batch)).astype(np.float64)
+
+
+def _claim_groups(batch: Batch) -> tuple[BoolArray, FloatArray]:
+    """Per group of the batch, whether a claim of its sample has its name; per sample,
+    its number of claims, NaN when it has none or none of them has a group (its support
+    was never judged)."""
+    claims = batch.columns.column("claims")
+    names = pc.list_flatten(batch.columns.column("groups")).field("group")
+    ids = pc.list_flatten(claims)
+    codes = pc.dictionary_encode(pa.concat_arrays([ids, names])).indices
+    codes = codes.to_numpy(zero_copy_only=False).astype(np.int64)
+    count = pc.list_value_length(claims).fill_null(0).to_numpy().astype(np.int64)
+    claim_owner = np.repeat(np.arange(len(batch), dtype=np.int64), count)
+    group_owner = np.repeat(np.arange(len(batch), dtype=np.int64), batch.groups.count)
+    named = np.isin(
+        (group_owner << 32) | codes[len(ids) :], (claim_owner << 32) | codes[: len(ids)]
+    )
+    claimed = np.where(_per_sample(batch, named) > 0, count.astype(np.float64), np.nan)
+    return named, claimed
+
+
+@attrs.frozen
+class ContextRecallAtK(_Rag):
+    """Share of the sample's claims supported by at least one top-k passage (a claim's
+    supporting passages: the group named by its id); NA when the sample has no claims or
+    none of them has a group. A sample with no output scores 0."""
+
+    alias: ClassVar[str] = "context-recall-at-k"
+    k: int | None = optional_k()
+
+    def score(self, batch: Batch) -> FloatArray:
+        named, claimed = batch.shared(("rag", "claim-groups"), lambda: _claim_groups(batch))
+        supported = _per_sample(batch, named & _covered_groups(batch, self.k))
+        return _divide(supported, claimed, np.nan)
+
+
+@attrs.frozen
+class ClaimPrecisionAtK(_Rag):
+    """Share of the top-k passages that support at least one of the sample's claims; NA
+    when the top k is empty or the sample has no claims with a group."""
+
+    alias: ClassVar[str] = "claim-precision-at-k"
+    k: int | None = optional_k()
+
+    def score(self, batch: Batch) -> FloatArray:
+        named, claimed = batch.shared(("rag", "claim-groups"), lambda: _claim_groups(batch))
+        groups = batch.groups
+        member = named[groups.group]
+        pairs = np.unique((groups.sample[member] << 32) | groups.code[member])
+        rows = pairs >> 32
+        found = batch.in_top_k(rows, pairs & 0xFFFFFFFF, self.k)
+        supporting = np.bincount(rows, weights=found, minlength=len(batch))
+        slots = batch.top_k(self.k).sum(axis=1).astype(np.float64)
+        return np.where(np.isnan(claimed), np.nan, _divide(supporting, slots, np.nan))
 
 
 @attrs.frozen

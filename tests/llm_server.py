@@ -10,7 +10,11 @@ has probability :func:`expected_p` of the user message; ``sampling`` returns no 
 and of ``n`` sampled answers the first ``round(p * n)`` say NO-RESPONSE; ``malformed``
 answers 200 with a body that is not JSON; ``fail`` answers 503. ``--fail-first N`` answers
 503 to the first N POSTs, then behaves as the mode says. Judge prompts (Figures 5, 6) get
-a fenced JSON grade decided by whether an acceptable answer appears in the text.
+a fenced JSON grade decided by whether an acceptable answer appears in the text. Claim
+prompts get the reference answer's sentences as a fenced ``{"claims": [...]}`` (prose
+when the reference says GARBLE, no claims when it says NOTHING); support prompts get A
+(SUPPORTED) when every word of four letters or more of the claim is a word of the passage
+(prose when the claim says GARBLE).
 """
 
 from __future__ import annotations
@@ -40,8 +44,42 @@ def _answers(prompt: str) -> list[str]:
     return [str(a).lower() for a in ast.literal_eval(match.group(1))] if match else []
 
 
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def supports(claim: str, passage: str) -> bool:
+    """The server's support verdict: every word of 4+ letters of the claim is in the passage."""
+    return {w for w in _words(claim) if len(w) >= 4} <= _words(passage)
+
+
+def claims_answer(prompt: str) -> str:
+    """The reference answer's sentences as a fenced JSON claim list."""
+    reference = prompt.split("Reference answer: ")[-1].split("\n\nReturn a JSON")[0]
+    if "GARBLE" in reference:
+        return "I would rather not split this answer."
+    sentences = [s for s in re.split(r"(?<=\.)\s+", reference.strip()) if s and "NOTHING" not in s]
+    return f"Here are the claims:\n```json\n{json.dumps({'claims': sentences})}\n```"
+
+
+def support_answer(prompt: str) -> str:
+    """A fenced JSON grade for a support prompt."""
+    claim = re.search(r"\nClaim: (.*?)\nPassage: ", prompt, re.DOTALL)
+    passage = re.search(r"\nPassage: (.*?)\n```", prompt, re.DOTALL)
+    text = claim.group(1) if claim else ""
+    if "GARBLE" in text:
+        return "Hard to say."
+    grade = "A" if passage and supports(text, passage.group(1)) else "B"
+    return f'```json\n{{"motivation": "compared the words", "grade": "{grade}"}}\n```'
+
+
 def judge_answer(prompt: str) -> str:
-    """A fenced JSON grade for a Figure 5 or Figure 6 prompt."""
+    """The answer to a one-turn prompt: a judge's fenced JSON grade (Figures 5, 6 and
+    support) or a claim list."""
+    if "Split the reference answer" in prompt:
+        return claims_answer(prompt)
+    if "Determine if a passage SUPPORTS a claim" in prompt:
+        return support_answer(prompt)
     answers = _answers(prompt)
     if "Determine if a document is RELEVANT" in prompt:
         document = re.search(r"Document: (.*?)\n```", prompt, re.DOTALL)

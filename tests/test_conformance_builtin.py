@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.testing import MetricConformance
+from engine.testing import OUTPUTS, SAMPLES, MetricConformance
 from metrics_plugins import rag, retrieval, setbased, utility
 
 
@@ -45,6 +45,25 @@ def graded(metric_class: type[Any], **params: Any) -> dict[str, Any]:
     return {**case(metric_class, **params), "samples": GRADED_SAMPLES, "outputs": GRADED_OUTPUTS}
 
 
+def _with_claims(sample: dict[str, Any]) -> dict[str, Any]:
+    """The sample with a claim named like each of its groups, plus an unsupported one;
+    ``cutoff``'s claims are named like none (their support was never judged: NA)."""
+    names = [*sample["expected_output"]["groups"], "extra"]
+    if sample["id"] == "cutoff":
+        names = [f"{name}-unjudged" for name in names]
+    claims = [{"id": name, "text": name} for name in names]
+    return {**sample, "expected_output": {**sample["expected_output"], "claims": claims}}
+
+
+#: The kit's samples with claims (``deep`` has none: NA).
+CLAIMED_SAMPLES = tuple(s if s["id"] == "deep" else _with_claims(s) for s in SAMPLES)
+
+
+def claimed(metric_class: type[Any], **params: Any) -> dict[str, Any]:
+    """A case on the kit's fixture with claims, for context recall and claim precision."""
+    return {**case(metric_class, **params), "samples": CLAIMED_SAMPLES, "outputs": OUTPUTS}
+
+
 CASES: list[dict[str, Any]] = [
     case(retrieval.HitAtK),
     case(retrieval.HitRateAtK),
@@ -66,6 +85,9 @@ CASES: list[dict[str, Any]] = [
     case(rag.CoverageRecallAtK),
     case(rag.NuggetRecallAtK),
     case(rag.ChunkAttributionRate),
+    claimed(rag.ContextRecallAtK),
+    claimed(rag.ContextRecallAtK, k=2),
+    claimed(rag.ClaimPrecisionAtK),
     graded(setbased.RANWGAtK),
     graded(setbased.RANWGAtK, alpha=0.5, cap3=0.1),
     graded(setbased.PROCAtK),

@@ -3,8 +3,10 @@
 Annotators are plugins in the entry-point group ``slotwise.annotators``: ``transformers``
 (a local causal LM, p(NO-RESPONSE) from its logits, as the UDCG reference computes it)
 and ``openai-compatible`` (a chat-completions endpoint: logprobs, or Monte-Carlo
-sampling). Both also generate, for the LLM-as-judge relevance annotator and the answer
-grader. Results are cached in SQLite (:class:`Cache`), so runs resume and re-runs are free.
+sampling). Both also generate, for the LLM-as-judge relevance annotator, the answer
+grader, the claims split from reference answers and the judge of their support
+(:mod:`engine.annotate.claims`). Results are cached in SQLite (:class:`Cache`), so runs
+resume and re-runs are free.
 """
 
 from engine.annotate.base import (

@@ -9,6 +9,14 @@ its version, so that no cached answer to an older prompt is ever reused.
   with ``grade`` A (RELEVANT) or B (IRRELEVANT).
 - :data:`GRADE_TEMPLATE` (Figure 6): answer grading, JSON answer with ``grade``
   A (CORRECT), B (INCORRECT) or C (ABSTAINED).
+
+And slotwise's own two, for context recall (the course module's "split the reference
+answer into claims, ask an LLM judge whether the retrieved context supports each"):
+
+- :data:`CLAIMS_TEMPLATE`: split a reference answer into atomic claims, JSON answer
+  ``{"claims": [...]}``.
+- :data:`SUPPORT_TEMPLATE`: does a passage support a claim, JSON answer with ``grade``
+  A (SUPPORTED) or B (NOT SUPPORTED), in the form of Figure 5's.
 """
 
 from __future__ import annotations
@@ -16,15 +24,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 __all__ = [
+    "CLAIMS_TEMPLATE",
+    "CLAIMS_VERSION",
     "GRADE_TEMPLATE",
     "GRADE_VERSION",
     "NO_RESPONSE",
     "RELEVANCE_TEMPLATE",
     "RELEVANCE_VERSION",
+    "SUPPORT_TEMPLATE",
+    "SUPPORT_VERSION",
     "UTILITY_SYSTEM",
     "UTILITY_VERSION",
+    "claims_prompt",
     "grade_prompt",
     "relevance_prompt",
+    "support_prompt",
     "utility_messages",
     "utility_user_message",
 ]
@@ -165,6 +179,62 @@ Return a JSON object with the following format:
   "grade": "A", "B", or "C"
 }}"""
 
+CLAIMS_VERSION = "slotwise-claims-v1"
+CLAIMS_TEMPLATE = """Split the reference answer to a question into atomic claims: short statements of fact that together say everything the answer says.
+
+Rules:
+
+1. One fact per claim: split a sentence that states several facts.
+2. Each claim must be understandable on its own: replace pronouns by what they refer to, and complete a short answer with the question (question "When was the Eiffel Tower completed?", answer "1889": the claim is "The Eiffel Tower was completed in 1889.").
+3. Keep only what the answer states: add nothing from your own knowledge, and leave out opinions and filler.
+4. Do not repeat a claim.
+
+Example:
+
+Question: What does the Basic plan include?
+Reference answer: The Basic plan includes 5 GB of storage and email support. It costs $4 a month.
+{{"claims": ["The Basic plan includes 5 GB of storage.", "The Basic plan includes email support.", "The Basic plan costs $4 a month."]}}
+
+Here is a new example:
+
+Question: {question}
+Reference answer: {reference}
+
+Return a JSON object with the following format, and nothing else:
+
+{{"claims": ["first claim", "second claim", ...]}}"""
+
+SUPPORT_VERSION = "slotwise-support-v1"
+SUPPORT_TEMPLATE = """Determine if a passage SUPPORTS a claim or does NOT SUPPORT it. The passage SUPPORTS the claim if the claim follows from the passage alone: the passage states it, or states something that clearly implies it.
+
+The passage does NOT SUPPORT the claim if:
+
+- it shares keywords or the topic with the claim but does not state it;
+- it states only part of the claim, or something that would need outside knowledge to become the claim;
+- it contradicts the claim.
+
+The question is given only as context for the claim.
+
+```
+Question: {question}
+Claim: {claim}
+Passage: {passage}
+```
+
+Evaluate the passage as one of:
+
+A: SUPPORTED
+B: NOT SUPPORTED
+
+Return a JSON object with the following format:
+
+```
+{{
+  "motivation": "Brief explanation (max 2 sentences)",
+  "grade": "A" or "B"
+}}
+```"""
+
 
 def utility_user_message(question: str, passage: str) -> str:
     """The user turn of the utility prompt, as the reference implementation builds it."""
@@ -189,3 +259,13 @@ def grade_prompt(question: str, answers: Sequence[str], predicted_answer: str) -
     return GRADE_TEMPLATE.format(
         question=question, target=list(answers), predicted_answer=predicted_answer
     )
+
+
+def claims_prompt(question: str, reference: str) -> str:
+    """The claim-splitting prompt filled in."""
+    return CLAIMS_TEMPLATE.format(question=question, reference=reference)
+
+
+def support_prompt(question: str, claim: str, passage: str) -> str:
+    """The support judge's prompt filled in."""
+    return SUPPORT_TEMPLATE.format(question=question, claim=claim, passage=passage)

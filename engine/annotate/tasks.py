@@ -7,40 +7,60 @@ that label them, and the labelled samples.
 - ``relevance``: the LLM judge (Figure 5) labels each passage relevant (1) or not (0).
 - ``grade``: the grader (Figure 6) grades the sample's answer (``metadata.response``)
   as ``metadata.outcome``: correct, wrong or abstained, for ``slotwise correlate``.
+- ``claims``: the reference answer split into claims (``expected_output.claims``); claims
+  a sample already has are kept.
+- ``support``: the support judge decides, for each claim and passage, whether the passage
+  supports the claim; the links become the group named by the claim's id.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from engine.annotate.base import Annotator, BatchResult, Throttle, UtilityItem
 from engine.annotate.cache import Entry, cache_key
+from engine.annotate.claims import Agreement, claims_of, groups_of, linked, reference_of
 from engine.annotate.judge import (
     GRADE_LABELS,
     OUTCOMES,
     RELEVANCE_LABELS,
+    SUPPORT_LABELS,
     answers_text,
+    read_claims,
     read_grade,
 )
 from engine.annotate.prompts import (
+    CLAIMS_VERSION,
     GRADE_VERSION,
     RELEVANCE_VERSION,
+    SUPPORT_VERSION,
     UTILITY_VERSION,
+    claims_prompt,
     grade_prompt,
     relevance_prompt,
+    support_prompt,
 )
 from engine.annotate.runner import Job, Remote, Runner, Stats
 from engine.errors import InputError, Problem
 from engine.io.records import Output, Sample
 
-__all__ = ["TASKS", "Passage", "Report", "annotate_samples", "relevance_job", "utility_job"]
+__all__ = [
+    "TASKS",
+    "Passage",
+    "Report",
+    "annotate_samples",
+    "claims_job",
+    "relevance_job",
+    "support_job",
+    "utility_job",
+]
 
-TASKS = ("utility", "relevance", "grade")
+TASKS = ("utility", "relevance", "grade", "claims", "support")
 
 
 @attrs.frozen
@@ -61,19 +81,45 @@ class Report:
     passages: int = 0
     without_text: int = 0
     unreadable: list[str] = attrs.field(factory=list)
+    claims_written: int = 0
+    claims_split: list[str] = attrs.field(factory=list)
+    no_reference: list[str] = attrs.field(factory=list)
+    claims_unreadable: list[str] = attrs.field(factory=list)
+    no_claims: list[str] = attrs.field(factory=list)
+    not_judged: list[str] = attrs.field(factory=list)
+    pairs: int = 0
+    links: int = 0
+    agreement: Agreement | None = None
 
     def lines(self) -> list[str]:
-        """What was skipped or left unlabelled (the cost is :meth:`Stats.line`)."""
+        """What was done, skipped or left unlabelled (the cost is :meth:`Stats.line`)."""
         lines = []
         if self.without_text:
             lines.append(f"{self.without_text} retrieved passage(s) have no text and were skipped")
-        if self.unreadable:
-            shown = ", ".join(self.unreadable[:5])
-            more = f", ... ({len(self.unreadable) - 5} more)" if len(self.unreadable) > 5 else ""
+        if self.claims_split:
             lines.append(
-                f"{len(self.unreadable)} judge answer(s) could not be read and were left unlabelled: {shown}{more}"
+                f"claims: {len(self.claims_split)} reference answer(s) split into "
+                f"{self.claims_written} claims"
             )
+        if self.pairs:
+            lines.append(
+                f"support: {self.pairs} (claim, passage) pairs judged, {self.links} support links written"
+            )
+        listed = (
+            (self.no_reference, "sample(s) have no reference answer (expected_output.reference or answers) and got no claims"),
+            (self.claims_unreadable, "claim list(s) could not be read and were left without claims"),
+            (self.no_claims, "reference answer(s) gave no claims"),
+            (self.not_judged, "sample(s) with passages have no claims; their support was not judged"),
+            (self.unreadable, "judge answer(s) could not be read and were left unlabelled"),
+        )  # fmt: skip
+        lines += [_listing(items, what) for items, what in listed if items]
         return lines
+
+
+def _listing(items: Sequence[str], what: str) -> str:
+    """``"N what: a, b, c, d, e, ... (k more)"``."""
+    more = f", ... ({len(items) - 5} more)" if len(items) > 5 else ""
+    return f"{len(items)} {what}: {', '.join(items[:5])}{more}"
 
 
 def _entries(
@@ -97,16 +143,24 @@ def _utility_call(
     return attrs.evolve(result, values=values)
 
 
-def _judge_call(
-    labels: Mapping[str, str],
+def _generate_call(
+    read: Callable[[str], dict[str, Any]],
     max_tokens: int,
     annotator: Annotator,
     messages: Sequence[list[dict[str, str]]],
     throttle: Throttle,
 ) -> BatchResult:
     result = annotator.generate(messages, max_tokens, throttle)
-    values = [{"grade": read_grade(str(t), labels), "text": str(t)} for t in result.values]
+    values = [{**read(str(t)), "text": str(t)} for t in result.values]
     return attrs.evolve(result, values=values)
+
+
+def _grade_value(labels: Mapping[str, str], text: str) -> dict[str, Any]:
+    return {"grade": read_grade(text, labels)}
+
+
+def _claims_value(text: str) -> dict[str, Any]:
+    return {"claims": read_claims(text)}
 
 
 def _job(
@@ -134,13 +188,19 @@ def _judge_job(
     version: str,
     prompts: Sequence[str],
     texts: Sequence[Sequence[str]],
-    labels: Mapping[str, str],
+    read: Callable[[str], dict[str, Any]],
     max_tokens: int,
 ) -> Job:
+    """Greedy answers to one-turn prompts, each read by ``read`` (a module-level function
+    or a partial of one) into the value cached beside the answer's text."""
     messages = [[{"role": "user", "content": prompt}] for prompt in prompts]
-    call = functools.partial(_judge_call, dict(labels), max_tokens)
+    call = functools.partial(_generate_call, read, max_tokens)
     entries = _entries(annotator, task, version, texts, extra=f";judge_max_tokens={max_tokens}")
     return _job(task, entries, annotator, call, messages)
+
+
+def _grades(labels: Mapping[str, str]) -> Callable[[str], dict[str, Any]]:
+    return functools.partial(_grade_value, dict(labels))
 
 
 def relevance_job(
@@ -150,7 +210,13 @@ def relevance_job(
     prompts = [relevance_prompt(q, a, p) for q, a, p in items]
     texts = [(q, answers_text(a), p) for q, a, p in items]
     return _judge_job(
-        annotator, "relevance", RELEVANCE_VERSION, prompts, texts, RELEVANCE_LABELS, max_tokens
+        annotator,
+        "relevance",
+        RELEVANCE_VERSION,
+        prompts,
+        texts,
+        _grades(RELEVANCE_LABELS),
+        max_tokens,
     )
 
 
@@ -160,7 +226,29 @@ def grade_job(
     """Figure 6 for each (question, answers, predicted answer); values ``{grade: A|B|C|None, text}``."""
     prompts = [grade_prompt(q, a, r) for q, a, r in items]
     texts = [(q, answers_text(a), r) for q, a, r in items]
-    return _judge_job(annotator, "grade", GRADE_VERSION, prompts, texts, GRADE_LABELS, max_tokens)
+    return _judge_job(
+        annotator, "grade", GRADE_VERSION, prompts, texts, _grades(GRADE_LABELS), max_tokens
+    )
+
+
+def claims_job(
+    annotator: Annotator, items: Sequence[tuple[str, str]], max_tokens: int = 256
+) -> Job:
+    """The claims of each (question, reference answer); values ``{claims: [...] | None, text}``."""
+    prompts = [claims_prompt(q, r) for q, r in items]
+    return _judge_job(
+        annotator, "claims", CLAIMS_VERSION, prompts, items, _claims_value, max_tokens
+    )
+
+
+def support_job(
+    annotator: Annotator, items: Sequence[tuple[str, str, str]], max_tokens: int = 256
+) -> Job:
+    """The support judge for each (question, claim, passage); values ``{grade: A|B|None, text}``."""
+    prompts = [support_prompt(q, c, p) for q, c, p in items]
+    return _judge_job(
+        annotator, "support", SUPPORT_VERSION, prompts, items, _grades(SUPPORT_LABELS), max_tokens
+    )
 
 
 def question_of(sample: Sample) -> str | None:
@@ -206,8 +294,11 @@ def _long_form(raw: dict[str, Any]) -> dict[str, Any]:
     if isinstance(expected, Mapping) and expected.keys() & {
         "relevance",
         "utility",
+        "grades",
         "answers",
         "groups",
+        "reference",
+        "claims",
     }:
         long = dict(expected)
     elif expected is None:
@@ -245,17 +336,44 @@ def annotate_samples(
     k: int | None = None,
     response_field: str = "response",
     judge_max_tokens: int = 256,
+    agreement: bool = False,
 ) -> tuple[list[dict[str, Any]], Report]:
     """The raw samples with the labels of ``tasks`` added, and a report. Everything a task
-    needs is checked before any model is called; an :class:`InputError` lists what is missing."""
+    needs is checked before any model is called; an :class:`InputError` lists what is missing.
+
+    ``agreement`` (with ``support``): claims that already have a group (a person's links)
+    keep it, and the judge's verdicts on them are compared with it (``report.agreement``).
+    """
     report = Report(stats=runner.stats)
     result = [copy.deepcopy(dict(raw)) for raw in raws]
     problems: list[Problem] = []
     passages: list[Passage] = []
-    if "utility" in tasks or "relevance" in tasks:
+    to_split: list[tuple[int, str]] = []
+    if "claims" in tasks:
+        for index, (raw, sample) in enumerate(zip(raws, samples, strict=True)):
+            if claims_of(raw):
+                continue  # claims written by hand are kept
+            reference = reference_of(raw, sample)
+            if reference is None:
+                report.no_reference.append(sample.id)
+            else:
+                to_split.append((index, reference))
+    if "support" in tasks and not to_split and not any(map(claims_of, raws)):
+        problems.append(
+            Problem(
+                "no sample has claims to judge: write expected_output.claims, or add --task "
+                "claims with expected_output.reference or answers"
+            )
+        )
+    if agreement and "support" not in tasks:
+        problems.append(
+            Problem("--agreement compares the support judge's links: add --task support")
+        )
+    if {"utility", "relevance", "support"} & set(tasks):
         if outputs is None:
             raise InputError([Problem("the passages come from the outputs: pass --outputs FILE")])
-        passages, problems = _passages(samples, outputs, k, report)
+        passages, missing = _passages(samples, outputs, k, report)
+        problems += missing
         report.passages = len(passages)
     if "relevance" in tasks:
         for sample in {samples[p.sample].id: samples[p.sample] for p in passages}.values():
@@ -304,6 +422,8 @@ def annotate_samples(
     if problems:
         raise InputError(problems, summary="cannot annotate")
 
+    if to_split:
+        _split_claims(result, samples, to_split, annotator, runner, report, judge_max_tokens)
     judged: dict[int, bool | None] = {}
     if "relevance" in tasks:
         items = [(p.question, samples[p.sample].answers or (), p.text) for p in passages]
@@ -336,6 +456,10 @@ def annotate_samples(
             utility = dict(label.get("utility") or {})
             utility[p.doc] = {"relevant": relevant, "p_no_response": value}
             label["utility"] = utility
+    if "support" in tasks:
+        report.agreement = _judge_support(
+            result, raws, samples, passages, annotator, runner, report, judge_max_tokens, agreement
+        )
     if graded:
         items_g = [
             (
@@ -354,3 +478,70 @@ def annotate_samples(
             metadata["outcome"] = OUTCOMES[value["grade"]]
             result[i]["metadata"] = metadata
     return result, report
+
+
+def _split_claims(
+    result: list[dict[str, Any]],
+    samples: Sequence[Sample],
+    to_split: Sequence[tuple[int, str]],
+    annotator: Annotator,
+    runner: Runner,
+    report: Report,
+    max_tokens: int,
+) -> None:
+    """Split each (sample index, reference answer) into claims ``c1, c2, ...``."""
+    items = [(question_of(samples[i]) or "", reference) for i, reference in to_split]
+    values = runner.run(claims_job(annotator, items, max_tokens))
+    for (index, _), (value, _) in zip(to_split, values, strict=True):
+        claims, sample_id = value["claims"], samples[index].id
+        if claims is None:
+            report.claims_unreadable.append(sample_id)
+        elif not claims:
+            report.no_claims.append(sample_id)
+        else:
+            _long_form(result[index])["claims"] = [
+                {"id": f"c{n}", "text": text} for n, text in enumerate(claims, start=1)
+            ]
+            report.claims_split.append(sample_id)
+            report.claims_written += len(claims)
+
+
+def _judge_support(
+    result: list[dict[str, Any]],
+    raws: Sequence[Mapping[str, Any]],
+    samples: Sequence[Sample],
+    passages: Sequence[Passage],
+    annotator: Annotator,
+    runner: Runner,
+    report: Report,
+    max_tokens: int,
+    compare: bool,
+) -> Agreement | None:
+    """Judge each (claim, passage) of each sample and write the links as the claims'
+    groups; with ``compare``, compare them with the groups claims already had instead."""
+    pairs = [(p, claim) for p in passages for claim in claims_of(result[p.sample])]
+    report.not_judged = list(
+        dict.fromkeys(samples[p.sample].id for p in passages if not claims_of(result[p.sample]))
+    )
+    items = [(p.question, claim["text"], p.text) for p, claim in pairs]
+    values = runner.run(support_job(annotator, items, max_tokens))
+    verdicts: dict[int, dict[str, dict[str, bool]]] = {}
+    for (p, claim), (value, _) in zip(pairs, values, strict=True):
+        if value["grade"] is None:
+            report.unreadable.append(f"{samples[p.sample].id}/{claim['id']}/{p.doc}")
+            continue
+        verdicts.setdefault(p.sample, {}).setdefault(claim["id"], {})[p.doc] = value["grade"] == "A"
+    report.pairs = len(pairs)
+    found = Agreement() if compare else None
+    for index, by_claim in verdicts.items():
+        human = groups_of(raws[index])
+        label = _long_form(result[index])
+        groups = dict(label.get("groups") or {})
+        for claim_id, judged in by_claim.items():
+            if found is not None and claim_id in human:
+                found.add(samples[index].id, claim_id, judged, human[claim_id])
+                continue
+            groups[claim_id] = linked(groups.get(claim_id, []), judged)
+            report.links += sum(judged.values())
+        label["groups"] = groups
+    return found

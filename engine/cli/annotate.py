@@ -1,6 +1,7 @@
 """The ``slotwise annotate`` command: label a dataset's passages with an LLM annotator
-plugin (p(NO-RESPONSE) utility, judged relevance, graded answers) through the SQLite
-cache, and write the labelled dataset. :func:`add` adds it to the program's
+plugin (p(NO-RESPONSE) utility, judged relevance, graded answers, claims of the reference
+answers and the passages that support them) through the SQLite cache, and write the
+labelled dataset. :func:`add` adds it to the program's
 subparsers and returns its handler."""
 
 from __future__ import annotations
@@ -46,12 +47,17 @@ def add(commands: Any) -> dict[str, Handler]:
     """Add ``annotate`` to ``commands`` (from ``parser.add_subparsers``); returns its handler."""
     annotate = commands.add_parser(
         "annotate",
-        help="label passages with an LLM: utility p(NO-RESPONSE), relevance, answer grades",
+        help="label passages with an LLM: utility p(NO-RESPONSE), relevance, answer grades, "
+        "claims and their support",
         description="Annotate a dataset with an LLM annotator plugin and write it with the new "
         "labels. utility: p(NO-RESPONSE) of each retrieved passage (written as utility labels "
         "{relevant, p_no_response} that udcg reads); relevance: an LLM judge (UDCG paper, "
         "Figure 5); grade: metadata.outcome (correct/wrong/abstained) of metadata.response "
-        "(Figure 6). Results are cached: an interrupted run resumes, a re-run is free.",
+        "(Figure 6); claims: the reference answer (expected_output.reference, else the first "
+        "answer) split into expected_output.claims; support: for each claim and retrieved "
+        "passage, whether the passage supports it, written as the group named by the claim's "
+        "id (context-recall-at-k, claim-precision-at-k, coverage-recall-at-k). Results are "
+        "cached: an interrupted run resumes, a re-run is free.",
     )
     annotate.add_argument(
         "dataset", help=f"a dataset declared in {CONFIG_FILENAME}, or a .json/.yaml/.jsonl file"
@@ -66,7 +72,8 @@ def add(commands: Any) -> dict[str, Handler]:
         "--task",
         action="append",
         default=[],
-        help="utility, relevance, grade; comma-separated or repeated (default: utility)",
+        help="utility, relevance, grade, claims, support; comma-separated or repeated "
+        "(default: utility)",
     )
     annotate.add_argument(
         "--annotator", required=True, help="annotator plugin: transformers, openai-compatible, ..."
@@ -120,7 +127,19 @@ def add(commands: Any) -> dict[str, Handler]:
     judges.add_argument(
         "--response-field", default="response", help="metadata field with the answer to grade"
     )
-    judges.add_argument("--judge-max-tokens", type=positive_int, default=256)
+    judges.add_argument(
+        "--judge-max-tokens",
+        type=positive_int,
+        default=256,
+        help="most tokens of a judge's answer or a claim list (256)",
+    )
+    judges.add_argument(
+        "--agreement",
+        action="store_true",
+        help="with --task support: compare the judge's links with the groups the claims "
+        "already have (a person's), which are kept; print Cohen's kappa, precision, recall "
+        "and the disagreements",
+    )
     annotate.add_argument(
         "--no-response-token", help="the abstention token to read (default: NO-RESPONSE's first)"
     )
@@ -209,6 +228,7 @@ def _annotate(args: argparse.Namespace) -> int:
             k=args.k,
             response_field=args.response_field,
             judge_max_tokens=args.judge_max_tokens,
+            agreement=args.agreement,
         )
     except (KeyboardInterrupt, AnnotationInterrupted):
         print(f"slotwise: interrupted; {resume}", file=sys.stderr)
@@ -225,6 +245,8 @@ def _annotate(args: argparse.Namespace) -> int:
     for line in report.lines():
         print(line, file=sys.stderr)
     print(f"wrote {args.output} ({len(labelled)} samples; cache {cache_path})", file=sys.stderr)
+    if report.agreement is not None:
+        print("\n".join(report.agreement.lines()))
     return 0
 
 

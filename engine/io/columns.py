@@ -14,7 +14,8 @@ Sample columns:
 - ``answers`` (list of string) and ``groups`` (list of struct ``{group: string, docs:
   list of int32}``): null when absent;
 - ``k`` (int64): ``metadata.k``, null when unset;
-- ``input``, ``metadata`` (string): canonical JSON text (sorted keys), null when absent.
+- ``input``, ``metadata`` (string): canonical JSON text (sorted keys), null when absent;
+- ``claims`` (list of string): the ids of ``expected_output.claims``, null when absent.
 
 Output columns: ``retrieved`` (list of int32, rank 1 first, as given, duplicates
 included; null: no output), ``texts`` (list of string or null, one per retrieved item;
@@ -73,6 +74,7 @@ SAMPLE_COLUMNS: dict[str, pa.DataType] = {
     "k": pa.int64(),
     "input": pa.string(),
     "metadata": pa.string(),
+    "claims": pa.list_(pa.string()),
 }
 OUTPUT_COLUMNS: dict[str, pa.DataType] = {
     "id": pa.string(),
@@ -278,8 +280,8 @@ def string_bytes(strings: pa.Array) -> memoryview:
 class ContentHash:
     """sha256 of a dataset's content, whatever its source or chunking: each sample
     becomes one canonical line (id; labels of each kind sorted by document id; answers;
-    groups sorted by name, their documents by id; k; input; metadata) and the lines are
-    hashed in order."""
+    groups sorted by name, their documents by id; k; input; metadata; then, for a sample
+    with claims only, their ids) and the lines are hashed in order."""
 
     def __init__(self) -> None:
         self._digest = hashlib.sha256()
@@ -311,6 +313,9 @@ def _canonical_lines(columns: Columns) -> pa.Array:
     ]
     filled = [pc.fill_null(part, "\x00") for part in parts]
     line = pc.binary_join_element_wise(*filled, _FIELD)
+    claims = pc.binary_join(columns.column("claims"), _ITEM)
+    claimed = pc.fill_null(pc.binary_join_element_wise(_FIELD, claims, ""), "")
+    line = pc.binary_join_element_wise(line, claimed, "")
     return pc.binary_join_element_wise(line, pa.repeat("", len(columns)), _LINE)
 
 

@@ -47,7 +47,9 @@ __all__ = [
 
 DOCUMENT_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 RESULTS_SCHEMA_ID = "slotwise.results/v1"
-_LONG_FORM = frozenset({"relevance", "utility", "grades", "answers", "groups"})
+_LONG_FORM = frozenset(
+    {"relevance", "utility", "grades", "answers", "groups", "reference", "claims"}
+)
 
 
 def canonical_json(value: Any) -> str:
@@ -82,6 +84,8 @@ def parse_samples(
                 raw, "sample", sample_id=sample_id, source=source, line=line, prefix=path
             )
         )
+        if not found:
+            found.extend(_duplicate_claims(raw, sample_id, source, line, path))
         if sample_id is not None and sample_id in seen:
             found.append(
                 Problem(
@@ -102,6 +106,29 @@ def parse_samples(
     if problems:
         raise InputError(problems, summary=f"invalid dataset{f' {source}' if source else ''}")
     return samples_columns(valid)
+
+
+def _duplicate_claims(
+    raw: Mapping[str, Any],
+    sample_id: str | None,
+    source: str | None,
+    line: int | None,
+    path: list[Any],
+) -> Iterable[Problem]:
+    """A problem for each claim whose id an earlier claim of the sample already has."""
+    expected = raw.get("expected_output")
+    claims = (expected.get("claims") or []) if isinstance(expected, Mapping) else []
+    first: dict[str, int] = {}
+    for index, claim in enumerate(claims):
+        if claim["id"] in first:
+            yield Problem(
+                f"duplicate claim id {claim['id']!r} (first at claims/{first[claim['id']]})",
+                sample_id=sample_id,
+                pointer=schemas.pointer([*path, "expected_output", "claims", index, "id"]),
+                source=source,
+                line=line,
+            )
+        first.setdefault(claim["id"], index)
 
 
 class _Labels:
@@ -146,6 +173,7 @@ def samples_columns(raws: Sequence[Mapping[str, Any]]) -> Columns:
     labels = {"relevance": _Labels(), "utility": _Labels(), "grades": _Labels()}
     answers: list[list[str] | None] = []
     groups: list[dict[str, list[str]] | None] = []
+    claims: list[list[str] | None] = []
     for raw in raws:
         expected = raw.get("expected_output")
         if expected is None:
@@ -168,6 +196,8 @@ def samples_columns(raws: Sequence[Mapping[str, Any]]) -> Columns:
         groups.append(
             None if group is None else {str(g): list(map(str, d)) for g, d in group.items()}
         )
+        claim = given.get("claims")
+        claims.append(None if claim is None else [c["id"] for c in claim])
         meta = raw.get("metadata") or {}
         ids.append(str(raw["id"]))
         ks.append(meta.get("k"))
@@ -184,6 +214,7 @@ def samples_columns(raws: Sequence[Mapping[str, Any]]) -> Columns:
         "k": pa.array(ks, pa.int64()),
         "input": pa.array(inputs, pa.string()),
         "metadata": pa.array(metadata, pa.string()),
+        "claims": pa.array(claims, SAMPLE_COLUMNS["claims"]),
     }
     for (kind, found), kind_codes in zip(labels.items(), codes[:-1], strict=True):
         mask = ~np.asarray(found.present, dtype=np.bool_)

@@ -175,14 +175,29 @@ def _plain_grades(value: Any) -> bool:
     return type(value) is dict and all(type(g) is int and 1 <= g <= 5 for g in value.values())
 
 
+def _plain_claims(value: Any) -> bool:
+    """``[{id, text}, ...]`` with non-empty strings and unique ids."""
+    return (
+        type(value) is list
+        and all(
+            type(c) is dict and c.keys() == {"id", "text"} and _is_id(c["id"]) and _is_id(c["text"])
+            for c in value
+        )
+        and len({c["id"] for c in value}) == len(value)
+    )
+
+
 def _plain_long_form(value: dict[str, Any]) -> bool:
-    """The long form ``{relevance?, utility?, grades?, answers?, groups?}`` with plain contents."""
+    """The long form ``{relevance?, utility?, grades?, answers?, groups?, reference?,
+    claims?}`` with plain contents."""
     if not value.keys() <= _LONG_FORM:
         return False
     answers = value.get("answers", "x")
     groups = value.get("groups", {})
     return (
-        ("relevance" not in value or _plain_labels(value["relevance"]))
+        _is_id(value.get("reference", "x"))
+        and _plain_claims(value.get("claims", []))
+        and ("relevance" not in value or _plain_labels(value["relevance"]))
         and ("utility" not in value or _plain_utility(value["utility"]))
         and ("grades" not in value or _plain_grades(value["grades"]))
         and (
@@ -204,7 +219,9 @@ def _all_labels(values: Iterable[Any]) -> bool:
     return types <= {int, float} and all(map(_is_label, values))
 
 
-_LONG_FORM = frozenset({"relevance", "utility", "grades", "answers", "groups"})
+_LONG_FORM = frozenset(
+    {"relevance", "utility", "grades", "answers", "groups", "reference", "claims"}
+)
 _SAMPLE_KEYS = frozenset({"id", "input", "expected_output", "metadata"})
 _ITEM_KEYS = frozenset({"id", "text", "score"})
 
