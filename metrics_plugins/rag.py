@@ -142,7 +142,7 @@ class ClaimPrecisionAtK(_Rag):
         pairs = np.unique((groups.sample[member] << 32) | groups.code[member])
         rows = pairs >> 32
         found = batch.in_top_k(rows, pairs & 0xFFFFFFFF, self.k)
-        supporting = np.bincount(rows, weights=found, minlength=len(batch))
+        supporting = np.bincount(rows, weights=found, minlength=len(batch)).astype(np.float64)
         slots = batch.top_k(self.k).sum(axis=1).astype(np.float64)
         return np.where(np.isnan(claimed), np.nan, _divide(supporting, slots, np.nan))
 

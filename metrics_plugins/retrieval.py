@@ -42,6 +42,39 @@ def _gain(labels: FloatArray, kind: str) -> FloatArray:
     return labels if kind == "linear" else np.exp2(labels) - 1.0
 
 
+class GainMap(tuple[tuple[float, float], ...]):
+    """(label, gain) pairs sorted by label, shown as the dict a spec gives
+    (``gains={1: 3.0, 2: 9.0}``)."""
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{label!r}: {gain!r}" for label, gain in self) + "}"
+
+
+def _gain_map(value: object) -> GainMap | None:
+    """A ``gains`` parameter: None, or a mapping (or pairs) of label to finite gain."""
+    if value is None:
+        return None
+    pairs = value.items() if isinstance(value, dict) else value
+    try:
+        found = {float(label): float(gain) for label, gain in pairs}  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"gains must map labels to gains, e.g. {{1: 3, 2: 9}}; got {value!r}"
+        ) from None
+    if not all(np.isfinite(list(found)) & np.isfinite(list(found.values()))):
+        raise ValueError(f"gains must be finite numbers; got {value!r}")
+    return GainMap(sorted(found.items()))
+
+
+def _gains(labels: FloatArray, kind: str, gains: GainMap | None) -> FloatArray:
+    """Gain of each label (NaN, no label: 0): ``gains[label]`` where the map has the
+    label, else the ``kind`` gain of the label clipped at 0."""
+    out = _gain(np.fmax(labels, 0.0), kind)
+    for label, gain in gains or ():
+        out = np.where(labels == label, gain, out)
+    return out
+
+
 def _discount(width: int) -> FloatArray:
     """1 / log2(rank + 1) for ranks 1..width."""
     return 1.0 / np.log2(np.arange(2, width + 2, dtype=np.float64))
@@ -54,22 +87,32 @@ def _divide(numerator: FloatArray, denominator: FloatArray) -> FloatArray:
     return out
 
 
-def _running_dcg(batch: Batch, kind: str, *, ideal: bool = False) -> FloatArray:
-    """DCG at every rank of each ranking (``ideal``: of the ideal ranking), summed left to
-    right; computed once per batch for every metric of the family."""
+def _running_dcg(
+    batch: Batch, kind: str, gains: GainMap | None = None, *, ideal: bool = False
+) -> FloatArray:
+    """DCG at every rank of each ranking (``ideal``: of the ideal ranking: every positive
+    gain of the sample's labels, largest first), summed left to right; computed once per
+    batch for every metric of the family."""
 
     def compute() -> FloatArray:
-        gains = _gain(batch.ideal_gains if ideal else batch.gains, kind)
-        running: FloatArray = np.cumsum(gains * _discount(gains.shape[1]), axis=1)
+        if gains is None:
+            values = _gain(batch.ideal_gains if ideal else batch.gains, kind)
+        elif ideal:
+            mapped = _gains(batch.label_values, kind, gains)
+            positive = (mapped > 0) & (batch.label_values >= 0)  # as trec_eval's levels
+            values = -np.sort(-np.where(positive, mapped, 0.0), axis=1)
+        else:
+            values = _gains(batch.ranked_labels, kind, gains)
+        running: FloatArray = np.cumsum(values * _discount(values.shape[1]), axis=1)
         running.flags.writeable = False
         return running
 
-    return batch.shared(("dcg", kind, ideal), compute)
+    return batch.shared(("dcg", kind, gains, ideal), compute)
 
 
-def _dcg(batch: Batch, k: int | None, kind: str) -> FloatArray:
+def _dcg(batch: Batch, k: int | None, kind: str, gains: GainMap | None = None) -> FloatArray:
     """DCG over the top k of each sample's ranking."""
-    return batch.at_cutoff(_running_dcg(batch, kind), batch.cutoffs(k))
+    return batch.at_cutoff(_running_dcg(batch, kind, gains), batch.cutoffs(k))
 
 
 def _found_within(batch: Batch, threshold: float, cutoffs: IntArray | None) -> IntArray:
@@ -277,27 +320,33 @@ class AveragePrecision(_Ranked):
 
 @attrs.frozen
 class DCGAtK(_Ranked):
-    """Σ_{i ≤ k} gain_i / log2(i + 1), linear or exponential gain."""
+    """Σ_{i ≤ k} gain_i / log2(i + 1), linear or exponential gain; ``gains`` maps labels to
+    gains of their own (``gains={1: 3, 2: 9}``; trec_eval's ``ndcg.1=3,2=9``)."""
 
     alias: ClassVar[str] = "retrieval-dcg-at-k"
     k: int | None = optional_k()
     gain: str = _gain_kind()
+    gains: GainMap | None = attrs.field(default=None, converter=_gain_map, kw_only=True)
 
     def score(self, batch: Batch) -> FloatArray:
-        return _dcg(batch, self.k, self.gain)
+        return _dcg(batch, self.k, self.gain, self.gains)
 
 
 @attrs.frozen
 class NDCGAtK(_Ranked):
-    """DCG@k / IDCG@k with IDCG from all judged gains; 0 when IDCG is 0 (trec_eval ndcg_cut_k)."""
+    """DCG@k / IDCG@k with IDCG from all judged gains; 0 when IDCG is 0 (trec_eval
+    ndcg_cut_k). ``gains`` as for retrieval-dcg-at-k: a mapped gain may be 0 or negative,
+    and the ideal ranking orders the positive gains."""
 
     alias: ClassVar[str] = "retrieval-ndcg-at-k"
     k: int | None = optional_k()
     gain: str = _gain_kind()
+    gains: GainMap | None = attrs.field(default=None, converter=_gain_map, kw_only=True)
 
     def score(self, batch: Batch) -> FloatArray:
-        idcg = batch.at_cutoff(_running_dcg(batch, self.gain, ideal=True), batch.cutoffs(self.k))
-        return _divide(_dcg(batch, self.k, self.gain), idcg)
+        ideal = _running_dcg(batch, self.gain, self.gains, ideal=True)
+        idcg = batch.at_cutoff(ideal, batch.cutoffs(self.k))
+        return _divide(_dcg(batch, self.k, self.gain, self.gains), idcg)
 
 
 @attrs.frozen

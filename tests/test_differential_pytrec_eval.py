@@ -216,6 +216,27 @@ def _one(qrels: Qrels, runs: Scored, relevance_level: int = 1) -> list[str]:
     return _compare(batch.sample_ids, ours, theirs, names)
 
 
+class TestGainMap:
+    """trec_eval's ndcg with a gain map (``ndcg.1=3,2=9``) equals plain ndcg on qrels whose
+    labels were replaced by their gains, which pytrec_eval computes (its own parser cannot
+    read level=gain pairs)."""
+
+    @pytest.mark.parametrize("seed", [1, 2, 3])
+    def test_mapped_gains_equal_relabelled_qrels(self, seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        qrels, runs = random_collection(seed=seed, queries=2_000)
+        qrels = {q: {d: max(g, 0) for d, g in labels.items()} for q, labels in qrels.items()}
+        gains = {level: int(rng.integers(0, 20)) for level in (0, 1, 2, 3) if rng.random() < 0.7}
+        relabelled = {
+            q: {d: gains.get(g, g) for d, g in labels.items()} for q, labels in qrels.items()
+        }
+        spec = f"retrieval-ndcg-at-k(k=1000000000, gains={gains!r})"
+        batch = compile_batch(qrels, runs)
+        theirs = pytrec_eval.RelevanceEvaluator(relabelled, {"ndcg"}).evaluate(runs)
+        failures = _compare(batch.sample_ids, _slotwise(batch, [spec]), theirs, {"ndcg": spec})
+        assert failures[:20] == []
+
+
 class TestEdgeCases:
     """One small collection per edge case, compared measure by measure with pytrec_eval."""
 

@@ -46,6 +46,10 @@ class TestTranslate:
             *EQUIVALENT.items(),
             ("nDCG", "retrieval-ndcg-at-k@1000000000"),  # uncut: the whole ranking
             ("nDCG(dcg='log2')@10", "retrieval-ndcg-at-k@10(gain=linear)"),
+            (
+                "nDCG(gains={0: 0, 1: 1, 2: 3})@10",
+                "retrieval-ndcg-at-k@10(gains={0: 0, 1: 1, 2: 3})",
+            ),
             ("nDCG(cutoff=5)", "retrieval-ndcg-at-k@5"),
             ("NDCG@10", "retrieval-ndcg-at-k@10"),
             ("P@5", "retrieval-precision-at-k@5"),
@@ -95,7 +99,6 @@ class TestTranslate:
         ("text", "message"),
         [
             ("nDCG(judged_only=True)@10", "'judged_only' of nDCG is not supported"),
-            ("nDCG(gains={0: 0, 1: 1})@10", "'gains' of nDCG is not supported"),
             ("RR(judged_only=True)", "'judged_only' of RR is not supported"),
             ("nDCG(rel=2)@10", "nDCG has no parameter 'rel'"),
             ("Judged(rel=2)@10", "Judged has no parameter 'rel'"),

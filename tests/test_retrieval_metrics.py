@@ -16,6 +16,7 @@ import pytest
 
 import engine
 from engine import Batch, MetricParameterError
+from engine.evaluation.metric import metric_label
 from engine.testing import make_batch
 from metrics_plugins.retrieval import RECALL_LEVELS, _iprec_at_recall
 
@@ -231,6 +232,55 @@ class TestDCGAndNDCG:
         case = ({"a": 0, "b": -1}, ["a", "b"], None)
         assert score("retrieval-ndcg-at-k@2", [case]) == [0.0]
         assert score("retrieval-dcg-at-k@2", [case]) == [0.0]
+
+
+class TestGainMap:
+    """``gains`` maps labels to gains of their own (trec_eval ``ndcg.1=3,2=9``); other
+    labels keep the linear or exponential gain, unjudged documents gain nothing."""
+
+    @pytest.mark.parametrize(
+        ("spec", "expected"),
+        [
+            # ranking c(-2), a(3), x(unjudged), b(1); a -> 10, b -> 0.5: DCG 10/log2 3 + 0.5/log2 5
+            ("retrieval-dcg-at-k@4(gains={3: 10, 1: 0.5})", 10 / log2(3) + 0.5 / log2(5)),
+            # the ideal ranking orders the mapped gains: a (10), b (0.5); d (0) adds nothing
+            (
+                "retrieval-ndcg-at-k@4(gains={3: 10, 1: 0.5})",
+                (10 / log2(3) + 0.5 / log2(5)) / (10 + 0.5 / log2(3)),
+            ),
+            # b mapped above a reorders the ideal: b (5) first, then a (3, unmapped)
+            (
+                "retrieval-ndcg-at-k@4(gains={1: 5})",
+                (3 / log2(3) + 5 / log2(5)) / (5 + 3 / log2(3)),
+            ),
+            # a negative gain lowers DCG and stays out of the ideal; d (label 0) mapped to 2
+            (
+                "retrieval-ndcg-at-k@4(gains={3: -1, 0: 2})",
+                (-1 / log2(3) + 1 / log2(5)) / (2 + 1 / log2(3)),
+            ),
+            # the map replaces the exponential gain of the labels it names, only those
+            (
+                "retrieval-ndcg-at-k@4(gain=exponential, gains={1: 4})",
+                (7 / log2(3) + 4 / log2(5)) / (7 + 4 / log2(3)),
+            ),
+        ],
+    )
+    def test_value(self, spec: str, expected: float) -> None:
+        """Labels {a: 3, b: 1, c: -2, d: 0}, ranking [c, a, x, b]."""
+        assert score(spec, [GRADED]) == [pytest.approx(expected, abs=1e-12)]
+
+    def test_label_reads_back(self, eng: engine.Engine) -> None:
+        """The label shows the map as the dict a spec gives, and parses to the same metric."""
+        metric = eng.metric("retrieval-ndcg-at-k@10(gains={2: 9, 1: 3})")
+        label = metric_label(metric)
+        assert label == "retrieval-ndcg-at-k@10(gains={1.0: 3.0, 2.0: 9.0})"
+        assert eng.metric(label) == metric
+
+    @pytest.mark.parametrize("gains", ["{1: 'x'}", "{1: 1e400}", "3", "{1: None}"])
+    def test_invalid_map(self, eng: engine.Engine, gains: str) -> None:
+        """A map that is not label -> finite number is refused, saying what it must be."""
+        with pytest.raises(MetricParameterError, match="gains must"):
+            eng.metric(f"retrieval-ndcg-at-k@10(gains={gains})")
 
 
 ERR_CASE: Case = ({"a": 3, "b": 1, "c": 0}, ["b", "a", "c"], None)

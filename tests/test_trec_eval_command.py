@@ -4,6 +4,7 @@ and trec_eval's options, measure syntax and errors."""
 
 from __future__ import annotations
 
+from math import log2
 from pathlib import Path
 
 import pytest
@@ -130,12 +131,31 @@ def test_relevance_level_and_judged_only(tmp_path, capsys):
     )
 
 
+def test_ndcg_gain_map(tmp_path, capsys):
+    """ndcg.1=3,2=9,4=4.5 (trec_eval 10's example): levels 1, 2, 4 gain 3, 9, 4.5 and 3
+    keeps gain 3; a level that is not an integer is ignored. Ranking d1 (1), d3 (0), d2
+    (2), d5 (unjudged): DCG = 3 + 9 / log2 4; the ideal ranks the judged gains 9, 4.5, 3,
+    0: IDCG = 9 + 4.5 / log2 3 + 3 / log2 4. Without the map the gains are the labels."""
+    qrels = tmp_path / "qrels"
+    qrels.write_text("q 0 d1 1\nq 0 d2 2\nq 0 d3 0\nq 0 d4 4\n")
+    run = tmp_path / "run"
+    run.write_text("q Q0 d1 1 4 r\nq Q0 d3 2 3 r\nq Q0 d2 3 2 r\nq Q0 d5 4 1 r\n")
+    mapped = (3 + 9 / log2(4)) / (9 + 4.5 / log2(3) + 3 / log2(4))
+    plain = (1 + 2 / log2(4)) / (4 + 2 / log2(3) + 1 / log2(4))
+    for measure, expected in [("ndcg.1=3,2=9,4=4.5,x=7", mapped), ("ndcg", plain)]:
+        [line] = _run(capsys, "-m", measure, str(qrels), str(run))
+        assert line == f"{'ndcg':<22}\tall\t{expected:6.4f}"
+
+
 @pytest.mark.parametrize(
     ("measure", "message"),
     [
         ("ndgc_cut.10", "did you mean ndcg_cut"),
         ("map.5", "takes no parameters"),
+        ("map.1=3", "takes no parameters"),
         ("P.x", "not a number"),
+        ("ndcg.1=x", "not a level=gain pair"),
+        ("ndcg.2", "not a level=gain pair"),
     ],
 )
 def test_bad_measures_exit_2(collection, capsys, measure, message):

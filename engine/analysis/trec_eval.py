@@ -49,14 +49,16 @@ class Measure:
     """One trec_eval measure: the slotwise spec of each parameter (``{p}`` the parameter,
     ``{l}`` the relevance level of ``-l``), its default parameters, how its ``all`` line
     is made (``mean``; ``sum``; ``gm``, the geometric mean, with no per-query lines;
-    ``none``, per-query lines only; ``special``), whether it prints as an integer, and how
-    a parameter is printed in its name."""
+    ``none``, per-query lines only; ``special``), whether it prints as an integer, how
+    a parameter is printed in its name, and whether its parameters are ``level=gain``
+    pairs (``ndcg.1=3,2=9``: ``{gains}`` in the spec)."""
 
     spec: str | None
     defaults: tuple[str, ...] = ()
     summary: str = "mean"
     integer: bool = False
     printed: Callable[[str], str] = str
+    pairs: bool = False
 
 
 def _level(text: str) -> str:
@@ -95,7 +97,7 @@ MEASURES: dict[str, Measure] = {
     "11pt_avg": Measure("retrieval-11pt-avg(relevance_threshold={l}, rounding=trec_eval10)"),
     "binG": Measure("retrieval-bing(relevance_threshold={l})"),
     "G": Measure("retrieval-g"),
-    "ndcg": Measure(f"retrieval-ndcg-at-k(k={UNCUT})"),
+    "ndcg": Measure(f"retrieval-ndcg-at-k(k={UNCUT}{{gains}})", pairs=True),
     "ndcg_rel": Measure("retrieval-ndcg-rel"),
     "Rndcg": Measure("retrieval-rndcg(relevance_threshold={l})"),
     "ndcg_cut": Measure("retrieval-ndcg-at-k(k={p})", CUTOFFS),
@@ -175,13 +177,10 @@ def parse_measures(args: Sequence[str]) -> list[Request]:
                 [Problem(f"trec_eval has no measure {name!r} ({_closest(name)})")],
                 summary="unknown measure",
             )
-        if dot and "=" in rest:
-            raise InputError(
-                [Problem(f"{arg}: gain mappings (level=gain) are not supported yet")],
-                summary="unsupported measure parameters",
-            )
         params = tuple(p for p in rest.split(",") if p) if dot else ()
-        if params and not MEASURES[name].defaults:
+        if params and MEASURES[name].pairs:
+            _gain_pairs(arg, params)  # refused now rather than when scoring
+        elif params and not MEASURES[name].defaults:
             raise InputError(
                 [Problem(f"{arg}: measure {name} takes no parameters")],
                 summary="bad measure parameters",
@@ -213,6 +212,11 @@ def _lines(requests: Sequence[Request], level: float) -> list[Line]:
     lines = []
     for request in requests:
         measure = MEASURES[request.name]
+        if measure.pairs and measure.spec:
+            pairs = _gain_pairs(request.name, request.params)
+            gains = f", gains={pairs!r}" if pairs else ""
+            lines.append(Line(request.name, measure.spec.format(gains=gains), measure))
+            continue
         if not measure.defaults or measure.spec is None:
             spec = measure.spec.format(l=threshold) if measure.spec else None
             lines.append(Line(request.name, spec, measure))
@@ -221,6 +225,26 @@ def _lines(requests: Sequence[Request], level: float) -> list[Line]:
             spec = measure.spec.format(p=_number(param), l=threshold)
             lines.append(Line(f"{request.name}_{measure.printed(param)}", spec, measure))
     return lines
+
+
+def _gain_pairs(arg: str, params: Sequence[str]) -> dict[int, float]:
+    """``level=gain`` parameters as trec_eval reads them: a level that is not an integer
+    is ignored, a parameter without ``=`` or a gain that is not a number is an error."""
+    pairs = {}
+    for param in params:
+        level, equals, gain = param.partition("=")
+        try:
+            value = float(gain) if equals else math.nan
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise InputError(
+                [Problem(f"{arg}: {param!r} is not a level=gain pair (ndcg.1=3,2=9)")],
+                summary="bad measure parameters",
+            )
+        if level.lstrip("+-").isdigit():
+            pairs[int(level)] = value
+    return pairs
 
 
 def _number(text: str) -> str:
@@ -479,9 +503,9 @@ def _packed(segments: Sequence[bytes | Cells], rows: slice) -> memoryview:
 
 
 #: The four decimals 0000..9999 as the bytes of a little-endian 32-bit word each.
-_FRACTIONS = np.frombuffer(
-    "".join(f"{i:04d}" for i in range(10_000)).encode(), dtype="<u4"
-).astype(np.uint64)
+_FRACTIONS = np.frombuffer("".join(f"{i:04d}" for i in range(10_000)).encode(), dtype="<u4").astype(
+    np.uint64
+)
 
 
 def _value(value: float, integer: bool) -> str:

@@ -55,9 +55,9 @@ MEASURES: Mapping[str, Measure] = {
     "nDCG": Measure(
         "retrieval-ndcg-at-k",
         "whole",
-        {"dcg": "gain"},
+        {"dcg": "gain", "gains": "gains"},
         values={"dcg": {"log2": "linear", "exp-log2": "exponential"}},
-        unsupported={"gains": "custom gain mappings", **_JUDGED_ONLY},
+        unsupported=_JUDGED_ONLY,
     ),
     "P": Measure("retrieval-precision-at-k", "required", _REL),
     "R": Measure("retrieval-recall-at-k", "required", _REL),
