@@ -23,16 +23,17 @@ $(VENV)/.test: pyproject.toml constraints.txt | $(BIN)/python
 
 # The demo: both systems' summary tables (classic metrics, RA-nWG, PROC, %PROC, Harm and
 # the retrieval-vs-selection diagnosis), then each scored at K = 1, 3, 5, 10 into
-# out/*.json, a paired comparison, and an HTML report with Metric@K curves.
+# out/*.json (keeping the outputs), a paired comparison, and an HTML report with Metric@K
+# curves in which a click on a sample shows each system's slots.
 COMPARED := retrieval-recall-at-k@5,retrieval-ndcg-at-k@10,ra-nwg-at-k@5,proc-at-k@5,pct-proc-at-k@5,harm-at-k@5
 
 demo: $(VENV)/.core
 	cd examples/quickstart && $(SLOTWISE) run quickstart --outputs outputs/bm25.json
 	cd examples/quickstart && $(SLOTWISE) run quickstart --outputs outputs/hybrid-rerank.json
-	cd examples/quickstart && $(SLOTWISE) run quickstart --outputs outputs/bm25.json --k 1,3,5,10 --format json --output ../../out/bm25.json
-	cd examples/quickstart && $(SLOTWISE) run quickstart --outputs outputs/hybrid-rerank.json --k 1,3,5,10 --format json --output ../../out/hybrid-rerank.json
+	cd examples/quickstart && $(SLOTWISE) run quickstart --outputs outputs/bm25.json --k 1,3,5,10 --format json --output ../../out/bm25.json --keep-outputs
+	cd examples/quickstart && $(SLOTWISE) run quickstart --outputs outputs/hybrid-rerank.json --k 1,3,5,10 --format json --output ../../out/hybrid-rerank.json --keep-outputs
 	$(BIN)/slotwise compare out/bm25.json out/hybrid-rerank.json --metrics $(COMPARED)
-	$(BIN)/slotwise report out/bm25.json out/hybrid-rerank.json --output out/report.html
+	$(BIN)/slotwise --config examples/quickstart/slotwise.yaml report out/bm25.json out/hybrid-rerank.json --output out/report.html
 
 test: $(VENV)/.test
 	$(BIN)/python -m pytest

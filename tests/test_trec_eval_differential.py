@@ -10,8 +10,8 @@ reader). Values are compared at the printed four decimals: tolerance half a unit
 
 Sizes (qrels queries; about 6% of them missing from the run, 1 in 30 extra run-only
 queries): -l1 2,500; -l2 -M25 1,500; -l2 800; -l3 -M7 800; -c -l1 1,500; -c -l2 -M30
-1,000; -J -l1 1,000; -J -l2 -c 800; CLI -q -c -J -l2 1,000: 10,900 passing, plus 1,200
-in the two strict-xfail -J configurations; ``@pytest.mark.slow`` adds 18,000 more
+1,000; -J -l1 1,000; -J -l2 -c 800; CLI -q -c -J -l2 1,000; -J with negative labels 600;
+-J -M10 600: 12,100 queries; ``@pytest.mark.slow`` adds 18,000 more
 (-l1, -c -l2 -M30 and -J -l1, 6,000 each).
 
 The random data holds: tied scores (one decimal, so many ties, ``-0.0`` among them; 5% of
@@ -63,11 +63,11 @@ Measures of trec_eval 10 that pytrec_eval lacks: ``relstring`` and ``unj_*`` are
 against ports of trec_eval 10's ``m_relstring.c`` and ``m_unjudged.c``; ``rbp`` and
 ``rbp_resid`` are not checked (no reference implementation at hand).
 
-Discrepancies found, each pinned by a test below: fixed in slotwise, ``-J`` drops every
-retrieved document with a negative qrels value, ``-J -M N`` cuts to the first N documents
-before dropping the unjudged ones, and ``relstring`` prints ``.`` for every negative
-qrels value. and ``Rndcg`` takes ``-l`` (trec_eval's Rndcg is 0 when no document reaches the level,
-``if (res_rels.num_rel == 0) return 0``).
+Discrepancies this suite found, all fixed in slotwise and each pinned by a test below:
+``-J`` drops every retrieved document with a negative qrels value, ``-J -M N`` cuts to
+the first N documents before dropping the unjudged ones, ``relstring`` prints ``.`` for
+every negative qrels value, and ``Rndcg`` takes ``-l`` (trec_eval's Rndcg is 0 when no
+document reaches the level, ``if (res_rels.num_rel == 0) return 0``).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ SUMMARY_ONLY = {"gm_map", "gm_bpref", "runid", "num_q"}
 # summed, not averaged, in the all line
 SUMMED = {"num_ret", "num_rel", "num_rel_ret", "num_nonrel_judged_ret"}
 
-# kinds of difference that are known slotwise bugs (see the module docstring)
+# kinds of difference of bugs fixed in slotwise (see the module docstring)
 RELSTRING_NEGATIVE = "relstring of a negative label"
 RNDCG_LEVEL = "Rndcg ignores -l"
 KNOWN: set[str] = set()
@@ -526,8 +526,8 @@ CONFIGS: dict[str, tuple[int, int, Config, bool]] = {
 # the CLI run: slotwise trec-eval -q -m all_trec -l 2 -J -c (files with two spaces
 # between fields, which the line-by-line reader reads)
 CLI = (1110, 1000, Config(level=2, judged_only=True, complete=True), False)
-# configurations that only the known -J bugs keep from passing
-BUGGY: dict[str, tuple[int, int, Config, bool]] = {
+# configurations that the fixed -J bugs used to fail
+FIXED: dict[str, tuple[int, int, Config, bool]] = {
     "J-negative-labels": (1111, 600, Config(level=1, judged_only=True), True),
     "J-M10": (1112, 600, Config(level=1, judged_only=True, max_docs=10), False),
 }
@@ -559,7 +559,7 @@ def outcome_of(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> OutcomeOf:
     def get(name: str) -> tuple[Collection, Outcome]:
-        spec = {**CONFIGS, **BUGGY, **SLOW}[name]
+        spec = {**CONFIGS, **FIXED, **SLOW}[name]
         return _outcome(name, spec, tmp_path_factory.mktemp(name))
 
     return get
@@ -619,7 +619,7 @@ def test_known_differences_are_only_the_known_bugs(outcome_of: OutcomeOf) -> Non
         assert RNDCG_LEVEL not in outcome.failures, name
 
 
-# ---------------------------------------------------------------- known slotwise bugs
+# ---------------------------------------------------------------- bugs found, fixed
 
 
 def _minimal(
@@ -640,7 +640,7 @@ def _minimal(
 
 def test_judged_only_drops_negative_labels(tmp_path: Path) -> None:
     """qrels: a=1, n=-1; run: n (2.0), a (1.0); -J. trec_eval (pytrec_eval): num_ret 1,
-    P_1 1.0 — slotwise: num_ret 2, P_1 0.0."""
+    P_1 1.0 (slotwise printed num_ret 2, P_1 0.0 before the fix)."""
     got = _minimal(
         tmp_path,
         "q 0 a 1\nq 0 n -1\n",
@@ -657,7 +657,7 @@ def test_judged_only_drops_negative_labels(tmp_path: Path) -> None:
 
 def test_max_docs_cuts_before_judged_only(tmp_path: Path) -> None:
     """qrels: a=1; run: x (2.0, unjudged), a (1.0); -J -M 1. trec_eval: the top 1 is x,
-    dropped: num_ret 0, P_1 0 — slotwise: num_ret 1, P_1 1."""
+    dropped: num_ret 0, P_1 0 (slotwise printed num_ret 1, P_1 1 before the fix)."""
     got = _minimal(
         tmp_path,
         "q 0 a 1\n",
@@ -674,7 +674,7 @@ def test_max_docs_cuts_before_judged_only(tmp_path: Path) -> None:
 
 def test_relstring_of_negative_labels(tmp_path: Path) -> None:
     """qrels: a=1, n=-1, m=-3; run: n (3.0), m (2.0), a (1.0), x (0.5).
-    trec_eval 10: '..1-' — slotwise: '-<1-'."""
+    trec_eval 10: '..1-' (slotwise printed '-<1-' before the fix)."""
     got = _minimal(
         tmp_path,
         "q 0 a 1\nq 0 n -1\nq 0 m -3\n",
@@ -686,8 +686,8 @@ def test_relstring_of_negative_labels(tmp_path: Path) -> None:
 
 
 def test_rndcg_is_zero_without_relevant_documents_at_the_level(tmp_path: Path) -> None:
-    """qrels: a=1, b=0; run: a (2.0), b (1.0); -l 2. trec_eval (pytrec_eval): Rndcg 0 —
-    slotwise: 1.0000."""
+    """qrels: a=1, b=0; run: a (2.0), b (1.0); -l 2. trec_eval (pytrec_eval): Rndcg 0
+    (slotwise printed 1.0000 before the fix)."""
     got = _minimal(
         tmp_path,
         "q 0 a 1\nq 0 b 0\n",
@@ -705,13 +705,13 @@ def test_rndcg_is_zero_without_relevant_documents_at_the_level(tmp_path: Path) -
 def test_judged_only_with_negative_labels_random(outcome_of: OutcomeOf) -> None:
     """-J on the random data with negative labels: every line should match."""
     collection, outcome = outcome_of("J-negative-labels")
-    _check(collection, outcome, BUGGY["J-negative-labels"])
+    _check(collection, outcome, FIXED["J-negative-labels"])
 
 
 def test_judged_only_with_max_docs_random(outcome_of: OutcomeOf) -> None:
     """-J -M 10 on random data (no negative labels): every line should match."""
     collection, outcome = outcome_of("J-M10")
-    _check(collection, outcome, BUGGY["J-M10"])
+    _check(collection, outcome, FIXED["J-M10"])
 
 
 def test_relstring_random(outcome_of: OutcomeOf) -> None:

@@ -4,7 +4,9 @@ One file that opens offline: inline CSS and a little vanilla JS, charts drawn as
 SVG here (no CDN, no fetch). Sections: summary with bootstrap CIs, Metric@K curves,
 per-stratum table, the set-based diagnosis (PROC vs %PROC, when the results hold both),
 a paired comparison with significance marks (two or more results), and a per-sample
-table that sorts by a click on a header and filters as you type.
+table that sorts by a click on a header, filters as you type or by problem (retrieval,
+selection, regressed) and, given explanations, opens a sample's slots and misses under
+its row on a click (the explanations are embedded once, as JSON, and drawn by the JS).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 from engine.analysis.compare import Comparison, compare
 from engine.analysis.curves import curve_labels, curves
 from engine.analysis.stats import DEFAULT_SEED, DEFAULT_TEST_RESAMPLES, Test
+from engine.evaluation.explain import DIAGNOSIS, Explanation, SystemView, labels_at
 from engine.evaluation.results import Results
 from engine.evaluation.strata import NO_STRATUM, by, stratum_of
 from engine.io.files import atomic_write
@@ -29,7 +32,11 @@ from engine.io.files import atomic_write
 __all__ = ["build_report", "write_report"]
 
 COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
-PROC, PCT_PROC, DIAGNOSIS = "proc-at-k", "pct-proc-at-k", "diagnosis-at-k"
+PROC, PCT_PROC = "proc-at-k", "pct-proc-at-k"
+#: Scatter points get a hover tooltip up to this many samples (more would slow the page down).
+MAX_TIPS = 2000
+#: Rows of the per-sample table drawn at first; a button draws the rest.
+MAX_ROWS = 1000
 
 
 def _e(value: Any) -> str:
@@ -201,12 +208,13 @@ def _scatter(
     )
     rng = np.random.default_rng(DEFAULT_SEED)  # a little jitter so equal points stay visible
     jitter = rng.uniform(-0.012, 0.012, size=(len(ids), 2))
+    tips = len(ids) <= MAX_TIPS
     for i in map(int, np.flatnonzero(keep)):
         hollow = " hollow" if selection_na[i] else ""
-        tip = f"{ids[i]}: PROC {_num(proc[i], 3)}, %PROC {_num(pct[i], 3)}"
+        tip = f"<title>{_e(ids[i])}: PROC {_num(proc[i], 3)}, %PROC {_num(pct[i], 3)}</title>"
         out.append(
             f'<circle cx="{x(proc[i] + jitter[i, 0]):.1f}" cy="{y(pct_shown[i] + jitter[i, 1]):.1f}" '
-            f'r="3.5" class="point{hollow}" fill="{color}" stroke="{color}"><title>{_e(tip)}</title></circle>'
+            f'r="3.5" class="point{hollow}" fill="{color}" stroke="{color}">{tip if tips else ""}</circle>'
         )
     out.append("</svg>")
     return "".join(out)
@@ -432,7 +440,8 @@ def _diagnosis_section(results: Sequence[Results], names: Sequence[str]) -> str:
         "the best labeled evidence the pool could put in K slots); %PROC is how much of that "
         "ceiling the top K realised. Left of the PROC threshold: a retrieval problem; below "
         "the %PROC threshold on the right: a selection (reranking) problem. Hollow points have "
-        "NA %PROC (drawn at 0). Samples with NA PROC are not drawn.</p>"
+        f"NA %PROC (drawn at 0). Samples with NA PROC are not drawn. Up to {MAX_TIPS:,} "
+        "samples, hovering a point names its sample.</p>"
         f'<div class="charts">{"".join(charts)}</div></section>'
     )
 
@@ -485,28 +494,141 @@ def _sample_data(
                 column.append(None if v is None or math.isnan(v) else round(v, 6))
             columns.append(column)
         scores[label] = columns
+    records = {m.label: m for r in results for m in r.metrics}
     return {
         "ids": ids,
         "systems": list(names),
         "key": key,
         "strata": [strata.get(i, NO_STRATUM) for i in ids] if key else None,
         "labels": labels,
+        "better": {label: records[label].higher_is_better for label in labels},
         "scores": scores,
+        "verdicts": _verdicts(results, ids),
     }
+
+
+def _verdicts(results: Sequence[Results], ids: Sequence[str]) -> list[list[str | None]] | None:
+    """Per system, each sample's diagnosis class at the results' default K (None: NA or
+    not in these results); None when no results scored the diagnosis."""
+    found = []
+    for r in results:
+        at_k = labels_at(r.metrics, int(r.provenance.get("config_default_k") or 5))
+        label = next((m.label for m in r.metrics if m.alias == DIAGNOSIS and m.label in at_k), None)
+        details = dict(zip(r.sample_ids, r.details.get(label) or [], strict=False)) if label else {}
+        found.append([(details.get(i) or {}).get("class") for i in ids])
+    return found if any(v is not None for column in found for v in column) else None
+
+
+def _explain_data(explanations: Sequence[Explanation], ids: Sequence[str]) -> dict[str, Any]:
+    """The explanations (at least one), compactly: the score labels to show, each document
+    id and snippet once, then per system and sample ``[k, retrieved, pool, has_output,
+    slots, missed, diagnosis]`` with slots ``[doc, pool_rank, relevance, grade, utility]``
+    and misses ``[doc, pool_rank, relevance, grade]`` (trailing nulls left out), and the
+    diagnosis ``[label, G_obs, G_pool, G_oracle, verdict]``."""
+    docs: dict[str, int] = {}
+    texts: list[str | None] = []
+
+    def doc(doc_id: str, snippet: str | None = None) -> int:
+        index = docs.setdefault(doc_id, len(docs))
+        if index == len(texts):
+            texts.append(snippet)
+        elif texts[index] is None:
+            texts[index] = snippet
+        return index
+
+    def view(v: SystemView) -> list[Any]:
+        d = v.diagnosis
+        return [
+            v.k,
+            v.retrieved,
+            v.pool,
+            int(v.has_output),
+            [
+                _trimmed(doc(s.id, s.snippet), s.pool_rank, s.relevance, s.grade, s.utility)
+                for s in v.slots
+            ],
+            [_trimmed(doc(m.id), m.pool_rank, m.relevance, m.grade) for m in v.missed],
+            None
+            if d is None
+            else [d.label, *map(_compact, (d.g_obs, d.g_pool, d.g_oracle)), d.verdict],
+        ]
+
+    by_id = {e.sample_id: e for e in explanations}
+    return {
+        "questions": [by_id[i].question if i in by_id else None for i in ids],
+        "labels": list(explanations[0].systems[0].scores),
+        "views": [
+            [view(by_id[i].systems[s]) if i in by_id else None for i in ids]
+            for s in range(len(explanations[0].systems))
+        ],
+        "docs": list(docs),
+        "texts": texts,
+    }
+
+
+def _trimmed(doc: int, pool_rank: int | None, *labels: float | None) -> list[float | None]:
+    """A slot or a miss: its labels compacted, without the trailing nulls."""
+    found = [doc, pool_rank, *map(_compact, labels)]
+    while found[-1] is None:
+        found.pop()
+    return found
+
+
+def _compact(value: float | None) -> float | None:
+    """A number for the embedded JSON: integers without a decimal point, others to 4 places."""
+    if value is None:
+        return None
+    whole = int(value)
+    return whole if whole == value else round(value, 4)
 
 
 def _samples_section(data: Mapping[str, Any]) -> str:
     options = "".join(
         f'<option value="{_e(label)}">{_e(label)}</option>' for label in data["labels"]
     )
+    several = len(data["systems"]) > 1
+    problems = [
+        (value, text)
+        for value, text, shown in (
+            ("retrieval", "retrieval problem", data["verdicts"] is not None),
+            ("selection", "selection problem", data["verdicts"] is not None),
+            ("regressed", "regressed", several),
+        )
+        if shown
+    ]
+    show = "".join(f'<option value="{v}">{_e(t)}</option>' for v, t in problems)
+    explained = (
+        "Click a row to see what each system put in its slots, what it missed and why. "
+        if data["explain"]
+        else "To see each sample's slots and misses on a click, pass the outputs each "
+        "results file scored and the dataset (<code>slotwise report --outputs F ... "
+        "--dataset D</code>). "
+    )
     return (
         '<section id="samples"><h2>Per sample</h2>'
         '<div class="controls"><label>metric <select id="metric">'
         f"{options}</select></label>"
         '<label>filter <input id="filter" type="search" placeholder="id or stratum"></label>'
-        '<span id="count" class="n"></span></div>'
-        '<p class="note">Click a column header to sort (again to reverse). '
-        + ("Δ is the last system minus the first. " if len(data["systems"]) > 1 else "")
+        + (
+            f'<label>show <select id="problem"><option value="">all samples</option>{show}'
+            "</select></label>"
+            if problems
+            else ""
+        )
+        + '<span id="count" class="n"></span>'
+        '<button id="more" type="button" hidden>show all</button></div>'
+        f'<p class="note">{explained}Click a column header to sort (again to reverse). '
+        + (
+            "Δ is the last system minus the first; <i>regressed</i>: the last system is worse "
+            "on the chosen metric. "
+            if several
+            else ""
+        )
+        + (
+            "A retrieval or selection problem is the set-based diagnosis of some system. "
+            if data["verdicts"] is not None
+            else ""
+        )
         + "NA sorts last.</p>"
         '<div class="scroll tall"><table id="sample-table" class="samples"><thead></thead>'
         "<tbody></tbody></table></div></section>"
@@ -557,11 +679,26 @@ svg .whisker.same { stroke: #7b8494; } svg circle.same { fill: #7b8494; }
 .legend { font-size: 12px; } .key { margin-right: 12px; }
 .key i, i.swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 5px; }
 .controls { display: flex; gap: 18px; align-items: center; margin: 6px 0 8px; }
-.controls input, .controls select { font: inherit; padding: 3px 6px; }
+.controls input, .controls select, .controls button { font: inherit; padding: 3px 6px; }
 table.samples th { cursor: pointer; user-select: none; white-space: nowrap; }
 table.samples th[aria-sort="ascending"]::after { content: " ▲"; font-size: 10px; }
 table.samples th[aria-sort="descending"]::after { content: " ▼"; font-size: 10px; }
 td.pos { color: #137a3a; } td.neg { color: #b3261e; }
+tr.explainable { cursor: pointer; } tr.explainable:hover td { background: var(--band); }
+tr.explain-row > td { background: #fbfcfd; padding: 10px 12px 14px; }
+.explain .question { font-weight: 600; margin: 0 0 8px; }
+.explain .systems { display: flex; flex-wrap: wrap; gap: 24px; align-items: flex-start; }
+.explain .system { flex: 1 1 420px; min-width: 0; }
+.explain h4 { margin: 0 0 2px; font-size: 14px; }
+.explain p { margin: 4px 0; max-width: none; }
+.explain table { margin: 4px 0; font-size: 12px; }
+.explain thead th { position: static; }
+.explain table.scores td + td { text-align: right; font-variant-numeric: tabular-nums; }
+.explain td, .explain th { padding: 2px 6px; white-space: nowrap; }
+.explain table.slots td:last-child { white-space: normal; color: var(--muted); }
+.explain tr.moved-in td { background: #eaf6ee; }
+.explain .verdict.retrieval { color: #b3261e; } .explain .verdict.selection { color: #a15c00; }
+.explain .verdict.fine { color: #137a3a; }
 """
 
 _JS = """
@@ -571,14 +708,18 @@ _JS = """
   var table = document.getElementById("sample-table");
   var select = document.getElementById("metric");
   var filter = document.getElementById("filter");
+  var problem = document.getElementById("problem");
   var count = document.getElementById("count");
-  var sortColumn = 0, sortDirection = 1;
+  var more = document.getElementById("more");
+  var ex = data.explain;
+  var sortColumn = 0, sortDirection = 1, openIndex = null, limit = data.maxRows;
 
   function columns() {
     var names = ["id"];
     if (data.key) names.push(data.key);
     names = names.concat(data.systems);
     if (data.systems.length > 1) names.push("\\u0394");
+    if (data.verdicts) names.push("diagnosis");
     return names;
   }
 
@@ -593,8 +734,22 @@ _JS = """
         var first = values[0], last = values[values.length - 1];
         row.push(first === null || last === null ? null : last - first);
       }
+      if (data.verdicts) {
+        row.push(data.verdicts.map(function (column) { return column[i] || "NA"; }).join(" \\u2192 "));
+      }
+      row.index = i;
       return row;
     });
+  }
+
+  function shows(row) {
+    var wanted = problem ? problem.value : "";
+    if (!wanted) return true;
+    if (wanted === "regressed") {
+      var delta = row[data.systems.length + (data.key ? 1 : 0) + 1];
+      return delta !== null && (data.better[select.value] ? delta < 0 : delta > 0);
+    }
+    return data.verdicts.some(function (column) { return column[row.index] === wanted; });
   }
 
   function format(value, column) {
@@ -610,6 +765,98 @@ _JS = """
     if (b === null) return -1;
     if (typeof a === "number" && typeof b === "number") return sortDirection * (a - b);
     return sortDirection * String(a).localeCompare(String(b), undefined, {numeric: true});
+  }
+
+  function node(tag, className, text) {
+    var element = document.createElement(tag);
+    if (className) element.className = className;
+    if (text !== undefined) element.textContent = text;
+    return element;
+  }
+
+  function label(value) { return value === null || value === undefined ? "-" : String(value); }
+
+  function tableOf(className, header, body) {
+    var t = node("table", className), head = node("tr");
+    header.forEach(function (text) { head.appendChild(node("th", null, text)); });
+    t.appendChild(node("thead")).appendChild(head);
+    var tbody = t.appendChild(node("tbody"));
+    body.forEach(function (cells) {
+      var tr = tbody.appendChild(node("tr", cells.className));
+      cells.forEach(function (text) { tr.appendChild(node("td", null, text)); });
+    });
+    return t;
+  }
+
+  function slotIds(view) { return view ? view[4].map(function (slot) { return slot[0]; }) : []; }
+
+  function explanation(index) {
+    var box = node("div", "explain");
+    box.appendChild(node("p", "question", data.ids[index] + ": " + (ex.questions[index] || "")));
+    var views = ex.views.map(function (system) { return system[index]; });
+    var kinds = [2, 3, 4].filter(function (k) {
+      return views.some(function (v) {
+        return v && v[4].concat(k < 4 ? v[5] : []).some(function (entry) { return entry[k] != null; });
+      });
+    });
+    var heads = {2: "rel", 3: "grade", 4: "utility"};
+    var base = slotIds(views[0]);
+    var systems = box.appendChild(node("div", "systems"));
+    views.forEach(function (view, s) {
+      var column = systems.appendChild(node("div", "system"));
+      column.appendChild(node("h4", null, data.systems[s]));
+      if (!view) { column.appendChild(node("p", "note", "not in these results")); return; }
+      var pool = view[2] === null ? "the ranking is the pool" : "pool of " + view[2];
+      column.appendChild(node("p", "note", "top " + view[0] + " of " + view[1] + " retrieved, " + pool));
+      if (!view[3]) column.appendChild(node("p", "note", "no output: scored as an empty ranking"));
+      var mine = slotIds(view);
+      var body = view[4].map(function (slot, rank) {
+        var cells = [String(rank + 1), ex.docs[slot[0]]];
+        kinds.forEach(function (k) { cells.push(label(slot[k])); });
+        cells.push(label(slot[1]), ex.texts[slot[0]] || "-");
+        if (s > 0 && base.indexOf(slot[0]) < 0) cells.className = "moved-in";
+        return cells;
+      });
+      var header = ["rank", "id"].concat(kinds.map(function (k) { return heads[k]; }), ["pool", "text"]);
+      if (body.length) column.appendChild(tableOf("slots", header, body));
+      var missed = view[5].map(function (m) {
+        var labels = [[2, "rel"], [3, "grade"]].filter(function (p) { return m[p[0]] != null; })
+          .map(function (p) { return p[1] + " " + m[p[0]]; }).join(", ");
+        return ex.docs[m[0]] + " (" + labels + ") " + (m[1] == null ? "not in the pool" : "at pool rank " + m[1]);
+      });
+      column.appendChild(node("p", "missed", "missed: " + (missed.join("; ") || "none")));
+      if (s > 0) {
+        var names = function (list) { return list.map(function (d) { return ex.docs[d]; }).join(", ") || "none"; };
+        var moved = "vs " + data.systems[0] + ": moved in " + names(mine.filter(function (d) { return base.indexOf(d) < 0; })) +
+          "; moved out " + names(base.filter(function (d) { return mine.indexOf(d) < 0; }));
+        column.appendChild(node("p", "moved", moved));
+      }
+      var d = view[6];
+      if (d) {
+        column.appendChild(node("p", "verdict " + (d[4] || "na"), d[0] + ": " + (d[4] || "NA") +
+          " (G_obs " + d[1] + ", G_pool " + d[2] + ", G_oracle " + d[3] + ")"));
+      }
+    });
+    var several = data.systems.length > 1;
+    var scoreRows = ex.labels.map(function (name) {
+      var values = data.scores[name].map(function (system) { return system[index]; });
+      var cells = [name].concat(values.map(function (v) { return format(v); }));
+      if (several) {
+        var first = values[0], last = values[values.length - 1];
+        cells.push(first === null || last === null ? "NA" : format(last - first, "\\u0394"));
+      }
+      return cells;
+    });
+    box.appendChild(tableOf("scores", ["scores"].concat(data.systems, several ? ["\\u0394"] : []), scoreRows));
+    return box;
+  }
+
+  function openRow(tr, width) {
+    var detail = node("tr", "explain-row");
+    var cell = detail.appendChild(node("td"));
+    cell.colSpan = width;
+    cell.appendChild(explanation(openIndex));
+    tr.after(detail);
   }
 
   function render() {
@@ -630,6 +877,7 @@ _JS = """
     table.tHead.replaceChildren(head);
     var needle = filter.value.trim().toLowerCase();
     var shown = rows().filter(function (row) {
+      if (!shows(row)) return false;
       if (!needle) return true;
       return String(row[0]).toLowerCase().indexOf(needle) >= 0 ||
         (data.key && String(row[1]).toLowerCase().indexOf(needle) >= 0);
@@ -638,9 +886,12 @@ _JS = """
       var order = compare(a[sortColumn], b[sortColumn]);
       return order !== 0 ? order : String(a[0]).localeCompare(String(b[0]), undefined, {numeric: true});
     });
-    var body = document.createDocumentFragment();
-    shown.forEach(function (row) {
+    var body = document.createDocumentFragment(), open = null;
+    var drawn = shown.slice(0, limit);
+    drawn.forEach(function (row) {
       var tr = document.createElement("tr");
+      tr.setAttribute("data-index", String(row.index));
+      if (ex) tr.className = "explainable";
       row.forEach(function (value, index) {
         var td = document.createElement("td");
         td.textContent = format(value, names[index]);
@@ -648,14 +899,31 @@ _JS = """
         if (names[index] === "\\u0394" && value) td.className += value > 0 ? " pos" : " neg";
         tr.appendChild(td);
       });
+      if (row.index === openIndex) open = tr;
       body.appendChild(tr);
     });
     table.tBodies[0].replaceChildren(body);
-    count.textContent = shown.length + " of " + data.ids.length + " samples";
+    if (open) openRow(open, names.length);
+    count.textContent = shown.length + " of " + data.ids.length + " samples" +
+      (drawn.length < shown.length ? " (the first " + drawn.length + " drawn)" : "");
+    more.hidden = drawn.length === shown.length;
   }
 
+  if (ex) {
+    table.tBodies[0].addEventListener("click", function (event) {
+      var tr = event.target.closest("tr.explainable");
+      if (!tr) return;
+      var index = Number(tr.getAttribute("data-index"));
+      var previous = table.querySelector("tr.explain-row");
+      if (previous) previous.remove();
+      openIndex = openIndex === index ? null : index;
+      if (openIndex !== null) openRow(tr, columns().length);
+    });
+  }
   select.addEventListener("change", render);
   filter.addEventListener("input", render);
+  if (problem) problem.addEventListener("change", render);
+  more.addEventListener("click", function () { limit = Infinity; render(); });
   render();
 })();
 """
@@ -678,10 +946,13 @@ def build_report(
     alpha: float = 0.05,
     resamples: int = DEFAULT_TEST_RESAMPLES,
     seed: int = DEFAULT_SEED,
+    explanations: Sequence[Explanation] | None = None,
 ) -> str:
     """The report as one HTML document. ``by_key`` defaults to ``stratum`` when samples
     carry it; with two or more results the comparison uses ``test``/``alpha``/... (see
-    :func:`engine.compare.compare`), which also checks that they share a dataset."""
+    :func:`engine.compare.compare`), which also checks that they share a dataset.
+    ``explanations`` (:func:`engine.evaluation.explain.explain` of the same results)
+    open under a row of the per-sample table when it is clicked."""
     results = list(results)
     if not results:
         raise ValueError("build_report needs at least one results")
@@ -704,6 +975,8 @@ def build_report(
         ("diagnosis", "Diagnosis", _diagnosis_section(results, names)),
     ]
     data = _sample_data(results, names, key)
+    data["explain"] = _explain_data(explanations, data["ids"]) if explanations else None
+    data["maxRows"] = MAX_ROWS
     sections.append(("samples", "Per sample", _samples_section(data)))
     nav = "".join(f'<a href="#{anchor}">{_e(text)}</a>' for anchor, text, body in sections if body)
     systems = ", ".join(

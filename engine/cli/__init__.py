@@ -18,6 +18,7 @@ from engine.cli import (
     annotate,
     compare,
     convert,
+    explain,
     listing,
     meta,
     report,
@@ -34,7 +35,7 @@ from engine.version import VERSION
 __all__ = ["main"]
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
-_COMMANDS = (run, trec_eval, listing, validate, convert, compare, report, meta, annotate)
+_COMMANDS = (run, trec_eval, listing, validate, convert, compare, report, explain, meta, annotate)
 
 
 def _build_parser() -> tuple[Parser, dict[str, Handler]]:

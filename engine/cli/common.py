@@ -26,8 +26,10 @@ __all__ = [
     "UsageError",
     "emit",
     "emit_tables",
+    "explain_inputs",
     "load_results",
     "metrics_with_k",
+    "names_option",
     "non_negative",
     "parse_cutoffs",
     "positive_float",
@@ -168,10 +170,32 @@ def statistics_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default {DEFAULT_SEED})"
     )
+    names_option(parser)
+
+
+def names_option(parser: argparse.ArgumentParser) -> None:
+    """``--names``: the systems of the results files."""
     parser.add_argument(
         "--names",
         type=lambda text: [name.strip() for name in text.split(",")],
         help="comma-separated system names (default: the file names without .json)",
+    )
+
+
+def explain_inputs(parser: argparse.ArgumentParser) -> None:
+    """What explaining a sample needs besides the results (explain, report)."""
+    parser.add_argument(
+        "--dataset",
+        help="the dataset the results were scored on: a file, or a name declared in "
+        "slotwise.yaml (default: the results' dataset name, as declared)",
+    )
+    parser.add_argument(
+        "--outputs",
+        type=Path,
+        action="append",
+        metavar="FILE",
+        help="the outputs file each results file scored, once per results file in order "
+        "(default: the outputs the results kept)",
     )
 
 

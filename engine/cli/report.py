@@ -7,7 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.cli.common import Handler, load_results, statistics_options
+from engine.cli.common import Handler, explain_inputs, load_results, statistics_options
+from engine.errors import InputError
+from engine.evaluation.api import Engine
+from engine.evaluation.explain import explain
+from engine.logs import log
 
 __all__ = ["add"]
 
@@ -18,7 +22,9 @@ def add(commands: Any) -> dict[str, Handler]:
         help="write a self-contained HTML report of one or more results files",
         description="One HTML file that opens offline: summary with confidence intervals, "
         "Metric@K curves, per-stratum table, PROC vs %%PROC diagnosis, comparison with "
-        "significance marks (two or more files) and a sortable, filterable per-sample table.",
+        "significance marks (two or more files) and a sortable, filterable per-sample table; "
+        "with the outputs each file scored (kept, or --outputs) and the dataset, a click on a "
+        "sample shows each system's slots, misses and diagnosis.",
     )
     reporting.add_argument("results", type=Path, nargs="+", help="results JSON files")
     reporting.add_argument("--output", type=Path, required=True, help="the HTML file to write")
@@ -28,6 +34,7 @@ def add(commands: Any) -> dict[str, Handler]:
     )
     reporting.add_argument("--title", help="page title (default: from the dataset name)")
     statistics_options(reporting)
+    explain_inputs(reporting)
     return {"report": _report}
 
 
@@ -35,6 +42,19 @@ def _report(args: argparse.Namespace) -> int:
     from engine.analysis.report import write_report
 
     results, names = load_results(args.results, args.names)
+    asked = bool(args.outputs or args.dataset)
+    explanations = None
+    if asked or all(r.outputs is not None for r in results):
+        engine = Engine(config=args.config)
+        try:
+            explanations = explain(
+                results, names=names, dataset=args.dataset, outputs=args.outputs, engine=engine
+            )
+        except InputError as error:  # kept outputs, but no dataset: a report without the view
+            if asked:
+                raise
+            reason = error.problems[0].message
+            log.warning("report.no_sample_view", reason=reason, fix="pass --dataset")
     write_report(
         results,
         args.output,
@@ -45,6 +65,7 @@ def _report(args: argparse.Namespace) -> int:
         alpha=args.alpha,
         resamples=args.resamples,
         seed=args.seed,
+        explanations=explanations,
     )
     print(f"wrote {args.output}", file=sys.stderr)
     return 0

@@ -102,6 +102,12 @@ def add(commands: Any) -> dict[str, Handler]:
         help="samples per chunk for --stream or --executor (default 16384, rounded up to a multiple of 64)",
     )
     run.add_argument(
+        "--keep-outputs",
+        action="store_true",
+        help="keep the outputs in the results (--format json), so that `slotwise explain` "
+        "and `slotwise report` can show what each slot held without --outputs",
+    )
+    run.add_argument(
         "--executor",
         choices=("local", "threads", "ray"),
         default="local",
@@ -139,15 +145,18 @@ def _run(args: argparse.Namespace) -> int:
         )
     chunked = args.chunk_size if args.chunk_size is not None or args.executor != "local" else None
     evaluation = dataset.with_metrics(metrics_with_k(engine, specs, args.k))
-    results = evaluation.evaluate(outputs, strict=args.strict, chunk_size=chunked)
+    results = evaluation.evaluate(
+        outputs, strict=args.strict, chunk_size=chunked, keep_outputs=args.keep_outputs
+    )
     _emit(results, args.format, args.output, by=args.by)
     return 0
 
 
 def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
     """``run --stream``: inputs read as streams, rows written as they are scored."""
-    if args.by is not None:
-        raise UsageError("--by needs every sample in memory; leave out --stream")
+    if args.by is not None or args.keep_outputs:
+        option = "--by" if args.by is not None else "--keep-outputs"
+        raise UsageError(f"{option} needs every sample in memory; leave out --stream")
     if (args.qrels is None) == (args.dataset is None):
         raise UsageError("--stream needs a DATASET file or --qrels")
     if (args.trec_run is None) == (args.outputs is None):

@@ -40,7 +40,7 @@ from engine.io import documents, sources, trec
 from engine.io.columns import Columns, ContentHash
 from engine.io.config import Config
 from engine.io.files import base_name, format_suffix
-from engine.io.records import Sample, samples_of
+from engine.io.records import Sample, outputs_of, samples_of
 from engine.io.sinks import open_sink
 from engine.logs import log
 
@@ -370,7 +370,12 @@ class Evaluation:
         return attrs.evolve(self, plan=self.engine.plan(list(expanded.values())))
 
     def evaluate(
-        self, outputs: Any, *, strict: bool = False, chunk_size: int | None = None
+        self,
+        outputs: Any,
+        *,
+        strict: bool = False,
+        chunk_size: int | None = None,
+        keep_outputs: bool = False,
     ) -> Results:
         """Score outputs: ``{sample_id: actual_output}``, pytrec_eval's ``{qid: {docid:
         score}}``, an outputs file, a run frame, a ranx ``Run``, or earlier results that
@@ -379,9 +384,14 @@ class Evaluation:
         ``strict`` turns duplicate retrieved ids and outputs for unknown samples into
         errors. ``chunk_size`` (or an engine executor other than local) scores the samples
         in chunks on the engine's executor: the same numbers, no run-level reports.
+        ``keep_outputs`` keeps the outputs in the results (as ``run`` does), so they can be
+        re-scored and explained (``results.explain``) from the results alone.
         """
+        columns = _outputs(outputs)
         kept = outputs.outputs if isinstance(outputs, Results) else None
-        return self._score(_outputs(outputs), strict=strict, chunk_size=chunk_size, keep=kept)
+        if keep_outputs and kept is None:
+            kept = {i: output.to_json() for i, output in outputs_of(columns).items()}
+        return self._score(columns, strict=strict, chunk_size=chunk_size, keep=kept)
 
     def run(
         self,

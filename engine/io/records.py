@@ -44,6 +44,24 @@ class Output:
     pool: tuple[str, ...] | None = None
     cited: tuple[str, ...] | None = None
 
+    def to_json(self) -> Any:
+        """The ``actual_output`` that reads back as this output: a list of ids, or
+        ``{retrieved, pool?, cited?}`` with ``{id, text}`` items where there are texts."""
+        if self.texts is None and self.pool is None and self.cited is None:
+            return list(self.retrieved)
+        texts = self.texts or (None,) * len(self.retrieved)
+        document: dict[str, Any] = {
+            "retrieved": [
+                doc if text is None else {"id": doc, "text": text}
+                for doc, text in zip(self.retrieved, texts, strict=True)
+            ]
+        }
+        if self.pool is not None:
+            document["pool"] = list(self.pool)
+        if self.cited is not None:
+            document["cited"] = list(self.cited)
+        return document
+
 
 def _id_lists(columns: Columns, name: str) -> list[tuple[str, ...] | None]:
     docs = columns.docs.to_pylist()
