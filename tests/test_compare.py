@@ -264,6 +264,23 @@ class TestCompareAPI:
         with pytest.raises(engine.InputError, match="different parameters"):
             compare([a, b])
 
+    def test_a_parameter_added_since_compares(self, eng, tmp_path):
+        """A results file written before a metric gained a parameter (nDCG's ``gains``,
+        None when unset) compares with one that records it as None; a map read back from a
+        file equals the one in memory."""
+        dataset = eng.dataset(samples=_samples())
+        for spec in ("retrieval-ndcg-at-k@5", "retrieval-ndcg-at-k@5(gains={1: 3})"):
+            new = dataset.with_metrics([spec]).evaluate(_outputs())
+            new.to_json(tmp_path / "new.json")
+            document = json.loads((tmp_path / "new.json").read_text())
+            if "gains" not in spec:
+                assert document["metrics"][0]["params"].pop("gains") is None
+            (tmp_path / "old.json").write_text(json.dumps(document))
+            old = engine.read_results(tmp_path / "old.json")
+            comparison = compare([old, new])
+            assert [row.label for row in comparison.rows] == new.labels
+            assert comparison.skipped == ()
+
     def test_unshared_labels_skipped(self, eng):
         """Labels in only one results are skipped and listed; none shared is an error."""
         dataset = eng.dataset(samples=_samples())

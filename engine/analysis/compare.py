@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -389,8 +389,8 @@ def _check(results: Sequence[Results], names: Sequence[str]) -> tuple[list[str],
         reference = records[0][label]
         for name, by_label in zip(names[1:], records[1:], strict=True):
             record = by_label[label]
-            if (dict(record.params), record.higher_is_better) != (
-                dict(reference.params),
+            if (_set(record.params), record.higher_is_better) != (
+                _set(reference.params),
                 reference.higher_is_better,
             ):
                 problems.append(
@@ -411,6 +411,12 @@ def _check(results: Sequence[Results], names: Sequence[str]) -> tuple[list[str],
     if problems:
         raise InputError(problems, summary="these results cannot be compared")
     return common, skipped
+
+
+def _set(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters that are set: one that is None equals one a results file written
+    before the parameter existed leaves out."""
+    return {name: value for name, value in params.items() if value is not None}
 
 
 def compare(

@@ -160,8 +160,15 @@ def optional_k() -> Any:
 
 
 def metric_params(metric: Any) -> dict[str, Any]:
-    """Every parameter of a metric instance, by name."""
-    return attrs.asdict(metric, recurse=False)
+    """Every parameter of a metric instance, by name, as JSON data (a tuple as a list), so
+    that it equals what a results file reads back."""
+    return {name: _plain(value) for name, value in attrs.asdict(metric, recurse=False).items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    return value
 
 
 def metric_label(metric: Any) -> str:
