@@ -11,9 +11,6 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-
 from engine.cli import (
     annotate,
     compare,
@@ -68,7 +65,6 @@ def _build_parser() -> tuple[Parser, dict[str, Handler]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``slotwise`` program; returns the exit code."""
-    _skip_pandas_probe()
     parser, handlers = _build_parser()
     verbose = 0
     try:
@@ -98,29 +94,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:
         _report(error, verbose, internal=True)
         return EXIT_INTERNAL
-
-
-def _skip_pandas_probe() -> None:
-    """pyarrow imports pandas (half a second) the first time it converts a numpy array,
-    only to ask whether it is a pandas object, which the command line never passes it.
-    Let that probe fail at once; pyarrow still imports pandas when it needs it
-    (``to_pandas``, ``from_pandas``)."""
-    if "pandas" in sys.modules:
-        return
-    sys.meta_path.insert(0, _NoPandas)
-    try:
-        pa.array(np.zeros(0))
-    finally:
-        sys.meta_path.remove(_NoPandas)
-
-
-class _NoPandas:
-    """An import hook under which pandas cannot be imported."""
-
-    @staticmethod
-    def find_spec(name: str, *args: object) -> None:
-        if name.partition(".")[0] == "pandas":
-            raise ImportError("pandas is not imported here", name=name)
 
 
 def _report(error: BaseException, verbose: int, internal: bool = False) -> None:
