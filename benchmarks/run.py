@@ -38,6 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,6 +118,10 @@ def write_big_files(queries: int, docs: int, folder: Path, seed: int = 0) -> tup
 # -- the tools ----------------------------------------------------------------------------
 
 
+def _score_all(metrics: list[Any], batch: Any) -> list[Any]:
+    return [metric.score(batch) for metric in metrics]
+
+
 def slotwise_tool() -> dict[str, Callable[..., Any]]:
     import engine
 
@@ -126,7 +131,8 @@ def slotwise_tool() -> dict[str, Callable[..., Any]]:
         "dicts": lambda qrels, run: eng.evaluate_trec(qrels, run, metrics),
         "files": lambda qrels_path, run_path: eng.evaluate_trec(qrels_path, run_path, metrics),
         "prepare": lambda qrels, run: eng.dataset(qrels).batch(run),
-        "metrics": lambda batch: [m.score(batch) for m in metrics],
+        # a copy per call: what one evaluation's metrics share stays out of the next one
+        "metrics": lambda batch: _score_all(metrics, attrs.evolve(batch)),
     }
 
 

@@ -158,3 +158,24 @@ def test_shared_values_are_computed_once_per_batch_and_key():
     assert first.shared(("family", 2), lambda: compute("b")) == "B"
     assert second.shared("a", lambda: compute("c")) == "C"
     assert calls == ["a", "b", "c"]
+
+
+def test_found_and_at_cutoff():
+    """found(t): relevant documents so far at each rank; at_cutoff reads a running total at
+    rank min(cutoff, width), 0 for a cutoff of 0, the whole row for None."""
+    batch = _batch(
+        [
+            ({"a": 2, "b": 1, "c": 0}, ["c", "a", "x", "b"], None),  # relevant at ranks 2, 4
+            ({"d": 1}, ["d"], None),  # one document, padded to width 4
+            ({"e": 1}, None, None),  # no output
+        ]
+    )
+    found = batch.found()
+    assert found.tolist() == [[0, 1, 1, 2], [1, 1, 1, 1], [0, 0, 0, 0]]
+    assert batch.found(2.0).tolist()[0] == [0, 1, 1, 1]
+    assert not found.flags.writeable and batch.found() is found
+    cutoffs = np.array([3, 100, 0])
+    assert batch.at_cutoff(found, cutoffs).tolist() == [1, 1, 0]
+    assert batch.at_cutoff(found, None).tolist() == [2, 1, 0]
+    running = np.cumsum(np.where(batch.relevant(), 1.0 / batch.ranks, 0.0), axis=1)
+    assert batch.at_cutoff(running, np.array([2, 1, 5])).tolist() == [1 / 2, 1.0, 0.0]
