@@ -156,16 +156,9 @@ def _needed(recall: float, num_rel: IntArray, rounding: str) -> IntArray:
 
 
 def _precisions(batch: Batch, threshold: float) -> FloatArray:
-    """The precision at each relevant rank, 0 elsewhere (shared by AP and the
-    interpolated-precision metrics of a batch)."""
-
-    def compute() -> FloatArray:
-        found = batch.found(threshold)
-        precision = np.where(batch.relevant(threshold), found / batch.ranks[None, :], 0.0)
-        precision.flags.writeable = False
-        return precision
-
-    return batch.shared(("precision", threshold), compute)
+    """The precision at each relevant rank, 0 elsewhere (for AP and the interpolated
+    precisions; what they derive from it is what the batch keeps)."""
+    return np.where(batch.relevant(threshold), batch.found(threshold) / batch.ranks[None, :], 0.0)
 
 
 def _iprec_at_recall(

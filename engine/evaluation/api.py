@@ -383,7 +383,9 @@ class Evaluation:
 
         ``strict`` turns duplicate retrieved ids and outputs for unknown samples into
         errors. ``chunk_size`` (or an engine executor other than local) scores the samples
-        in chunks on the engine's executor: the same numbers, no run-level reports.
+        in chunks on the engine's executor: the same numbers, no run-level reports. More
+        than 16,384 samples are scored in chunks of 16,384 unless a metric makes a
+        run-level report (``summarize``).
         ``keep_outputs`` keeps the outputs in the results (as ``run`` does), so they can be
         re-scored and explained (``results.explain``) from the results alone.
         """
@@ -500,7 +502,9 @@ class Evaluation:
     ) -> Results:
         dataset, executor = self.dataset, self.engine.executor
         joined, unknown = aligned(dataset.columns, outputs)
-        if chunk_size is None and executor.name != "local":
+        if chunk_size is None and (
+            executor.name != "local" or (len(joined) > DEFAULT_CHUNK_SIZE and not self.plan.reports)
+        ):  # chunks: arrays that stay in cache, bounded memory, the same numbers
             chunk_size = DEFAULT_CHUNK_SIZE
         size = chunk_size_of(chunk_size) if chunk_size is not None else None
         chunks = slices(joined, size)

@@ -65,7 +65,7 @@ class Shape:
 def _running(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """Each row's running total, left to right, read-only for sharing."""
     return _read_only(
-        np.cumsum(values, axis=1, dtype=np.int64 if values.dtype == np.bool_ else None)
+        np.cumsum(values, axis=1, dtype=np.int32 if values.dtype == np.bool_ else None)
     )
 
 
@@ -238,7 +238,7 @@ class Batch:
 
     def found(self, threshold: float = 1.0) -> IntArray:
         """The running count of relevant documents (label >= threshold) at each rank:
-        ``found(t)[:, k - 1]`` is ``|D_k ∩ Rel|``. Shape ``(Q, L)``, read-only, cached."""
+        ``found(t)[:, k - 1]`` is ``|D_k ∩ Rel|``. Shape ``(Q, L)``, int32, read-only, cached."""
         return self.shared(("found", float(threshold)), lambda: _running(self.relevant(threshold)))
 
     def at_cutoff(self, running: npt.NDArray[Any], cutoffs: IntArray | None) -> npt.NDArray[Any]:

@@ -127,6 +127,15 @@ class Plan:
             )
         return cls(tuple(metrics), tuple(labels), tuple(distributions), tuple(records), default_k)
 
+    @property
+    def reports(self) -> bool:
+        """Whether a metric makes a run-level report (``summarize``: every sample at once)."""
+        return any(
+            type(m).summarize is not MetricBase.summarize
+            for m in self.metrics
+            if hasattr(m, "summarize")
+        )
+
     def custom_aggregates(self) -> list[str]:
         """Labels of metrics with their own ``aggregate`` (not an exact mean)."""
         return [
@@ -397,11 +406,7 @@ def _results(
         )
     if unknown:
         log.warning("outputs.unknown_ids", count=len(unknown), examples=list(unknown[:5]))
-    if collected.chunks > 1 and any(
-        type(m).summarize is not MetricBase.summarize
-        for m in plan.metrics
-        if hasattr(m, "summarize")
-    ):
+    if collected.chunks > 1 and plan.reports:
         log.warning(
             "evaluation.reports_omitted", reason="run-level reports need every sample in one chunk"
         )
