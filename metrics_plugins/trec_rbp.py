@@ -24,13 +24,9 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
-import numpy.typing as npt
 
-from engine import Batch, MetricBase, MetricParameterError, finite_number, optional_k, row_sums
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
+from engine import Batch, MetricParameterError, finite_number, optional_k, row_sums
+from metrics_plugins.retrieval import BoolArray, FloatArray, IntArray, _Ranked
 
 __all__ = ["DEFAULT_P", "RBP", "RBPResidual"]
 
@@ -74,11 +70,6 @@ def _unjudged(batch: Batch) -> BoolArray:
     """True at ranks whose document has no label or a label < 0 (and for padding)."""
     with np.errstate(invalid="ignore"):
         return ~(batch.ranked_labels >= 0)
-
-
-class _Ranked(MetricBase):
-    family: ClassVar[str] = "retrieval"
-    requires: ClassVar[frozenset[str]] = frozenset({"relevance"})
 
 
 @attrs.frozen

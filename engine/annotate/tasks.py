@@ -47,6 +47,7 @@ from engine.annotate.prompts import (
 )
 from engine.annotate.runner import Job, Remote, Runner, Stats
 from engine.errors import InputError, Problem
+from engine.io import schemas
 from engine.io.records import Output, Sample
 
 __all__ = [
@@ -291,15 +292,7 @@ def _passages(
 def _long_form(raw: dict[str, Any]) -> dict[str, Any]:
     """The sample's expected_output in long form (a new dict, set on ``raw``)."""
     expected = raw.get("expected_output")
-    if isinstance(expected, Mapping) and expected.keys() & {
-        "relevance",
-        "utility",
-        "grades",
-        "answers",
-        "groups",
-        "reference",
-        "claims",
-    }:
+    if isinstance(expected, Mapping) and expected.keys() & schemas.LONG_FORM:
         long = dict(expected)
     elif expected is None:
         long = {}

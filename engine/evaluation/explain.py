@@ -21,7 +21,7 @@ import attrs
 
 from engine.errors import InputError, Problem
 from engine.evaluation.api import Dataset, Engine
-from engine.evaluation.batch import Batch
+from engine.evaluation.batch import DEFAULT_K, Batch
 from engine.evaluation.pipeline import aligned
 from engine.evaluation.results import MetricRecord, Results
 from engine.io import sources
@@ -314,7 +314,7 @@ def _views(
 ) -> list[SystemView]:
     """The view of every sample for one system."""
     joined, _ = aligned(samples_columns, outputs)
-    cutoff = k or int(result.provenance.get("config_default_k") or 5)
+    cutoff = k or int(result.provenance.get("config_default_k") or DEFAULT_K)
     batch = Batch.compile(joined, cutoff)
     shown = labels_at(result.metrics, cutoff)
     position = {sample_id: i for i, sample_id in enumerate(result.sample_ids)}

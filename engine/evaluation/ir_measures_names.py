@@ -9,7 +9,6 @@ The table is documented in docs/metrics.md ("ir_measures names").
 
 from __future__ import annotations
 
-import ast
 import difflib
 import re
 from collections.abc import Collection, Mapping
@@ -18,6 +17,7 @@ from typing import Any, Literal
 import attrs
 
 from engine.errors import MetricParameterError
+from engine.evaluation.keywords import parse_keywords
 
 __all__ = ["ALIASES", "MEASURES", "WHOLE_RANKING", "Measure", "suggest", "translate"]
 
@@ -113,7 +113,11 @@ def translate(text: str) -> str | None:
     measure = MEASURES.get(name)
     if measure is None:
         return None
-    params = _keywords(text, match["params"]) if (match["params"] or "").strip() else {}
+    params = (
+        parse_keywords(text, match["params"], bare_words=False)
+        if (match["params"] or "").strip()
+        else {}
+    )
     at, target = measure.at
     given = [c for c in (params.pop(at, None), match["k"], match["k_after"]) if c is not None]
     if len(given) > 1:
@@ -180,28 +184,6 @@ def _at(text: str, at: str, value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise MetricParameterError(f"{text}: the cutoff must be a positive integer, got {value!r}")
     return value
-
-
-def _keywords(text: str, params: str) -> dict[str, Any]:
-    """``name=value, ...`` with Python literal values, as ir_measures writes them."""
-    try:
-        call = ast.parse(f"f({params})", mode="eval").body
-    except SyntaxError as error:
-        raise MetricParameterError(
-            f"cannot parse the parameters of {text!r}: {error.msg}"
-        ) from None
-    assert isinstance(call, ast.Call)
-    if call.args or any(keyword.arg is None for keyword in call.keywords):
-        raise MetricParameterError(f"parameters of {text!r} must be given as name=value")
-    parsed = {}
-    for keyword in call.keywords:
-        try:
-            parsed[str(keyword.arg)] = ast.literal_eval(keyword.value)
-        except ValueError:
-            raise MetricParameterError(
-                f"parameter value {ast.unparse(keyword.value)!r} in {text!r} is not a literal"
-            ) from None
-    return parsed
 
 
 def _value(value: Any) -> str:

@@ -4,7 +4,6 @@ and the parser for metric specs such as ``retrieval-ndcg-at-k@10`` or
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -18,6 +17,7 @@ import pyarrow.compute as pc
 from engine.errors import MetricParameterError, Problem
 from engine.evaluation.batch import Batch
 from engine.evaluation.ir_measures_names import translate
+from engine.evaluation.keywords import parse_keywords
 from engine.io.columns import lengths
 
 __all__ = [
@@ -294,7 +294,7 @@ def parse_spec(text: str) -> MetricSpec:
         raise MetricParameterError(f"cannot parse metric spec {text!r}")
     params: dict[str, Any] = {}
     if match["params"] is not None and match["params"].strip():
-        params = _parse_params(text, match["params"])
+        params = parse_keywords(text, match["params"], bare_words=True)
     ks = [k for k in (match["k"], match["k_after"]) if k is not None]
     if ks:
         if "k" in params or len(ks) > 1:
@@ -304,32 +304,3 @@ def parse_spec(text: str) -> MetricSpec:
         except ValueError:
             params["k"] = ks[0]  # rejected by the metric's k validator, with its name
     return MetricSpec(alias=match["alias"], params=params)
-
-
-def _parse_params(spec: str, params: str) -> dict[str, Any]:
-    try:
-        call = ast.parse(f"f({params})", mode="eval").body
-    except SyntaxError as error:
-        raise MetricParameterError(
-            f"cannot parse the parameters of {spec!r}: {error.msg}"
-        ) from None
-    assert isinstance(call, ast.Call)
-    if call.args:
-        raise MetricParameterError(f"parameters of {spec!r} must be given as name=value")
-    parsed = {}
-    for keyword in call.keywords:
-        if keyword.arg is None:
-            raise MetricParameterError(f"parameters of {spec!r} must be given as name=value")
-        parsed[keyword.arg] = _literal(spec, keyword.value)
-    return parsed
-
-
-def _literal(spec: str, node: ast.expr) -> Any:
-    if isinstance(node, ast.Name):
-        return {"True": True, "False": False, "None": None}.get(node.id, node.id)
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        raise MetricParameterError(
-            f"parameter value {ast.unparse(node)!r} in {spec!r} is not a literal"
-        ) from None

@@ -47,9 +47,6 @@ __all__ = [
 
 DOCUMENT_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 RESULTS_SCHEMA_ID = "slotwise.results/v1"
-_LONG_FORM = frozenset(
-    {"relevance", "utility", "grades", "answers", "groups", "reference", "claims"}
-)
 
 
 def canonical_json(value: Any) -> str:
@@ -178,7 +175,7 @@ def samples_columns(raws: Sequence[Mapping[str, Any]]) -> Columns:
         expected = raw.get("expected_output")
         if expected is None:
             given: Mapping[str, Any] = {}
-        elif isinstance(expected, Mapping) and _LONG_FORM & expected.keys():
+        elif isinstance(expected, Mapping) and schemas.LONG_FORM & expected.keys():
             given = expected
         else:
             given = {"relevance": expected}
@@ -462,7 +459,9 @@ def raw_samples(columns: Columns) -> list[dict[str, Any]]:
             expected["answers"] = list(sample.answers)
         if sample.groups is not None:
             expected["groups"] = {g: list(ids) for g, ids in sample.groups.items()}
-        short = set(expected) == {"relevance"} and not _LONG_FORM & expected["relevance"].keys()
+        short = (
+            set(expected) == {"relevance"} and not schemas.LONG_FORM & expected["relevance"].keys()
+        )
         if expected:
             raw["expected_output"] = expected["relevance"] if short else expected
         if sample.metadata:

@@ -18,7 +18,15 @@ if TYPE_CHECKING:  # imported when a document first needs the schema (the fast p
     import jsonschema
     import referencing
 
-__all__ = ["SCHEMA_NAMES", "load_schema", "pointer", "problems", "sample_id_of", "validator"]
+__all__ = [
+    "LONG_FORM",
+    "SCHEMA_NAMES",
+    "load_schema",
+    "pointer",
+    "problems",
+    "sample_id_of",
+    "validator",
+]
 
 SCHEMA_NAMES = ("sample", "dataset", "outputs", "results", "config")
 _BASE = "https://slotwise.dev/schemas/"
@@ -151,7 +159,7 @@ def _is_label(value: Any) -> bool:
 def _plain_labels(value: Any) -> bool:
     if type(value) is list:
         return _all_ids(value)
-    return type(value) is dict and not (_LONG_FORM & value.keys()) and _all_labels(value.values())
+    return type(value) is dict and not (LONG_FORM & value.keys()) and _all_labels(value.values())
 
 
 def _plain_utility(value: Any) -> bool:
@@ -190,7 +198,7 @@ def _plain_claims(value: Any) -> bool:
 def _plain_long_form(value: dict[str, Any]) -> bool:
     """The long form ``{relevance?, utility?, grades?, answers?, groups?, reference?,
     claims?}`` with plain contents."""
-    if not value.keys() <= _LONG_FORM:
+    if not value.keys() <= LONG_FORM:
         return False
     answers = value.get("answers", "x")
     groups = value.get("groups", {})
@@ -219,7 +227,8 @@ def _all_labels(values: Iterable[Any]) -> bool:
     return types <= {int, float} and all(map(_is_label, values))
 
 
-_LONG_FORM = frozenset(
+#: The keys of ``expected_output``'s long form (a short form is a bare label mapping).
+LONG_FORM = frozenset(
     {"relevance", "utility", "grades", "answers", "groups", "reference", "claims"}
 )
 _SAMPLE_KEYS = frozenset({"id", "input", "expected_output", "metadata"})
@@ -231,7 +240,7 @@ def certainly_valid_sample(raw: Any) -> bool:
     if type(raw) is not dict or not raw.keys() <= _SAMPLE_KEYS or not _is_id(raw.get("id")):
         return False
     expected = raw.get("expected_output", [])
-    long_form = type(expected) is dict and bool(_LONG_FORM & expected.keys())
+    long_form = type(expected) is dict and bool(LONG_FORM & expected.keys())
     if not (_plain_long_form(expected) if long_form else _plain_labels(expected)):
         return False
     metadata = raw.get("metadata", {})
