@@ -22,7 +22,6 @@ T = TypeVar("T")
 __all__ = ["DEFAULT_K", "Batch", "Groups", "Shape", "row_sums"]
 
 _SHIFT = np.int64(32)  # key = row << 32 | document code
-_PAD = np.int64(2**31 - 1)  # sorts after every document code
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -469,19 +468,15 @@ def _sorted_rows(
     codes: npt.NDArray[np.int32], vocabulary: int
 ) -> tuple[npt.NDArray[Any], npt.NDArray[np.int32]]:
     """Each row's codes (``< vocabulary``) sorted, padding (-1) last, and the column each
-    came from, ties in column order. Sorting ``code * width + column`` as int32 (numpy
-    sorts such rows with SIMD) is much faster than ``argsort``, the fallback for huge
-    vocabularies."""
+    came from, ties in column order. Sorting ``code * width + column`` (numpy sorts such
+    rows with SIMD) is much faster than ``argsort``; int32 when it fits, else int64."""
     width = codes.shape[1]
     top = vocabulary  # padding sorts as this code, after every real one
-    if (top + 1) * max(width, 1) < 2**31:
-        spread = np.where(codes >= 0, codes, top).astype(np.int32) * np.int32(width)
-        ordered = np.sort(spread + np.arange(width, dtype=np.int32), axis=1)
-        code = ordered // np.int32(width)
-        return code, (ordered - code * np.int32(width)).astype(np.int32)
-    padded = np.where(codes >= 0, codes, _PAD)
-    order = np.argsort(padded, axis=1, kind="stable")
-    return np.take_along_axis(padded, order, axis=1), order.astype(np.int32)
+    kind = np.int32 if (top + 1) * max(width, 1) < 2**31 else np.int64
+    spread = np.where(codes >= 0, codes, top).astype(kind) * kind(width)
+    ordered = np.sort(spread + np.arange(width, dtype=kind), axis=1)
+    code = ordered // kind(width)
+    return code, (ordered - code * kind(width)).astype(np.int32)
 
 
 def _search_rows(keys: IntArray, wanted: IntArray, rows: IntArray, width: int) -> IntArray:

@@ -51,7 +51,7 @@ from engine.evaluation.metric import (
 )
 from engine.evaluation.results import Diagnostics, MetricRecord, Results, document_header
 from engine.evaluation.statistics import Bootstrap, Tally
-from engine.io.columns import Columns, concat
+from engine.io.columns import Columns, concat, stack
 from engine.io.sinks import RowChunk, Sink
 from engine.logs import log
 from engine.version import VERSION
@@ -665,7 +665,7 @@ def streamed_chunks(
                     block.table.filter(pc.invert(pc.is_in(block.ids, value_set=unknown))),
                     block.docs,
                 )
-            pending = block if pending is None else concat([pending, block])
+            pending = block if pending is None else stack([pending, block])
         if pending is None:
             yield chunk
             continue
@@ -676,7 +676,7 @@ def streamed_chunks(
             found
         )
         yield chunk.beside(pending.take(rows))
-        pending = pending.take(np.flatnonzero(~found))
+        pending = pending.take(np.flatnonzero(~found)).compact()  # its ids only: bounded
     skipped = set(first.unknown)
     late = [] if pending is None else pending.ids.to_pylist()
     late += [i for block in stream for i in block.ids.to_pylist() if i not in skipped]

@@ -20,6 +20,12 @@ Sample columns:
 Output columns: ``retrieved`` (list of int32, rank 1 first, as given, duplicates
 included; null: no output), ``texts`` (list of string or null, one per retrieved item;
 null when no item has a text), ``pool`` and ``cited`` (list of int32; null when absent).
+
+The vocabulary of samples holds each id once: a label's code *is* its document. The
+vocabulary of outputs need only tell ids apart within a row: an id that two rows rank
+may have a code in each (a run of millions of distinct ids is coded per block of queries,
+never hashed as a whole). Putting outputs beside samples looks each output id up in the
+samples' vocabulary once, so a ranked document and its label share a code.
 """
 
 from __future__ import annotations
@@ -41,12 +47,15 @@ __all__ = [
     "SAMPLE_COLUMNS",
     "Columns",
     "ContentHash",
+    "concat",
+    "extend_vocabulary",
     "grouped",
     "label_lists",
     "lengths",
     "list_array",
     "merge_vocabularies",
     "offsets_of",
+    "stack",
     "string_bytes",
     "table_of",
 ]
@@ -142,6 +151,19 @@ def table_of(columns: dict[str, pa.Array], kinds: dict[str, pa.DataType], rows: 
     return pa.Table.from_arrays(arrays, names=list(kinds))
 
 
+def extend_vocabulary(base: pa.Array, other: pa.Array) -> tuple[pa.Array, CodeArray]:
+    """``base`` (each id once) followed by the entries of ``other`` it lacks, and for
+    ``other`` a table old code -> new code: one hash lookup per entry of ``other`` in
+    ``base``; ids that ``other`` repeats stay repeated."""
+    position = pc.index_in(other.cast(pa.string()), value_set=base.cast(pa.string()))
+    remap = position.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
+    lacking = remap < 0
+    remap[lacking] = len(base) + np.arange(int(lacking.sum()), dtype=np.int32)
+    if not lacking.any():
+        return base, remap
+    return pa.concat_arrays([base.cast(pa.string()), other.filter(pa.array(lacking))]), remap
+
+
 def merge_vocabularies(vocabularies: Sequence[pa.Array]) -> tuple[pa.Array, list[CodeArray]]:
     """One vocabulary for several, and for each a table old code -> new code."""
     if len(vocabularies) == 1:
@@ -214,10 +236,11 @@ class Columns:
         return self.recoded(self.docs.take(pa.array(kept)), remap)
 
     def beside(self, other: Columns) -> Columns:
-        """This table's columns and ``other``'s (same rows, its ``id`` dropped) as one
-        table, codes into one vocabulary."""
-        docs, (mine, theirs) = merge_vocabularies([self.docs, other.docs])
-        left, right = self.recoded(docs, mine).table, other.recoded(docs, theirs).table
+        """This table's columns (samples: each id once in ``docs``) and ``other``'s
+        (outputs for the same rows, its ``id`` dropped) as one table; this table's codes
+        stay, ``other``'s are looked up in them (see the module docstring)."""
+        docs, theirs = extend_vocabulary(self.docs, other.docs)
+        left, right = self.table, other.recoded(docs, theirs).table
         for name in right.column_names:
             if name != "id":
                 left = left.append_column(name, right.column(name))
@@ -259,9 +282,22 @@ def _map_codes(column: pa.Array, remap: npt.NDArray[Any]) -> pa.Array:
 
 
 def concat(parts: Sequence[Columns]) -> Columns:
-    """The rows of several tables with the same columns, codes into one vocabulary."""
+    """The rows of several tables of samples with the same columns, codes into one
+    vocabulary that holds each id once."""
     docs, remaps = merge_vocabularies([part.docs for part in parts])
     tables = [part.recoded(docs, remap).table for part, remap in zip(parts, remaps, strict=True)]
+    return Columns(pa.concat_tables(tables), docs)
+
+
+def stack(parts: Sequence[Columns]) -> Columns:
+    """The rows of several tables of outputs with the same columns: their vocabularies
+    side by side, codes shifted (no hashing; ids stay told apart within each row)."""
+    starts = offsets_of([len(part.docs) for part in parts])[:-1].tolist()
+    tables = [
+        part.recoded(part.docs, np.arange(len(part.docs), dtype=np.int32) + start).table
+        for part, start in zip(parts, starts, strict=True)
+    ]
+    docs = pa.concat_arrays([part.docs.cast(pa.string()) for part in parts])
     return Columns(pa.concat_tables(tables), docs)
 
 

@@ -70,7 +70,13 @@ _WORDED = 50  # problems worded per kind; the rest are counted
 
 @attrs.frozen
 class Coded:
-    """An id column dictionary-encoded: int64 ``codes`` into ``ids`` (a string array)."""
+    """An id column dictionary-encoded: int32 ``codes`` into ``ids`` (a string array).
+
+    Made by :meth:`of` and :meth:`of_strings`, ``ids`` holds each id once. The document
+    ids of a run made by :meth:`per_query` and :meth:`rows` hold each id once *per
+    query*: equal ids of one query share a code, while an id two queries retrieve may
+    have a code in each (what a run needs, without hashing millions of ids together).
+    """
 
     codes: npt.NDArray[np.int32] = attrs.field(converter=lambda c: np.asarray(c, dtype=np.int32))
     ids: pa.Array
@@ -93,6 +99,40 @@ class Coded:
         return cls(
             column.indices.to_numpy(zero_copy_only=False), column.dictionary.cast(pa.string())
         )
+
+    @classmethod
+    def per_query(cls, column: pa.ChunkedArray, queries: Coded) -> Coded:
+        """Codes of a column the CSV reader dictionary-encoded block by block, equal ids
+        of one query sharing a code: the blocks' dictionaries side by side (no hashing
+        across blocks), and the rows of the queries whose lines span blocks coded again
+        together."""
+        chunks = [chunk for chunk in column.chunks if len(chunk)]
+        if len(chunks) < 2 or not pa.types.is_dictionary(column.type):
+            return cls.of(column)
+        sizes = np.array([len(chunk.dictionary) for chunk in chunks], dtype=np.int64)
+        codes = np.concatenate(
+            [
+                chunk.indices.to_numpy(zero_copy_only=False).astype(np.int32) + np.int32(start)
+                for chunk, start in zip(chunks, offsets_of(sizes)[:-1].tolist(), strict=True)
+            ]
+        )
+        ids = pa.concat_arrays([chunk.dictionary.cast(pa.string()) for chunk in chunks])
+        spans = np.zeros(len(queries.ids), dtype=np.int64)  # per query: blocks it is in
+        bounds = offsets_of([len(chunk) for chunk in chunks])
+        for start, end in itertools.pairwise(bounds.tolist()):
+            spans += np.bincount(queries.codes[start:end], minlength=spans.size) > 0
+        again = np.flatnonzero((spans > 1)[queries.codes])
+        if again.size:
+            recoded = pc.dictionary_encode(ids.take(pa.array(codes[again])))
+            codes[again] = recoded.indices.to_numpy(zero_copy_only=False) + len(ids)
+            ids = pa.concat_arrays([ids, recoded.dictionary])
+        return cls(codes, ids)
+
+    @classmethod
+    def rows(cls, ids: pa.Array) -> Coded:
+        """Each row its own code (no hashing): for ids known to be distinct within each
+        query, such as the keys of one query's dict."""
+        return cls(np.arange(len(ids), dtype=np.int32), ids)
 
     @classmethod
     def of_strings(cls, ids: Iterable[str], count: int) -> Coded:
@@ -274,13 +314,14 @@ def labels_from_dicts(qrels: Mapping[str, Any]) -> Columns | None:
     if found is None:
         return None
     queries, docs, labels = found
-    return labels_columns(queries, docs, {"relevance": labels})
+    return labels_columns(queries, Coded.of(docs), {"relevance": labels})
 
 
-def _long_from_dicts(nested: Mapping[str, Any]) -> tuple[Coded, Coded, FloatArray] | None:
-    """``{qid: {docid: number}}`` as long columns (query, doc, number), each id coded and
-    each number read in one C-level pass over the dicts; None unless every id is a
-    non-empty string and every number a finite int or float (bools and strings are not)."""
+def _long_from_dicts(nested: Mapping[str, Any]) -> tuple[Coded, pa.Array, FloatArray] | None:
+    """``{qid: {docid: number}}`` as long columns (query, doc, number), the query ids
+    coded, the doc ids and numbers read in one C-level pass over the dicts each; None
+    unless every id is a non-empty string and every number a finite int or float (bools
+    and strings are not)."""
     inner = nested.values()
     if not nested or not _string_ids(nested) or not all(type(m) is dict for m in inner):
         return None
@@ -295,11 +336,11 @@ def _long_from_dicts(nested: Mapping[str, Any]) -> tuple[Coded, Coded, FloatArra
     numbers = values.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
     if not np.isfinite(numbers).all():
         return None
-    try:  # an id that is not a string fails here, an empty one below: once per distinct id
-        docs = Coded.of_strings(itertools.chain.from_iterable(inner), total)
+    try:  # an id that is not a string fails here, an empty one below
+        docs = pa.array(itertools.chain.from_iterable(inner), pa.string(), size=total)
     except (pa.ArrowTypeError, pa.ArrowInvalid):
         return None
-    if pc.any(pc.equal(docs.ids, "")).as_py():
+    if total and pc.any(pc.equal(docs, "")).as_py():
         return None
     queries = Coded(np.repeat(np.arange(len(nested)), sizes), pa.array(list(nested), pa.string()))
     return queries, docs, numbers
@@ -339,31 +380,49 @@ def _trec_order(
 ) -> IntArray | None:
     """The rows (grouped by query; None: as they are) in trec_eval's order. A run already
     in that order (scores strictly descending within each query, as runs are written) is
-    found with one check; document ids are compared only when scores tie."""
+    found with one check; document ids are compared only among rows whose scores tie."""
     score = scores if rows is None else scores[rows]
-    if not _ascending_anywhere(score, query_codes):
+    rising, tied = _out_of_order(score, query_codes)
+    if not rising and not tied:
         return rows
-    by_score = np.lexsort((-score, query_codes))
-    ordered_query, ordered_score = query_codes[by_score], score[by_score]
-    tied = (ordered_query[1:] == ordered_query[:-1]) & (ordered_score[1:] == ordered_score[:-1])
-    if tied.any():
-        place = np.empty(len(docs.ids), dtype=np.int64)  # code -> place of its id, sorted
-        place[pc.array_sort_indices(docs.ids).to_numpy()] = np.arange(len(docs.ids))
-        codes = docs.codes if rows is None else docs.codes[rows]
-        by_score = np.lexsort((-place[codes], -score, query_codes))
-    return by_score if rows is None else rows[by_score]
+    order = np.lexsort((-score, query_codes)) if rising else np.arange(score.size)
+    ordered_query, ordered_score = query_codes[order], score[order]
+    ties = (ordered_query[1:] == ordered_query[:-1]) & (ordered_score[1:] == ordered_score[:-1])
+    _break_ties(order, ties, docs.codes if rows is None else docs.codes[rows], docs.ids)
+    return order if rows is None else rows[order]
 
 
-def _ascending_anywhere(score: FloatArray, query_codes: npt.NDArray[np.int32]) -> bool:
-    """Whether some query's scores fail to strictly descend, checked in slices to keep
-    the temporaries small."""
+def _break_ties(order: IntArray, ties: npt.NDArray[np.bool_], codes: Any, ids: pa.Array) -> None:
+    """Reorder, in place, each run of positions of ``order`` whose scores tie (``ties[p]``:
+    position ``p + 1`` ties with ``p``) by document id descending, as trec_eval does; only
+    the tied rows' ids are compared."""
+    if not ties.any():
+        return
+    member = np.zeros(order.size, dtype=np.bool_)
+    member[1:] |= ties
+    member[:-1] |= ties
+    where = np.flatnonzero(member)
+    group = np.cumsum(~np.concatenate(([False], ties))[where])  # a number per run of ties
+    names = ids.take(pa.array(codes[order[where]], pa.int32()))
+    within = pc.sort_indices(
+        pa.table({"group": group, "doc": names}),
+        sort_keys=[("group", "ascending"), ("doc", "descending")],
+    ).to_numpy()
+    order[where] = order[where][within]
+
+
+def _out_of_order(score: FloatArray, query_codes: npt.NDArray[np.int32]) -> tuple[bool, bool]:
+    """Whether some query's scores rise, and whether two of its neighbours tie, checked in
+    slices to keep the temporaries small."""
     step = 1 << 22
+    rising = tied = False
     for start in range(0, max(score.size - 1, 0), step):
         end = min(start + step + 1, score.size)
         s, q = score[start:end], query_codes[start:end]
-        if ((s[1:] >= s[:-1]) & (q[1:] == q[:-1])).any():
-            return True
-    return False
+        same = q[1:] == q[:-1]
+        rising = rising or bool(((s[1:] > s[:-1]) & same).any())
+        tied = tied or bool(((s[1:] == s[:-1]) & same).any())
+    return rising, tied
 
 
 def run_from_table(table: pa.Table, where: Where = Where()) -> Columns:
@@ -401,7 +460,7 @@ def run_from_dicts(run: Mapping[str, Any]) -> Columns | None:
     if found is None:
         return None
     queries, docs, scores = found
-    return run_columns(queries, docs, scores=scores)
+    return run_columns(queries, Coded.rows(docs), scores=scores)  # a dict's keys are distinct
 
 
 # -- back to long tables -------------------------------------------------------------------

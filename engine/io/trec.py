@@ -242,6 +242,8 @@ def _columnar(
     queries = Coded.of(table.column("query"))
     if pc.any(pc.starts_with(queries.ids, "#")).as_py():
         return None  # a comment line that happens to have the right number of fields
+    if layout.kind == "run":  # ranked ids need telling apart within a query only
+        return queries, Coded.per_query(table.column("doc"), queries), numbers
     return queries, Coded.of(table.column("doc")), numbers
 
 
