@@ -109,10 +109,10 @@ def add(commands: Any) -> dict[str, Handler]:
     )
     run.add_argument(
         "--executor",
-        choices=("local", "threads", "ray"),
-        default="local",
-        help="where chunks are scored: this process, a thread per CPU of this process, or a "
-        "Ray cluster (RAY_ADDRESS; needs slotwise[ray])",
+        choices=("threads", "local", "ray"),
+        default="threads",
+        help="where chunks are scored: a thread per CPU of this process (the default), this "
+        "thread alone, or a Ray cluster (RAY_ADDRESS; needs slotwise[ray])",
     )
     return {"run": _run}
 
@@ -143,7 +143,7 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(
             "no outputs: pass --outputs FILE (or --run FILE) or declare `outputs:` for the dataset"
         )
-    chunked = args.chunk_size if args.chunk_size is not None or args.executor != "local" else None
+    chunked = args.chunk_size if args.chunk_size is not None or args.executor == "ray" else None
     evaluation = dataset.with_metrics(metrics_with_k(engine, specs, args.k))
     results = evaluation.evaluate(
         outputs, strict=args.strict, chunk_size=chunked, keep_outputs=args.keep_outputs

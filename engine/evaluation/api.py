@@ -16,7 +16,7 @@ import attrs
 
 from engine.errors import InputError, MetricParameterError, Problem, UnknownMetricError
 from engine.evaluation.batch import Batch, Shape
-from engine.evaluation.executors import Executor, resolve_executor
+from engine.evaluation.executors import IN_PROCESS, Executor, resolve_executor
 from engine.evaluation.ir_measures_names import suggest
 from engine.evaluation.metric import Metric, check_metric_class, metric_label, parse_spec
 from engine.evaluation.pipeline import (
@@ -52,8 +52,9 @@ class Engine:
 
     ``config`` is a :class:`Config`, a mapping in the ``slotwise.yaml`` shape, a path to
     such a file, or None to use the nearest ``slotwise.yaml`` (or the defaults).
-    ``executor`` scores chunks of samples: ``"local"`` (this process), ``"ray"`` (a Ray
-    cluster) or an :class:`~engine.evaluation.executors.Executor`; any but local makes
+    ``executor`` scores chunks of samples: ``"threads"`` (the default: a thread per CPU
+    of this process), ``"local"`` (this thread), ``"ray"`` (a Ray cluster) or an
+    :class:`~engine.evaluation.executors.Executor`; one that is not in this process makes
     :meth:`Evaluation.evaluate` score in chunks. ``sources`` finds the plugins that read
     ``scheme:reference`` datasets (entry-point group ``slotwise.sources``).
     """
@@ -74,7 +75,7 @@ class Engine:
         else:
             self.config = Config.discover()
         self.registry = registry or Registry()
-        self.executor = resolve_executor(executor)
+        self.executor = resolve_executor("threads" if executor is None else executor)
         self.sources = sources or SourceRegistry()
 
     # -- metrics -------------------------------------------------------------------------
@@ -503,7 +504,8 @@ class Evaluation:
         dataset, executor = self.dataset, self.engine.executor
         joined, unknown = aligned(dataset.columns, outputs)
         if chunk_size is None and (
-            executor.name != "local" or (len(joined) > DEFAULT_CHUNK_SIZE and not self.plan.reports)
+            executor.name not in IN_PROCESS
+            or (len(joined) > DEFAULT_CHUNK_SIZE and not self.plan.reports)
         ):  # chunks: arrays that stay in cache, bounded memory, the same numbers
             chunk_size = DEFAULT_CHUNK_SIZE
         size = chunk_size_of(chunk_size) if chunk_size is not None else None

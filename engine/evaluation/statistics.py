@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import attrs
 import numpy as np
@@ -29,6 +32,7 @@ __all__ = [
 ]
 
 FloatArray = npt.NDArray[np.float64]
+T = TypeVar("T")
 
 DEFAULT_SEED = 0
 DEFAULT_RESAMPLES = 1000
@@ -101,11 +105,14 @@ class Bootstrap:
         rows = np.asarray(values, dtype=np.float64).reshape(-1, self.columns)
         self._present += (~np.isnan(rows)).sum(axis=0)
         pending = np.concatenate([self._pending, rows]) if self._pending.size else rows
-        full = pending.shape[0] - pending.shape[0] % BLOCK
-        for start in range(0, full, BLOCK):
-            self._sums += self._block_sums(pending[start : start + BLOCK], self._block)
-            self._block += 1
-        self._pending = pending[full:]
+        starts = range(0, pending.shape[0] - pending.shape[0] % BLOCK, BLOCK)
+        blocks = [
+            (pending[start : start + BLOCK], self._block + i) for i, start in enumerate(starts)
+        ]
+        for sums in _on_cores(lambda block: self._block_sums(*block), blocks):
+            self._sums += sums  # in dataset order, whichever thread computed them
+        self._block += len(blocks)
+        self._pending = pending[len(blocks) * BLOCK :]
 
     def _block_sums(self, rows: FloatArray, block: int) -> FloatArray:
         """Per resample, the weighted sums of one block's values and of their count."""
@@ -139,6 +146,17 @@ class Bootstrap:
             low, high = np.percentile(resampled, [tail, 100 - tail])
             found.append((float(low), float(high)))
         return found
+
+
+def _on_cores(work: Callable[[T], FloatArray], items: Sequence[T]) -> Iterator[FloatArray]:
+    """``work`` of each item, in order, computed on a thread per core (numpy releases the
+    GIL) when there are several items."""
+    workers = min(os.cpu_count() or 1, len(items))
+    if workers < 2:
+        yield from map(work, items)
+        return
+    with ThreadPoolExecutor(workers, thread_name_prefix="slotwise-bootstrap") as pool:
+        yield from pool.map(work, items)
 
 
 def _weights(draws: npt.NDArray[np.uint8]) -> FloatArray:

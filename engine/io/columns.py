@@ -152,16 +152,18 @@ def table_of(columns: dict[str, pa.Array], kinds: dict[str, pa.DataType], rows: 
 
 
 def extend_vocabulary(base: pa.Array, other: pa.Array) -> tuple[pa.Array, CodeArray]:
-    """``base`` (each id once) followed by the entries of ``other`` it lacks, and for
-    ``other`` a table old code -> new code: one hash lookup per entry of ``other`` in
-    ``base``; ids that ``other`` repeats stay repeated."""
-    position = pc.index_in(other.cast(pa.string()), value_set=base.cast(pa.string()))
-    remap = position.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
-    lacking = remap < 0
-    remap[lacking] = len(base) + np.arange(int(lacking.sum()), dtype=np.int32)
+    """``base`` (each id once) followed by ``other``, and for ``other`` a table old code
+    -> new code: its code in ``base`` where ``base`` has the id (one hash lookup per
+    entry of ``other``), else the code of its own copy; ids that ``other`` repeats stay
+    repeated."""
+    base = base.cast(pa.string())
+    position = pc.index_in(other.cast(pa.string()), value_set=base)
+    remap = position.to_numpy(zero_copy_only=False)  # float, NaN where base lacks the id
+    lacking = np.isnan(remap)
     if not lacking.any():
-        return base, remap
-    return pa.concat_arrays([base.cast(pa.string()), other.filter(pa.array(lacking))]), remap
+        return base, remap.astype(np.int32)
+    remap[lacking] = len(base) + np.flatnonzero(lacking)
+    return pa.concat_arrays([base, other.cast(pa.string())]), remap.astype(np.int32)
 
 
 def merge_vocabularies(vocabularies: Sequence[pa.Array]) -> tuple[pa.Array, list[CodeArray]]:

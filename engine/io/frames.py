@@ -319,16 +319,15 @@ def labels_from_dicts(qrels: Mapping[str, Any]) -> Columns | None:
 
 def _long_from_dicts(nested: Mapping[str, Any]) -> tuple[Coded, pa.Array, FloatArray] | None:
     """``{qid: {docid: number}}`` as long columns (query, doc, number), the query ids
-    coded, the doc ids and numbers read in one C-level pass over the dicts each; None
-    unless every id is a non-empty string and every number a finite int or float (bools
-    and strings are not)."""
+    coded, the doc ids and numbers read in C-level passes over the dicts (into a list
+    first: Arrow reads a list twice as fast as an iterator); None unless every id is a
+    non-empty string and every number a finite int or float (bools and strings are not)."""
     inner = nested.values()
     if not nested or not _string_ids(nested) or not all(type(m) is dict for m in inner):
         return None
     sizes = np.fromiter(map(len, inner), dtype=np.int64, count=len(nested))
-    total = int(sizes.sum())
     try:  # Arrow infers int64 or double in C, refusing bools and strings among numbers
-        values = pa.array(itertools.chain.from_iterable(map(dict.values, inner)), size=total)
+        values = pa.array(list(itertools.chain.from_iterable(map(dict.values, inner))))
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return None
     if values.type not in (pa.int64(), pa.float64(), pa.null()) or values.null_count:
@@ -337,10 +336,10 @@ def _long_from_dicts(nested: Mapping[str, Any]) -> tuple[Coded, pa.Array, FloatA
     if not np.isfinite(numbers).all():
         return None
     try:  # an id that is not a string fails here, an empty one below
-        docs = pa.array(itertools.chain.from_iterable(inner), pa.string(), size=total)
+        docs = pa.array(list(itertools.chain.from_iterable(inner)), pa.string())
     except (pa.ArrowTypeError, pa.ArrowInvalid):
         return None
-    if total and pc.any(pc.equal(docs, "")).as_py():
+    if len(docs) and pc.any(pc.equal(docs, "")).as_py():
         return None
     queries = Coded(np.repeat(np.arange(len(nested)), sizes), pa.array(list(nested), pa.string()))
     return queries, docs, numbers
