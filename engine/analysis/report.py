@@ -350,7 +350,7 @@ def _summary_section(results: Sequence[Results], names: Sequence[str]) -> str:
         failed.append(f'<td class="{css}">{count} of {samples} ({rate:.1%})</td>')
     rows = [
         '<tr class="errors"><th scope="row">errors (failed samples)</th>'
-        f'{"".join(failed)}<td></td></tr>'
+        f"{''.join(failed)}<td></td></tr>"
     ]
     for label in labels:
         entries = [s.get(label) for s in summaries]
@@ -389,7 +389,7 @@ def _summary_section(results: Sequence[Results], names: Sequence[str]) -> str:
         "metric), of all samples scored.</p>"
         f"{_legend(names)}"
         f'<div class="scroll"><table class="summary"><thead><tr><th>metric</th>{head}'
-        f'<th class="chart">95% CI, axis 0–1<br>{axis}</th></tr></thead>'
+        f'<th class="chart">95% CI, axis 0 to 1<br>{axis}</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div></section>"
     )
 
@@ -455,7 +455,9 @@ def _strata_section(results: Sequence[Results], names: Sequence[str], key: str) 
                 else ""
             )
             system = f'<td><i class="swatch" style="background:{_color(index)}"></i>{_e(name)}</td>'
-            rows.append(f'<tr class="{"first" if position == 0 else ""}">{first}{system}{"".join(cells)}</tr>')
+            rows.append(
+                f'<tr class="{"first" if position == 0 else ""}">{first}{system}{"".join(cells)}</tr>'
+            )
     return (
         f'<section id="strata"><h2>By {_e(key)}</h2>'
         f'<p class="note">Samples grouped by <code>metadata.{_e(key)}</code> '
@@ -556,7 +558,7 @@ def _family(comparison: Comparison, chosen: bool) -> str:
     )
     return (
         f"Holm family: {tests} test(s), the {len(labels)} metric(s) "
-        f"{_e(', '.join(labels))} × {pairs} pair(s) of systems; "
+        f"{_e(', '.join(labels))} &times; {pairs} pair(s) of systems; "
         f"<code>slotwise compare</code> on the same files with {option} tests the same "
         "family and gives the same numbers and marks."
     )
@@ -822,7 +824,11 @@ def build_report(
     title = title or f"slotwise report: {first.dataset_name or 'dataset'}"
     sections = [
         ("summary", "Summary", _summary_section(results, names)),
-        ("comparison", "Comparison", _comparison_section(comparison, bool(metrics)) if comparison else ""),
+        (
+            "comparison",
+            "Comparison",
+            _comparison_section(comparison, bool(metrics)) if comparison else "",
+        ),
         ("curves", "Metric@K", _curves_section(results, names)),
         ("strata", f"By {key}", _strata_section(results, names, key) if key else ""),
         ("diagnosis", "Diagnosis", _diagnosis_section(results, names)),
