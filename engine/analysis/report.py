@@ -756,7 +756,7 @@ def _samples_section(data: Mapping[str, Any]) -> str:
     )
 
 
-def _main_metric(results: Sequence[Results], metrics: Sequence[str] | None) -> str:
+def _main_metric(results: Sequence[Results], metrics: Sequence[str] | None) -> str | None:
     """The metric the per-sample table shows first: the first of ``metrics`` (the
     compared labels) when given, else the first metric the first results were scored
     with (the first of the dataset's ``metrics:`` or of ``--metrics``) at the configured
@@ -764,7 +764,7 @@ def _main_metric(results: Sequence[Results], metrics: Sequence[str] | None) -> s
     if metrics:
         return metrics[0]
     first = results[0]
-    return (labels_at(first.metrics, _default_k(first)) or first.labels)[0]
+    return next(iter(labels_at(first.metrics, _default_k(first)) or first.labels), None)
 
 
 def _asset(name: str) -> str:
