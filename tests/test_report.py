@@ -3,11 +3,15 @@ the per-sample table sorts and filters, no console errors)."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import random
 import re
 import shutil
+import subprocess
 import time
+import tomllib
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +22,21 @@ import pytest
 import engine
 from engine.analysis.report import build_report
 from engine.cli import main
-from engine.evaluation.explain import Explanation, explain
+from engine.evaluation.explain import Explanation, explain, labels_at
 from engine.evaluation.results import Diagnostics, MetricRecord, Results
 
-QUICKSTART = Path(__file__).resolve().parent.parent / "examples" / "quickstart"
+ROOT = Path(__file__).resolve().parent.parent
+QUICKSTART = ROOT / "examples" / "quickstart"
+ASSETS = ROOT / "engine" / "analysis" / "report_assets"
+#: The labels `make demo` compares (the Makefile's COMPARED), in its order.
+COMPARED = [
+    "retrieval-recall-at-k@5",
+    "retrieval-ndcg-at-k@10",
+    "ra-nwg-at-k@5",
+    "proc-at-k@5",
+    "pct-proc-at-k@5",
+    "harm-at-k@5",
+]
 METRICS = ["retrieval-ndcg-at-k", "retrieval-recall-at-k", "retrieval-map"]
 SYSTEMS = ("bm25", "hybrid-rerank")
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -48,6 +63,93 @@ def declared() -> tuple[list[engine.Results], list[Explanation]]:
     return results, explain(results, names=SYSTEMS, dataset=dataset, outputs=outputs)
 
 
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """What `make demo` does, through the CLI: both systems scored at K = 1, 3, 5, 10 into
+    JSON (outputs kept), `compare --metrics COMPARED --format json` on them, the report
+    with the same --metrics; and each system scored as `slotwise run quickstart` alone
+    prints it (--format json), the console's numbers."""
+    out = tmp_path_factory.mktemp("demo")
+    found: dict[str, Any] = {"paths": [], "run": {}}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(QUICKSTART)
+        for name in SYSTEMS:
+            path = out / f"{name}.json"
+            outputs = f"outputs/{name}.json"
+            assert (
+                main(
+                    [
+                        *("run", "quickstart", "--outputs", outputs, "--k", "1,3,5,10"),
+                        *("--format", "json", "--output", str(path), "--keep-outputs"),
+                    ]
+                )
+                == 0
+            )
+            found["paths"].append(str(path))
+            plain = out / f"{name}-plain.json"
+            assert (
+                main(
+                    [
+                        *("run", "quickstart", "--outputs", outputs, "--format", "json"),
+                        *("--output", str(plain)),
+                    ]
+                )
+                == 0
+            )
+            found["run"][name] = json.loads(plain.read_text())
+        compared = out / "compare.json"
+        metrics = ",".join(COMPARED)
+        assert (
+            main(
+                [
+                    *("compare", *found["paths"], "--metrics", metrics),
+                    *("--format", "json", "--output", str(compared)),
+                ]
+            )
+            == 0
+        )
+        found["compare"] = json.loads(compared.read_text())
+        report = out / "report.html"
+        assert main(["report", *found["paths"], "--metrics", metrics, "--output", str(report)]) == 0
+    found["report"] = report
+    found["page"] = report.read_text(encoding="utf-8")
+    return found
+
+
+class _Cells(HTMLParser):
+    """The text of each cell, row by row, of the tables of one class in a page."""
+
+    def __init__(self, css: str) -> None:
+        super().__init__()
+        self.css, self.depth, self.rows = css, 0, []
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table":
+            self.depth += 1 if self.depth or (dict(attrs).get("class") or "") == self.css else 0
+        elif self.depth and tag == "tr":
+            self.rows.append([])
+        elif self.depth and tag in ("td", "th"):
+            self.cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table" and self.depth:
+            self.depth -= 1
+        elif self.depth and tag in ("td", "th") and self.cell is not None:
+            self.rows[-1].append(" ".join("".join(self.cell).split()))
+            self.cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def _table(page: str, css: str) -> list[list[str]]:
+    parser = _Cells(css)
+    parser.feed(page)
+    return parser.rows
+
+
 def _data(page: str) -> dict[str, Any]:
     """The JSON the report embeds for its script."""
     found = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page)
@@ -55,8 +157,9 @@ def _data(page: str) -> dict[str, Any]:
     return json.loads(found.group(1))  # type: ignore[no-any-return]
 
 
-def _setbased(seed: int) -> Results:
-    """Results carrying proc-at-k and pct-proc-at-k labels (built directly)."""
+def _setbased(seed: int, errors: dict[str, str] | None = None) -> Results:
+    """Results carrying proc-at-k and pct-proc-at-k labels (built directly); ``errors``:
+    samples whose system call failed, by id."""
     rng = np.random.default_rng(seed)
     ids = [f"s-{i}" for i in range(40)]
     proc = rng.random(40)
@@ -75,7 +178,7 @@ def _setbased(seed: int) -> Results:
         scores=scores,
         aggregates={k: float(np.nanmean(v)) for k, v in scores.items()},
         counts={k: (int((~np.isnan(v)).sum()), int(np.isnan(v).sum())) for k, v in scores.items()},
-        diagnostics=Diagnostics(),
+        diagnostics=Diagnostics(errors=errors or {}),
         provenance={"slotwise": "0.1.0", "python": "3.11", "created": "now"},
     )
 
@@ -170,6 +273,160 @@ class TestBuild:
         other.to_json(tmp_path / "other.json")
         code = main(["report", str(paths[0]), str(tmp_path / "other.json"), "--output", str(out)])
         assert code == 2 and "different dataset" in capsys.readouterr().err
+
+
+class TestAgreesWithCli:
+    """The report and the CLI agree on every number and verdict (issue 23, item 9): the
+    quickstart demo's files, as `make demo` writes them, reported and compared."""
+
+    def test_comparison_is_compares(self, demo):
+        """Every cell of the Comparison table is `slotwise compare --format json` on the same
+        files and --metrics, reformatted here; recall@5 is ▲ at p (Holm) 0.0087 in both."""
+
+        def p(value: float | None) -> str:
+            return "NA" if value is None else "<0.0001" if value < 1e-4 else f"{value:.4f}"
+
+        expected = [
+            [
+                c["metric"],
+                f"{c['mean_a']:.4f}",
+                f"{c['mean_b']:.4f}",
+                f"{c['difference']:+.4f} [{c['ci'][0]:+.4f}, {c['ci'][1]:+.4f}]",
+                "NA" if c["dz"] is None else f"{c['dz']:+.2f}",
+                p(c["p"]),
+                p(c["p_holm"]),
+                {"better": "▲", "worse": "▼"}.get(c["verdict"], ""),
+            ]
+            for c in demo["compare"]["comparisons"]
+        ]
+        head, *body = _table(demo["page"], "comparison")
+        assert head[:8] == [
+            *("metric", "mean bm25", "mean hybrid-rerank", "Δ [95% CI]"),
+            *("d_z", "p", "p (Holm)", ""),
+        ]
+        assert [row[:8] for row in body] == expected
+        assert [row[0] for row in body] == COMPARED
+        assert body[0][6:8] == ["0.0087", "▲"]
+
+    def test_family_is_stated(self, demo, systems):
+        """The note names the Holm family: its size, its metrics and the compare options
+        that test the same one; without --metrics, every shared label."""
+        family = re.search(r'<p class="note family">(.*?)</p>', demo["page"])
+        assert family is not None
+        text = family.group(1)
+        assert text.startswith("Holm family: 6 test(s), the 6 metric(s) " + ", ".join(COMPARED))
+        assert f"<code>--metrics {','.join(COMPARED)}</code>" in text
+        page = build_report(systems, names=list(SYSTEMS))
+        family = re.search(r'<p class="note family">(.*?)</p>', page)
+        assert family is not None
+        assert family.group(1).startswith(f"Holm family: {len(systems[0].labels)} test(s)")
+        assert "no <code>--metrics</code> (every metric the files share)" in family.group(1)
+
+    def test_summary_is_runs(self, demo):
+        """Each Summary cell of a metric that `slotwise run quickstart` prints for that
+        system (the same metric and parameters; `--k` also cuts MRR and MAP, which that run
+        leaves uncut) is the run's mean, CI and n."""
+        head, errors, *body = _table(demo["page"], "summary")
+        assert head[1:3] == list(SYSTEMS)
+        assert errors == ["errors (failed samples)", "0 of 46 (0.0%)", "0 of 46 (0.0%)", ""]
+        cells = {row[0]: row[1:3] for row in body}
+        with open(demo["paths"][0], encoding="utf-8") as file:
+            reported = json.load(file)["metrics"]
+
+        def same(record: dict[str, Any]) -> str | None:
+            key = (record["alias"], record["params"])
+            return next((m["label"] for m in reported if (m["alias"], m["params"]) == key), None)
+
+        for index, name in enumerate(SYSTEMS):
+            labels = {m["label"]: same(m) for m in demo["run"][name]["metrics"]}
+            assert sum(v is not None for v in labels.values()) == 11  # all but MRR and MAP
+            for label, entry in demo["run"][name]["summary"].items():
+                if labels[label] is None:
+                    continue
+                shown = cells[labels[label]][index].replace("]n=", "] n=")  # n: its own span
+                lo, hi = entry["ci"]
+                assert shown == f"{entry['mean']:.4f} [{lo:.4f}, {hi:.4f}] n={entry['n']}"
+
+    def test_diagnosis_at_the_configured_k(self, demo):
+        """PROC vs %PROC is drawn at K = 5, the K of `slotwise run`'s diagnosis (README:
+        bm25 fine=33 retrieval=4 selection=7, hybrid-rerank 38/4/2), its captions name it,
+        and its quadrants count what the CLI counts."""
+        page = demo["page"]
+        captions = re.findall(r"<figcaption>([^<]* vs [^<]*)</figcaption>", page)
+        assert captions == [f"{name}: proc-at-k@5 vs pct-proc-at-k@5" for name in SYSTEMS]
+        charts = re.findall(r'<svg class="chart scatter".*?</svg>', page)
+        readme = {"bm25": (33, 4, 7), "hybrid-rerank": (38, 4, 2)}
+        for name, chart in zip(SYSTEMS, charts, strict=True):
+            counts = demo["run"][name]["reports"]["diagnosis-at-k"]["counts"]
+            assert (counts["fine"], counts["retrieval"], counts["selection"]) == readme[name]
+            quadrants = re.findall(r'class="quadrant"[^>]*>([^<]*)<', chart)
+            assert quadrants == [
+                "retrieval",
+                str(counts["retrieval"]),
+                f"selection {counts['selection']}",
+                f"fine {counts['fine']}",
+            ]
+        assert "the configured K (K = 5" in page
+
+    def test_main_metric_first(self, demo, systems, declared):
+        """The per-sample table opens on the main metric: the first compared label; without
+        --metrics, the first metric the results were scored with, at the configured K."""
+        assert _data(demo["page"])["main"] == COMPARED[0]
+        assert f'<option value="{COMPARED[0]}" selected>' in demo["page"]
+        assert _data(build_report(systems))["main"] == "retrieval-ndcg-at-k@5"
+        assert _data(build_report(declared[0]))["main"] == "retrieval-hit-at-k"
+
+
+class TestErrorsAndAssets:
+    def test_errors_per_system(self):
+        """The Summary shows each system's failed samples (diagnostics.errors): count and
+        rate of the samples scored."""
+        failed = {f"s-{i}": "TimeoutError: retriever" for i in range(3)}
+        page = build_report([_setbased(0, failed), _setbased(1)], names=["flaky", "steady"])
+        _, errors, *_ = _table(page, "summary")
+        assert errors[:3] == ["errors (failed samples)", "3 of 40 (7.5%)", "0 of 40 (0.0%)"]
+        assert 'class="num errors some">3 of 40' in page
+
+    def test_axis_per_scale(self):
+        """Metrics in [0, 1] share the column's axis; DCG@10 (means 1.73 and 2.13 on the
+        quickstart) gets an axis of its own, 0 to 3, labelled under its row."""
+        dataset = engine.Engine(config=QUICKSTART / "slotwise.yaml").dataset("quickstart")
+        evaluation = dataset.with_metrics(["retrieval-dcg-at-k@10", "harm-at-k"])
+        results = [evaluation.evaluate(QUICKSTART / "outputs" / f"{n}.json") for n in SYSTEMS]
+        page = build_report(results, names=SYSTEMS)
+        charts = re.findall(r'<svg class="cibar( own)?".*?</svg>', page, flags=re.S)
+        assert charts == [" own", ""]
+        own = re.search(r'<svg class="cibar own".*?</svg>', page)
+        assert own is not None
+        assert re.findall(r'class="tick"[^>]*>([^<]*)<', own.group(0)) == ["0", "1", "2", "3"]
+        assert re.findall(r'<th class="chart">95% CI, axis 0 to 1', page)
+
+    def test_assets_are_package_data(self):
+        """report.js and report.css are package data of engine.analysis (so a wheel ships
+        them), and the page inlines them as they are."""
+        config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+        assert "engine.analysis" in config["packages"]
+        globs = config["package-data"]["engine.analysis"]
+        assets = sorted(p.name for p in ASSETS.iterdir())
+        assert assets == ["report.css", "report.js"]
+        for name in assets:
+            assert any(fnmatch.fnmatch(f"report_assets/{name}", g) for g in globs), name
+        page = build_report([_setbased(0)])
+        css, js = ((ASSETS / name).read_text(encoding="utf-8") for name in assets)
+        assert "</style" not in css.lower() and "</script" not in js.lower()
+        assert f"<style>{css}</style>" in page and f"<script>{js}</script>" in page
+
+    def test_javascript_parses(self):
+        """report.js is JavaScript that node parses (node --check)."""
+        node = shutil.which("node") or shutil.which("nodejs")
+        if node is None:
+            pytest.skip(
+                "node is not installed, so report.js is not parsed (apt-get install nodejs)"
+            )
+        done = subprocess.run(
+            [node, "--check", str(ASSETS / "report.js")], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
 
 
 def _browser():
@@ -319,6 +576,100 @@ class TestInChromium:
             "return performance.getEntriesByType('resource').map(function (e) { return e.name; })"
         )
         assert not [url for url in loaded if url.startswith(("http:", "https:"))]
+
+    def test_demo_report_at_1280(self, demo, browser, tmp_path):
+        """The demo report in a 1280 px window (issue 25): every stylesheet rule parses;
+        the Summary draws each system in its legend colour on one axis for the metrics in
+        [0, 1] (harm ~0.02 narrow, hit@1 wide); every By-stratum column is on screen; the
+        per-sample table opens on the main metric; a sample's view opens whole."""
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.ui import Select
+
+        browser.set_window_size(1280, 1000)
+        browser.get(demo["report"].as_uri())
+        assert browser.get_log("browser") == []
+        css = (ASSETS / "report.css").read_text(encoding="utf-8")
+        rules = browser.execute_script("return document.styleSheets[0].cssRules.length")
+        assert rules == css.count("}")
+
+        legend = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#summary .legend .key i'))"
+            ".map(function (e) { return getComputedStyle(e).backgroundColor; })"
+        )
+        assert len(legend) == 2 and len(set(legend)) == 2
+        charts = browser.execute_script(
+            """return Array.from(document.querySelectorAll('#summary tbody tr')).slice(1)
+            .map(function (tr) {
+              var svg = tr.querySelector('svg.cibar');
+              return [tr.querySelector('th').textContent, svg.classList.contains('own'),
+                Array.from(svg.querySelectorAll('g.system')).map(function (g) {
+                  var dot = g.querySelector('circle').getBoundingClientRect();
+                  var lines = Array.from(g.querySelectorAll('line'));
+                  var bar = lines[0].getBoundingClientRect();
+                  return [Number(g.getAttribute('data-system')),
+                    getComputedStyle(g.querySelector('circle')).fill,
+                    lines.map(function (l) { return getComputedStyle(l).stroke; }),
+                    dot.left + dot.width / 2, bar.width];
+                })];
+            })"""
+        )
+        ticks = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#summary th.chart svg text'))"
+            ".map(function (t) { var r = t.getBoundingClientRect();"
+            " return [t.textContent, r.left + r.width / 2]; })"
+        )
+        assert [t[0] for t in ticks] == ["0", "0.25", "0.5", "0.75", "1"]
+        x0, x1 = ticks[0][1], ticks[-1][1]
+        with open(demo["paths"][0], encoding="utf-8") as file:
+            first = json.load(file)["summary"]
+        with open(demo["paths"][1], encoding="utf-8") as file:
+            summaries = [first, json.load(file)["summary"]]
+        widths = {}
+        assert len(charts) == len(first)
+        for label, own, systems in charts:
+            assert not own  # the demo's metrics all lie in [0, 1]
+            assert [s[0] for s in systems] == [0, 1]
+            for index, fill, strokes, centre, width in systems:
+                assert fill == legend[index] and set(strokes) == {legend[index]}
+                mean = summaries[index][label]["mean"]
+                assert centre == pytest.approx(x0 + mean * (x1 - x0), abs=1.0)
+                widths[label, index] = width
+        assert widths["harm-at-k@5", 0] < widths["retrieval-hit-at-k@1", 0] / 4
+
+        strata = browser.execute_script(
+            """var box = document.querySelector('#strata .scroll');
+            var cells = Array.from(box.querySelectorAll('thead th, tbody tr:first-child td'));
+            return [box.scrollWidth, box.clientWidth, window.innerWidth,
+              Math.max.apply(null, cells.map(function (c) { return c.getBoundingClientRect().right; })),
+              box.querySelectorAll('tbody th').length];"""
+        )
+        scroll_width, client_width, window_width, right, metrics = strata
+        assert scroll_width <= client_width and right <= window_width
+        assert metrics == len(labels_at(engine.read_results(demo["paths"][0]).metrics, 5))
+
+        assert (
+            Select(browser.find_element(By.ID, "metric")).first_selected_option.text
+            == (COMPARED[0])
+        )
+        row = browser.find_element(By.CSS_SELECTOR, '#sample-table tr[data-index="20"]')
+        browser.execute_script("arguments[0].scrollIntoView()", row)
+        row.click()
+        box, panel, view = browser.execute_script(
+            """var panel = document.querySelector('tr.explain-row');
+            var box = panel.closest('.tall').getBoundingClientRect();
+            var p = panel.getBoundingClientRect();
+            return [[box.top, box.bottom], [p.top, p.bottom, p.height], window.innerHeight];"""
+        )
+        assert panel[2] > 560  # the old 560 px box cut it off
+        assert box[0] - 0.5 <= panel[0] and panel[1] <= box[1] + 0.5
+        if panel[2] + 80 <= view:  # the window holds the view: all of it on screen
+            assert panel[0] >= 0 and panel[1] <= view
+        assert (
+            "q-21: How much does the Plus plan cost per year?"
+            in browser.find_element(By.CSS_SELECTOR, "tr.explain-row").text
+        )
+        assert browser.get_log("browser") == []
+        browser.save_screenshot(str(tmp_path / "demo-explain.png"))
 
     def test_diagnosis_scatter_renders(self, browser, tmp_path):
         """The PROC vs %PROC scatter draws one point per sample with a PROC value."""

@@ -1,12 +1,15 @@
 """A self-contained HTML report of one or more results of the same dataset.
 
-One file that opens offline: inline CSS and a little vanilla JS, charts drawn as inline
-SVG here (no CDN, no fetch). Sections: summary with bootstrap CIs, Metric@K curves,
-per-stratum table, the set-based diagnosis (PROC vs %PROC, when the results hold both),
-a paired comparison with significance marks (two or more results), and a per-sample
-table that sorts by a click on a header, filters as you type or by problem (retrieval,
-selection, regressed) and, given explanations, opens a sample's slots and misses under
-its row on a click (the explanations are embedded once, as JSON, and drawn by the JS).
+One file that opens offline: the page's CSS and vanilla JS (report_assets/report.css and
+report.js, package data) are inlined, charts drawn as inline SVG here (no CDN, no fetch).
+Sections: summary with bootstrap CIs (each system's error count and rate, every interval
+on a labelled axis shared by the metrics of one scale), a paired comparison over a stated
+Holm family (two or more results; the same as ``slotwise compare`` on the same metrics),
+Metric@K curves, per-stratum table, the set-based diagnosis (PROC vs %PROC at the
+configured K, when the results hold both), and a per-sample table that sorts by a click on
+a header, filters as you type or by problem (retrieval, selection, regressed) and, given
+explanations, opens a sample's slots and misses under its row on a click (the
+explanations are embedded once, as JSON, and drawn by the JS).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from importlib.resources import files
 from typing import Any
 
 import numpy as np
@@ -27,6 +31,7 @@ from engine.analysis.stats import DEFAULT_SEED, DEFAULT_TEST_RESAMPLES, Test
 from engine.evaluation.explain import DIAGNOSIS, Explanation, SystemView, labels_at
 from engine.evaluation.results import Results
 from engine.evaluation.strata import NO_STRATUM, by, stratum_of
+from engine.io.config import DEFAULT_K
 from engine.io.files import atomic_write
 
 __all__ = ["build_report", "write_report"]
@@ -69,39 +74,89 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
 # -- charts (inline SVG) ---------------------------------------------------------------
 
 
-def _ci_bar(ci: Sequence[float] | None, mean: float | None, low: float, high: float) -> str:
-    """A small horizontal interval: the CI as a line, the mean as a dot, on [low, high]."""
-    width, height, pad = 120, 14, 4
-    if mean is None or high <= low:
-        return ""
+#: The Summary's interval charts: width, inner padding and the height of one system's lane.
+CI_WIDTH, CI_PAD, CI_LANE = 300, 12, 12
+#: The axis shared by every metric whose means and CIs lie in [0, 1].
+UNIT = (0.0, 1.0)
 
-    def x(v: float) -> float:
-        return pad + (v - low) / (high - low) * (width - 2 * pad)
 
+def _axis_of(values: Sequence[float]) -> tuple[float, float]:
+    """The axis a metric's intervals are drawn on: :data:`UNIT` when every value lies in
+    [0, 1], else one of its own from 0 (or below) to a round end."""
+    if all(0.0 <= v <= 1.0 for v in values):
+        return UNIT
+    low, high = min(0.0, *values), max(0.0, *values)
+    ticks = _ticks(low, high, 4)
+    step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
+    return math.floor(low / step + 1e-9) * step, math.ceil(high / step - 1e-9) * step
+
+
+def _ci_x(value: float, axis: tuple[float, float]) -> float:
+    low, high = axis
+    return CI_PAD + (value - low) / (high - low) * (CI_WIDTH - 2 * CI_PAD)
+
+
+def _axis_svg(axis: tuple[float, float], y: float) -> str:
+    """Tick labels of ``axis`` at height ``y``."""
+    return "".join(
+        f'<text x="{_ci_x(t, axis):.1f}" y="{y:.1f}" class="tick" text-anchor="middle">{t:g}</text>'
+        for t in _ticks(*axis, 4)
+    )
+
+
+def _ci_chart(
+    label: str,
+    entries: Sequence[Mapping[str, Any] | None],
+    names: Sequence[str],
+    axis: tuple[float, float],
+) -> str:
+    """One metric's intervals, a lane per system in its colour (the CI as a line, the
+    mean as a dot) on ``axis``; an axis other than :data:`UNIT` is labelled under them."""
+    own = axis != UNIT
+    lanes = CI_LANE * len(entries)
+    height = lanes + 4 + (14 if own else 0)
     parts = [
-        f'<svg class="cibar" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        'role="img" aria-label="confidence interval">'
+        f'<svg class="cibar{" own" if own else ""}" width="{CI_WIDTH}" height="{height}" '
+        f'viewBox="0 0 {CI_WIDTH} {height}" role="img" aria-label="{_e(label)}: 95% CIs">'
     ]
-    parts.append(f'<line x1="{pad}" x2="{width - pad}" y1="7" y2="7" class="axis"/>')
-    if ci is not None:
-        parts.append(
-            f'<line x1="{x(ci[0]):.1f}" x2="{x(ci[1]):.1f}" y1="7" y2="7" class="ci"/>'
-            f'<line x1="{x(ci[0]):.1f}" x2="{x(ci[0]):.1f}" y1="3" y2="11" class="ci"/>'
-            f'<line x1="{x(ci[1]):.1f}" x2="{x(ci[1]):.1f}" y1="3" y2="11" class="ci"/>'
+    for tick in _ticks(*axis, 4):
+        x = _ci_x(tick, axis)
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="1" y2="{lanes + 3}" class="grid"/>')
+    for index, entry in enumerate(entries):
+        if entry is None or entry["mean"] is None:
+            continue
+        color, y = _color(index), 2 + CI_LANE * index + CI_LANE / 2
+        ci = entry["ci"]
+        tip = f"{names[index]}: {_num(entry['mean'])}" + (
+            f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else ""
         )
-    parts.append(f'<circle cx="{x(mean):.1f}" cy="7" r="3" class="dot"/></svg>')
+        parts.append(f'<g class="system" data-system="{index}"><title>{_e(tip)}</title>')
+        if ci is not None:
+            x0, x1 = _ci_x(ci[0], axis), _ci_x(ci[1], axis)
+            parts.append(
+                f'<line x1="{x0:.1f}" x2="{x1:.1f}" y1="{y}" y2="{y}" stroke="{color}" class="range"/>'
+                f'<line x1="{x0:.1f}" x2="{x0:.1f}" y1="{y - 4}" y2="{y + 4}" stroke="{color}" class="range"/>'
+                f'<line x1="{x1:.1f}" x2="{x1:.1f}" y1="{y - 4}" y2="{y + 4}" stroke="{color}" class="range"/>'
+            )
+        parts.append(
+            f'<circle cx="{_ci_x(entry["mean"], axis):.1f}" cy="{y}" r="3.5" fill="{color}" '
+            f'class="mean"/></g>'
+        )
+    if own:
+        parts.append(_axis_svg(axis, height - 2))
+    parts.append("</svg>")
     return "".join(parts)
 
 
-def _line_chart(name: str, series: Sequence[tuple[str, Sequence[Any]]]) -> str:
-    """Metric@K: one line per system (points with CI whiskers and a CI band), K evenly
-    spaced on x, the metric on y."""
+def _line_chart(name: str, series: Sequence[tuple[int, str, Sequence[Any]]]) -> str:
+    """Metric@K: one line per system (its index, name and points) in the system's colour,
+    with a CI band, K evenly spaced on x, the metric on y."""
     width, height = 440, 260
     left, right, top, bottom = 52, 16, 16, 40
-    ks = sorted({p.k for _, points in series for p in points})
+    ks = sorted({p.k for _, _, points in series for p in points})
     values = [
         v
-        for _, points in series
+        for _, _, points in series
         for p in points
         for v in ([p.mean] if p.mean is not None else []) + (list(p.ci) if p.ci else [])
     ]
@@ -136,7 +191,7 @@ def _line_chart(name: str, series: Sequence[tuple[str, Sequence[Any]]]) -> str:
         f'<text x="{(left + width - right) / 2:.1f}" y="{height - 6}" class="label" '
         'text-anchor="middle">K (prompt slots)</text>'
     )
-    for index, (system, points) in enumerate(series):
+    for index, system, points in series:
         color = _color(index)
         with_ci = [p for p in points if p.ci is not None]
         if len(with_ci) >= 2:
@@ -265,11 +320,38 @@ def _forest(comparison: Comparison) -> str:
 # -- sections --------------------------------------------------------------------------
 
 
+def _errors(result: Results) -> tuple[int, int]:
+    """(failed samples, samples scored): the samples whose system call failed, from the
+    results' ``diagnostics.errors``."""
+    samples = result.samples if result.samples is not None else len(result.ids)
+    return len(result.diagnostics.errors), samples
+
+
+def _legend(names: Sequence[str]) -> str:
+    keys = "".join(
+        f'<span class="key"><i style="background:{_color(i)}"></i>{_e(n)}</span>'
+        for i, n in enumerate(names)
+    )
+    return f'<div class="legend">{keys}</div>'
+
+
 def _summary_section(results: Sequence[Results], names: Sequence[str]) -> str:
     summaries = [r.summary() for r in results]
     labels = list(dict.fromkeys(label for r in results for label in r.labels))
-    head = "".join(f'<th colspan="2">{_e(n)}</th>' for n in names)
-    rows = []
+    head = "".join(
+        f'<th class="system"><i class="swatch" style="background:{_color(i)}"></i>{_e(n)}</th>'
+        for i, n in enumerate(names)
+    )
+    failed = []
+    for result in results:
+        count, samples = _errors(result)
+        rate = count / samples if samples else 0.0
+        css = "num errors" + (" some" if count else "")
+        failed.append(f'<td class="{css}">{count} of {samples} ({rate:.1%})</td>')
+    rows = [
+        '<tr class="errors"><th scope="row">errors (failed samples)</th>'
+        f"{''.join(failed)}<td></td></tr>"
+    ]
     for label in labels:
         entries = [s.get(label) for s in summaries]
         bounds = [
@@ -278,29 +360,37 @@ def _summary_section(results: Sequence[Results], names: Sequence[str]) -> str:
             if e
             for v in ([e["mean"]] if e["mean"] is not None else []) + (e["ci"] or [])
         ]
-        low, high = (min(bounds), max(bounds)) if bounds else (0.0, 1.0)
-        if high - low < 1e-9:
-            low, high = low - 0.5, high + 0.5
         cells = []
         for entry in entries:
             if entry is None:
-                cells.append('<td colspan="2" class="na">-</td>')
+                cells.append('<td class="na">-</td>')
                 continue
             ci = entry["ci"]
-            text = _num(entry["mean"])
             ci_text = f"[{_num(ci[0])}, {_num(ci[1])}]" if ci else "-"
             cells.append(
-                f'<td class="num">{text} <span class="ci">{ci_text}</span>'
+                f'<td class="num">{_num(entry["mean"])} <span class="ci">{ci_text}</span>'
                 f'<span class="n">n={entry["n"]}</span></td>'
-                f"<td>{_ci_bar(ci, entry['mean'], low, high)}</td>"
             )
-        rows.append(f'<tr><th scope="row">{_e(label)}</th>{"".join(cells)}</tr>')
+        chart = _ci_chart(label, entries, names, _axis_of(bounds)) if bounds else ""
+        rows.append(
+            f'<tr><th scope="row">{_e(label)}</th>{"".join(cells)}<td class="chart">{chart}</td></tr>'
+        )
+    axis = (
+        f'<svg class="axis" width="{CI_WIDTH}" height="14" viewBox="0 0 {CI_WIDTH} 14" '
+        f'role="img" aria-label="shared axis, 0 to 1">{_axis_svg(UNIT, 11)}</svg>'
+    )
     return (
         '<section id="summary"><h2>Summary</h2>'
         '<p class="note">Mean of each metric with its 95% percentile bootstrap confidence '
-        "interval (1000 resamples, seed 0; NA values left out; n = non-NA samples).</p>"
-        f'<table class="summary"><thead><tr><th>metric</th>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table></section>"
+        "interval (1000 resamples, seed 0; NA values left out; n = non-NA samples). The "
+        "chart draws each system's interval in its colour; metrics whose values lie in "
+        "[0, 1] share the axis at the head of the column, the others have an axis of their "
+        "own under their row. <i>errors</i>: samples whose system call failed (NA in every "
+        "metric), of all samples scored.</p>"
+        f"{_legend(names)}"
+        f'<div class="scroll"><table class="summary"><thead><tr><th>metric</th>{head}'
+        f'<th class="chart">95% CI, axis 0 to 1<br>{axis}</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div></section>"
     )
 
 
@@ -312,22 +402,17 @@ def _curves_section(results: Sequence[Results], names: Sequence[str]) -> str:
     charts = []
     for name in found:
         series = [
-            (system, system_curves[name].points)
-            for system, system_curves in zip(names, per_system, strict=True)
+            (index, system, system_curves[name].points)
+            for index, (system, system_curves) in enumerate(zip(names, per_system, strict=True))
             if name in system_curves
         ]
-        legend = "".join(
-            f'<span class="key"><i style="background:{_color(i)}"></i>{_e(s)}</span>'
-            for i, (s, _) in enumerate(series)
-        )
         charts.append(
-            f"<figure><figcaption>{_e(name)}@K</figcaption>{_line_chart(name, series)}"
-            f'<div class="legend">{legend}</div></figure>'
+            f"<figure><figcaption>{_e(name)}@K</figcaption>{_line_chart(name, series)}</figure>"
         )
     return (
         '<section id="curves"><h2>Metric@K curves</h2>'
         '<p class="note">Mean at each cutoff; the band is the 95% bootstrap CI.</p>'
-        f'<div class="charts">{"".join(charts)}</div></section>'
+        f'{_legend(names)}<div class="charts">{"".join(charts)}</div></section>'
     )
 
 
@@ -341,40 +426,47 @@ def _strata_section(results: Sequence[Results], names: Sequence[str], key: str) 
         if label not in in_curves or label in shown
     ]
     strata = list(dict.fromkeys(s for b in breakdowns for s in b.strata))
-    head = "".join(f"<th>{_e(label)}</th>" for label in labels)
+    sizes = {s: b.sizes[s] for b in reversed(breakdowns) for s in b.strata}
+    head = "".join(
+        f'<th class="num">{_e(s)} <span class="n">({sizes[s]})</span></th>' for s in strata
+    )
     rows = []
-    for stratum in strata:
+    for label in labels:
         present = [
             (index, name, breakdown)
             for index, (name, breakdown) in enumerate(zip(names, breakdowns, strict=True))
-            if stratum in breakdown.strata
+            if label in breakdown.labels
         ]
         for position, (index, name, breakdown) in enumerate(present):
             cells = []
-            for label in labels:
-                if label not in breakdown.labels:
+            for stratum in strata:
+                if stratum not in breakdown.strata:
                     cells.append('<td class="na">-</td>')
                     continue
                 row = breakdown.row(stratum, label)
                 ci = f"[{_num(row.ci[0], 3)}, {_num(row.ci[1], 3)}]" if row.ci else "-"
                 cells.append(
-                    f'<td class="num">{_num(row.mean)} <span class="ci">{ci}</span>'
-                    f'<span class="n">n={row.n}</span></td>'
+                    f'<td class="num">{_num(row.mean)}<span class="ci">{ci} '
+                    f'<span class="n">n={row.n}</span></span></td>'
                 )
             first = (
-                f'<th scope="rowgroup" rowspan="{len(present)}">{_e(stratum)} '
-                f'<span class="n">({breakdown.sizes[stratum]})</span></th>'
+                f'<th scope="rowgroup" rowspan="{len(present)}">{_e(label)}</th>'
                 if position == 0
                 else ""
             )
             system = f'<td><i class="swatch" style="background:{_color(index)}"></i>{_e(name)}</td>'
-            rows.append(f"<tr>{first}{system}{''.join(cells)}</tr>")
+            rows.append(
+                f'<tr class="{"first" if position == 0 else ""}">{first}{system}{"".join(cells)}</tr>'
+            )
     return (
         f'<section id="strata"><h2>By {_e(key)}</h2>'
         f'<p class="note">Samples grouped by <code>metadata.{_e(key)}</code> '
-        f"({_e(NO_STRATUM)}: samples without it); mean of the non-NA values, 95% bootstrap CI, "
-        "n = non-NA samples.</p>"
-        f'<div class="scroll"><table class="strata"><thead><tr><th>{_e(key)}</th><th>system</th>'
+        f"(how many samples each holds in parentheses; {_e(NO_STRATUM)}: samples without "
+        "it); per metric and "
+        "system, the mean of the non-NA values with its 95% bootstrap CI and n = non-NA "
+        "samples. A metric scored at several K is shown at the configured K (at its middle "
+        "K when it was not scored at that one).</p>"
+        f'<div class="scroll"><table class="strata"><thead><tr><th>metric</th><th>system</th>'
         f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div></section>"
     )
 
@@ -389,64 +481,90 @@ def _curve_pick(curve: Any, result: Results) -> str:
     return str(curve.points[len(curve.points) // 2].label)
 
 
-def _pick(record_labels: Mapping[str, Any], alias: str) -> str | None:
-    for label, record in record_labels.items():
-        if record.alias == alias:
-            return label
-    return None
+def _default_k(result: Results) -> int:
+    """The configured K: ``metrics.retrieval.default_k`` when the results were scored,
+    the K the CLI's tables and the diagnosis column show."""
+    return int(result.provenance.get("config_default_k") or DEFAULT_K)
+
+
+def _diagnosis_views(result: Results) -> list[tuple[str, str, dict[str, Any]]]:
+    """(PROC label, %PROC label, diagnosis parameters) per view: one at the configured K
+    when the results hold PROC there (or hold a single PROC), else one per K."""
+    at_k = set(labels_at(result.metrics, _default_k(result)))
+    procs = [m for m in result.metrics if m.alias == PROC]
+    procs = [m for m in procs if m.label in at_k] or procs
+    views = []
+    for proc in procs:
+        k = proc.params.get("k")
+        same_k = [m for m in result.metrics if m.params.get("k") == k]
+        pct = next((m.label for m in same_k if m.alias == PCT_PROC), None)
+        if pct is None:
+            continue
+        diagnosis = next((m for m in same_k if m.alias == DIAGNOSIS), None)
+        views.append((proc.label, pct, dict(diagnosis.params) if diagnosis else {}))
+    return views
 
 
 def _diagnosis_section(results: Sequence[Results], names: Sequence[str]) -> str:
     charts = []
     for index, (name, result) in enumerate(zip(names, results, strict=True)):
-        records = {m.label: m for m in result.metrics}
-        proc_label = _pick(records, PROC)
-        if proc_label is None:
-            continue
-        k = records[proc_label].params.get("k")
-        pct_label = next(
-            (
-                label
-                for label, m in records.items()
-                if m.alias == PCT_PROC and m.params.get("k") == k
-            ),
-            _pick(records, PCT_PROC),
-        )
-        if pct_label is None:
-            continue
-        diagnosis = _pick(records, DIAGNOSIS)
-        params = records[diagnosis].params if diagnosis else {}
-        thresholds = (
-            float(params.get("proc_threshold", 0.5)),
-            float(params.get("pct_proc_threshold", 0.5)),
-        )
-        charts.append(
-            f"<figure><figcaption>{_e(name)}: {_e(proc_label)} vs {_e(pct_label)}</figcaption>"
-            + _scatter(
-                name,
-                list(result.sample_ids),
-                result.values(proc_label),
-                result.values(pct_label),
-                thresholds,
-                _color(index),
+        for proc_label, pct_label, params in _diagnosis_views(result):
+            thresholds = (
+                float(params.get("proc_threshold", 0.5)),
+                float(params.get("pct_proc_threshold", 0.5)),
             )
-            + "</figure>"
-        )
+            charts.append(
+                f"<figure><figcaption>{_e(name)}: {_e(proc_label)} vs {_e(pct_label)}"
+                "</figcaption>"
+                + _scatter(
+                    name,
+                    list(result.sample_ids),
+                    result.values(proc_label),
+                    result.values(pct_label),
+                    thresholds,
+                    _color(index),
+                )
+                + "</figure>"
+            )
     if not charts:
         return ""
+    ks = sorted({_default_k(r) for r in results})
     return (
         '<section id="diagnosis"><h2>Set-based diagnosis: PROC vs %PROC</h2>'
         '<p class="note">Each point is a sample. PROC is the retrieval ceiling (how much of '
         "the best labeled evidence the pool could put in K slots); %PROC is how much of that "
         "ceiling the top K realised. Left of the PROC threshold: a retrieval problem; below "
-        "the %PROC threshold on the right: a selection (reranking) problem. Hollow points have "
+        "the %PROC threshold on the right: a selection (reranking) problem. Each view is at "
+        f"the configured K (K = {', '.join(map(str, ks))}: the K of <code>slotwise run</code>'s "
+        "tables and of the per-sample diagnosis column, so the quadrant counts are "
+        "<code>diagnosis-at-k</code>'s there), or one view per K when the results hold PROC "
+        "at other cutoffs only; each caption names its labels. Hollow points have "
         f"NA %PROC (drawn at 0). Samples with NA PROC are not drawn. Up to {MAX_TIPS:,} "
         "samples, hovering a point names its sample.</p>"
         f'<div class="charts">{"".join(charts)}</div></section>'
     )
 
 
-def _comparison_section(comparison: Comparison) -> str:
+def _family(comparison: Comparison, chosen: bool) -> str:
+    """The Holm family in words: which metrics and pairs, and the ``slotwise compare``
+    options that test the same one."""
+    labels = list(dict.fromkeys(r.label for r in comparison.rows))
+    pairs = len({(r.a, r.b) for r in comparison.rows})
+    tests = sum(not math.isnan(r.p) for r in comparison.rows)
+    option = (
+        f"<code>--metrics {_e(','.join(labels))}</code>"
+        if chosen
+        else "no <code>--metrics</code> (every metric the files share)"
+    )
+    return (
+        f"Holm family: {tests} test(s), the {len(labels)} metric(s) "
+        f"{_e(', '.join(labels))} &times; {pairs} pair(s) of systems; "
+        f"<code>slotwise compare</code> on the same files with {option} tests the same "
+        "family and gives the same numbers and marks."
+    )
+
+
+def _comparison_section(comparison: Comparison, chosen: bool) -> str:
     columns = comparison._columns()
     head = "".join(f"<th>{_e(c)}</th>" for c in columns)
     rows = []
@@ -463,6 +581,7 @@ def _comparison_section(comparison: Comparison) -> str:
         f'<p class="note">{_e(comparison._caption())}. Δ is the mean paired difference with '
         "its 95% bootstrap CI; d_z is Cohen's effect size for paired samples; pairs where "
         "either score is NA are left out.</p>"
+        f'<p class="note family">{_family(comparison, chosen)}</p>'
         f'<div class="scroll"><table class="comparison"><thead><tr>{head}<th>moved most</th></tr>'
         f"</thead><tbody>{''.join(rows)}</tbody></table></div>"
         f"{_forest(comparison)}</section>"
@@ -584,7 +703,9 @@ def _compact(value: float | None) -> float | None:
 
 def _samples_section(data: Mapping[str, Any]) -> str:
     options = "".join(
-        f'<option value="{_e(label)}">{_e(label)}</option>' for label in data["labels"]
+        f'<option value="{_e(label)}"{" selected" if label == data["main"] else ""}>'
+        f"{_e(label)}</option>"
+        for label in data["labels"]
     )
     several = len(data["systems"]) > 1
     problems = [
@@ -635,298 +756,20 @@ def _samples_section(data: Mapping[str, Any]) -> str:
     )
 
 
-_CSS = """
-:root { --fg: #1d2330; --muted: #5b6475; --line: #d9dde5; --band: #f4f6f9; }
-* { box-sizing: border-box; }
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg);
-       margin: 0; background: #fff; }
-header { padding: 20px 32px 12px; border-bottom: 1px solid var(--line); background: var(--band); }
-header h1 { margin: 0 0 4px; font-size: 22px; }
-header .meta { color: var(--muted); font-size: 13px; }
-nav { padding: 8px 32px; border-bottom: 1px solid var(--line); font-size: 13px; }
-nav a { margin-right: 14px; color: #0a5cad; text-decoration: none; }
-main { padding: 8px 32px 40px; max-width: 1400px; }
-h2 { font-size: 18px; margin: 28px 0 6px; }
-.note { color: var(--muted); margin: 0 0 10px; max-width: 980px; }
-table { border-collapse: collapse; font-size: 13px; }
-th, td { padding: 4px 10px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: middle; }
-thead th { background: var(--band); position: sticky; top: 0; z-index: 1; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.ci { color: var(--muted); font-size: 12px; margin-left: 4px; }
-.n { color: var(--muted); font-size: 11px; margin-left: 6px; }
-td.na { color: var(--muted); text-align: center; }
-tr.better td { background: #eaf6ee; } tr.worse td { background: #fbeaea; }
-tr.better td:nth-last-child(2) { color: #137a3a; font-weight: 600; }
-tr.worse td:nth-last-child(2) { color: #b3261e; font-weight: 600; }
-table.strata td { white-space: nowrap; }
-td.movers { color: var(--muted); font-size: 12px; }
-.scroll { overflow-x: auto; } .tall { max-height: 560px; overflow-y: auto; border: 1px solid var(--line); }
-.charts { display: flex; flex-wrap: wrap; gap: 20px; }
-figure { margin: 0; } figcaption { font-weight: 600; margin-bottom: 4px; }
-svg text { font: 11px system-ui, sans-serif; fill: var(--fg); }
-svg .tick { fill: var(--muted); } svg .label { font-size: 12px; }
-svg .grid { stroke: #eceef2; } svg .axis { stroke: #e2e5ea; }
-svg .series { fill: none; stroke-width: 2; } svg .band { opacity: 0.13; }
-svg .ci { stroke: #2d3a4f; stroke-width: 1.5; } svg .dot { fill: #0072B2; }
-svg .threshold { stroke: #6b7280; stroke-dasharray: 4 3; }
-svg .q-retrieval { fill: #fdecea; } svg .q-selection { fill: #fff5e0; } svg .q-fine { fill: #e9f6ee; }
-svg .quadrant { fill: #6b7280; font-size: 12px; font-weight: 600; }
-svg .point { fill-opacity: 0.75; } svg .point.hollow { fill: #fff; fill-opacity: 1; }
-svg .zero { stroke: #6b7280; stroke-dasharray: 3 3; }
-svg .whisker { stroke-width: 2; } svg .whisker.better, svg circle.better { stroke: #137a3a; fill: #137a3a; }
-svg .whisker.worse, svg circle.worse { stroke: #b3261e; fill: #b3261e; }
-svg .whisker.same { stroke: #7b8494; } svg circle.same { fill: #7b8494; }
-.legend { font-size: 12px; } .key { margin-right: 12px; }
-.key i, i.swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 5px; }
-.controls { display: flex; gap: 18px; align-items: center; margin: 6px 0 8px; }
-.controls input, .controls select, .controls button { font: inherit; padding: 3px 6px; }
-table.samples th { cursor: pointer; user-select: none; white-space: nowrap; }
-table.samples th[aria-sort="ascending"]::after { content: " ▲"; font-size: 10px; }
-table.samples th[aria-sort="descending"]::after { content: " ▼"; font-size: 10px; }
-td.pos { color: #137a3a; } td.neg { color: #b3261e; }
-tr.explainable { cursor: pointer; } tr.explainable:hover td { background: var(--band); }
-tr.explain-row > td { background: #fbfcfd; padding: 10px 12px 14px; }
-.explain .question { font-weight: 600; margin: 0 0 8px; }
-.explain .systems { display: flex; flex-wrap: wrap; gap: 24px; align-items: flex-start; }
-.explain .system { flex: 1 1 420px; min-width: 0; }
-.explain h4 { margin: 0 0 2px; font-size: 14px; }
-.explain p { margin: 4px 0; max-width: none; }
-.explain table { margin: 4px 0; font-size: 12px; }
-.explain thead th { position: static; }
-.explain table.scores td + td { text-align: right; font-variant-numeric: tabular-nums; }
-.explain td, .explain th { padding: 2px 6px; white-space: nowrap; }
-.explain table.slots td:last-child { white-space: normal; color: var(--muted); }
-.explain tr.moved-in td { background: #eaf6ee; }
-.explain .verdict.retrieval { color: #b3261e; } .explain .verdict.selection { color: #a15c00; }
-.explain .verdict.fine { color: #137a3a; }
-"""
+def _main_metric(results: Sequence[Results], metrics: Sequence[str] | None) -> str | None:
+    """The metric the per-sample table shows first: the first of ``metrics`` (the
+    compared labels) when given, else the first metric the first results were scored
+    with (the first of the dataset's ``metrics:`` or of ``--metrics``) at the configured
+    K when it was scored at several."""
+    if metrics:
+        return metrics[0]
+    first = results[0]
+    return next(iter(labels_at(first.metrics, _default_k(first)) or first.labels), None)
 
-_JS = """
-(function () {
-  "use strict";
-  var data = JSON.parse(document.getElementById("report-data").textContent);
-  var table = document.getElementById("sample-table");
-  var select = document.getElementById("metric");
-  var filter = document.getElementById("filter");
-  var problem = document.getElementById("problem");
-  var count = document.getElementById("count");
-  var more = document.getElementById("more");
-  var ex = data.explain;
-  var sortColumn = 0, sortDirection = 1, openIndex = null, limit = data.maxRows;
 
-  function columns() {
-    var names = ["id"];
-    if (data.key) names.push(data.key);
-    names = names.concat(data.systems);
-    if (data.systems.length > 1) names.push("\\u0394");
-    if (data.verdicts) names.push("diagnosis");
-    return names;
-  }
-
-  function rows() {
-    var scores = data.scores[select.value];
-    return data.ids.map(function (id, i) {
-      var row = [id];
-      if (data.key) row.push(data.strata[i]);
-      var values = scores.map(function (column) { return column[i]; });
-      row = row.concat(values);
-      if (values.length > 1) {
-        var first = values[0], last = values[values.length - 1];
-        row.push(first === null || last === null ? null : last - first);
-      }
-      if (data.verdicts) {
-        row.push(data.verdicts.map(function (column) { return column[i] || "NA"; }).join(" \\u2192 "));
-      }
-      row.index = i;
-      return row;
-    });
-  }
-
-  function shows(row) {
-    var wanted = problem ? problem.value : "";
-    if (!wanted) return true;
-    if (wanted === "regressed") {
-      var delta = row[data.systems.length + (data.key ? 1 : 0) + 1];
-      return delta !== null && (data.better[select.value] ? delta < 0 : delta > 0);
-    }
-    return data.verdicts.some(function (column) { return column[row.index] === wanted; });
-  }
-
-  function format(value, column) {
-    if (value === null) return "NA";
-    if (typeof value !== "number") return String(value);
-    var text = value.toFixed(4);
-    return column === "\\u0394" && value > 0 ? "+" + text : text;
-  }
-
-  function compare(a, b) {
-    if (a === b) return 0;
-    if (a === null) return 1;
-    if (b === null) return -1;
-    if (typeof a === "number" && typeof b === "number") return sortDirection * (a - b);
-    return sortDirection * String(a).localeCompare(String(b), undefined, {numeric: true});
-  }
-
-  function node(tag, className, text) {
-    var element = document.createElement(tag);
-    if (className) element.className = className;
-    if (text !== undefined) element.textContent = text;
-    return element;
-  }
-
-  function label(value) { return value === null || value === undefined ? "-" : String(value); }
-
-  function tableOf(className, header, body) {
-    var t = node("table", className), head = node("tr");
-    header.forEach(function (text) { head.appendChild(node("th", null, text)); });
-    t.appendChild(node("thead")).appendChild(head);
-    var tbody = t.appendChild(node("tbody"));
-    body.forEach(function (cells) {
-      var tr = tbody.appendChild(node("tr", cells.className));
-      cells.forEach(function (text) { tr.appendChild(node("td", null, text)); });
-    });
-    return t;
-  }
-
-  function slotIds(view) { return view ? view[4].map(function (slot) { return slot[0]; }) : []; }
-
-  function explanation(index) {
-    var box = node("div", "explain");
-    box.appendChild(node("p", "question", data.ids[index] + ": " + (ex.questions[index] || "")));
-    var views = ex.views.map(function (system) { return system[index]; });
-    var kinds = [2, 3, 4].filter(function (k) {
-      return views.some(function (v) {
-        return v && v[4].concat(k < 4 ? v[5] : []).some(function (entry) { return entry[k] != null; });
-      });
-    });
-    var heads = {2: "rel", 3: "grade", 4: "utility"};
-    var base = slotIds(views[0]);
-    var systems = box.appendChild(node("div", "systems"));
-    views.forEach(function (view, s) {
-      var column = systems.appendChild(node("div", "system"));
-      column.appendChild(node("h4", null, data.systems[s]));
-      if (!view) { column.appendChild(node("p", "note", "not in these results")); return; }
-      var pool = view[2] === null ? "the ranking is the pool" : "pool of " + view[2];
-      column.appendChild(node("p", "note", "top " + view[0] + " of " + view[1] + " retrieved, " + pool));
-      if (!view[3]) column.appendChild(node("p", "note", "no output: scored as an empty ranking"));
-      var mine = slotIds(view);
-      var body = view[4].map(function (slot, rank) {
-        var cells = [String(rank + 1), ex.docs[slot[0]]];
-        kinds.forEach(function (k) { cells.push(label(slot[k])); });
-        cells.push(label(slot[1]), ex.texts[slot[0]] || "-");
-        if (s > 0 && base.indexOf(slot[0]) < 0) cells.className = "moved-in";
-        return cells;
-      });
-      var header = ["rank", "id"].concat(kinds.map(function (k) { return heads[k]; }), ["pool", "text"]);
-      if (body.length) column.appendChild(tableOf("slots", header, body));
-      var missed = view[5].map(function (m) {
-        var labels = [[2, "rel"], [3, "grade"]].filter(function (p) { return m[p[0]] != null; })
-          .map(function (p) { return p[1] + " " + m[p[0]]; }).join(", ");
-        return ex.docs[m[0]] + " (" + labels + ") " + (m[1] == null ? "not in the pool" : "at pool rank " + m[1]);
-      });
-      column.appendChild(node("p", "missed", "missed: " + (missed.join("; ") || "none")));
-      if (s > 0) {
-        var names = function (list) { return list.map(function (d) { return ex.docs[d]; }).join(", ") || "none"; };
-        var moved = "vs " + data.systems[0] + ": moved in " + names(mine.filter(function (d) { return base.indexOf(d) < 0; })) +
-          "; moved out " + names(base.filter(function (d) { return mine.indexOf(d) < 0; }));
-        column.appendChild(node("p", "moved", moved));
-      }
-      var d = view[6];
-      if (d) {
-        column.appendChild(node("p", "verdict " + (d[4] || "na"), d[0] + ": " + (d[4] || "NA") +
-          " (G_obs " + d[1] + ", G_pool " + d[2] + ", G_oracle " + d[3] + ")"));
-      }
-    });
-    var several = data.systems.length > 1;
-    var scoreRows = ex.labels.map(function (name) {
-      var values = data.scores[name].map(function (system) { return system[index]; });
-      var cells = [name].concat(values.map(function (v) { return format(v); }));
-      if (several) {
-        var first = values[0], last = values[values.length - 1];
-        cells.push(first === null || last === null ? "NA" : format(last - first, "\\u0394"));
-      }
-      return cells;
-    });
-    box.appendChild(tableOf("scores", ["scores"].concat(data.systems, several ? ["\\u0394"] : []), scoreRows));
-    return box;
-  }
-
-  function openRow(tr, width) {
-    var detail = node("tr", "explain-row");
-    var cell = detail.appendChild(node("td"));
-    cell.colSpan = width;
-    cell.appendChild(explanation(openIndex));
-    tr.after(detail);
-  }
-
-  function render() {
-    var names = columns();
-    var head = document.createElement("tr");
-    names.forEach(function (name, index) {
-      var th = document.createElement("th");
-      th.textContent = name;
-      th.setAttribute("data-column", String(index));
-      if (index === sortColumn) th.setAttribute("aria-sort", sortDirection > 0 ? "ascending" : "descending");
-      th.addEventListener("click", function () {
-        sortDirection = sortColumn === index ? -sortDirection : 1;
-        sortColumn = index;
-        render();
-      });
-      head.appendChild(th);
-    });
-    table.tHead.replaceChildren(head);
-    var needle = filter.value.trim().toLowerCase();
-    var shown = rows().filter(function (row) {
-      if (!shows(row)) return false;
-      if (!needle) return true;
-      return String(row[0]).toLowerCase().indexOf(needle) >= 0 ||
-        (data.key && String(row[1]).toLowerCase().indexOf(needle) >= 0);
-    });
-    shown.sort(function (a, b) {
-      var order = compare(a[sortColumn], b[sortColumn]);
-      return order !== 0 ? order : String(a[0]).localeCompare(String(b[0]), undefined, {numeric: true});
-    });
-    var body = document.createDocumentFragment(), open = null;
-    var drawn = shown.slice(0, limit);
-    drawn.forEach(function (row) {
-      var tr = document.createElement("tr");
-      tr.setAttribute("data-index", String(row.index));
-      if (ex) tr.className = "explainable";
-      row.forEach(function (value, index) {
-        var td = document.createElement("td");
-        td.textContent = format(value, names[index]);
-        if (typeof value === "number" || value === null) td.className = "num";
-        if (names[index] === "\\u0394" && value) td.className += value > 0 ? " pos" : " neg";
-        tr.appendChild(td);
-      });
-      if (row.index === openIndex) open = tr;
-      body.appendChild(tr);
-    });
-    table.tBodies[0].replaceChildren(body);
-    if (open) openRow(open, names.length);
-    count.textContent = shown.length + " of " + data.ids.length + " samples" +
-      (drawn.length < shown.length ? " (the first " + drawn.length + " drawn)" : "");
-    more.hidden = drawn.length === shown.length;
-  }
-
-  if (ex) {
-    table.tBodies[0].addEventListener("click", function (event) {
-      var tr = event.target.closest("tr.explainable");
-      if (!tr) return;
-      var index = Number(tr.getAttribute("data-index"));
-      var previous = table.querySelector("tr.explain-row");
-      if (previous) previous.remove();
-      openIndex = openIndex === index ? null : index;
-      if (openIndex !== null) openRow(tr, columns().length);
-    });
-  }
-  select.addEventListener("change", render);
-  filter.addEventListener("input", render);
-  if (problem) problem.addEventListener("change", render);
-  more.addEventListener("click", function () { limit = Infinity; render(); });
-  render();
-})();
-"""
+def _asset(name: str) -> str:
+    """A front-end file of the page (package data in ``report_assets``), to inline."""
+    return (files("engine.analysis") / "report_assets" / name).read_text(encoding="utf-8")
 
 
 def _default_key(results: Sequence[Results]) -> str | None:
@@ -947,12 +790,16 @@ def build_report(
     resamples: int = DEFAULT_TEST_RESAMPLES,
     seed: int = DEFAULT_SEED,
     explanations: Sequence[Explanation] | None = None,
+    metrics: Sequence[str] | None = None,
 ) -> str:
     """The report as one HTML document. ``by_key`` defaults to ``stratum`` when samples
     carry it; with two or more results the comparison uses ``test``/``alpha``/... (see
     :func:`engine.compare.compare`), which also checks that they share a dataset.
-    ``explanations`` (:func:`engine.evaluation.explain.explain` of the same results)
-    open under a row of the per-sample table when it is clicked."""
+    ``metrics`` (labels) are the comparison's metrics and so its Holm family, as in
+    :func:`engine.compare.compare` (default: every shared label); the first of them is the
+    per-sample table's first metric (see :func:`_main_metric`). ``explanations``
+    (:func:`engine.evaluation.explain.explain` of the same results) open under a row of
+    the per-sample table when it is clicked."""
     results = list(results)
     if not results:
         raise ValueError("build_report needs at least one results")
@@ -960,7 +807,15 @@ def build_report(
     if len(names) != len(results):
         raise ValueError(f"names must be {len(results)} strings, got {names!r}")
     comparison = (
-        compare(results, names=names, test=test, alpha=alpha, resamples=resamples, seed=seed)
+        compare(
+            results,
+            names=names,
+            metrics=metrics,
+            test=test,
+            alpha=alpha,
+            resamples=resamples,
+            seed=seed,
+        )
         if len(results) > 1
         else None
     )
@@ -969,7 +824,11 @@ def build_report(
     title = title or f"slotwise report: {first.dataset_name or 'dataset'}"
     sections = [
         ("summary", "Summary", _summary_section(results, names)),
-        ("comparison", "Comparison", _comparison_section(comparison) if comparison else ""),
+        (
+            "comparison",
+            "Comparison",
+            _comparison_section(comparison, bool(metrics)) if comparison else "",
+        ),
         ("curves", "Metric@K", _curves_section(results, names)),
         ("strata", f"By {key}", _strata_section(results, names, key) if key else ""),
         ("diagnosis", "Diagnosis", _diagnosis_section(results, names)),
@@ -977,6 +836,7 @@ def build_report(
     data = _sample_data(results, names, key)
     data["explain"] = _explain_data(explanations, data["ids"]) if explanations else None
     data["maxRows"] = MAX_ROWS
+    data["main"] = _main_metric(results, metrics)
     sections.append(("samples", "Per sample", _samples_section(data)))
     nav = "".join(f'<a href="#{anchor}">{_e(text)}</a>' for anchor, text, body in sections if body)
     systems = ", ".join(
@@ -995,11 +855,11 @@ def build_report(
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<link rel="icon" href="data:,">'
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
+        f"<title>{_e(title)}</title><style>{_asset('report.css')}</style></head><body>"
         f'<header><h1>{_e(title)}</h1><div class="meta">{meta}</div></header>'
         f"<nav>{nav}</nav><main>{''.join(body for _, _, body in sections)}</main>"
         f'<script type="application/json" id="report-data">{payload}</script>'
-        f"<script>{_JS}</script></body></html>\n"
+        f"<script>{_asset('report.js')}</script></body></html>\n"
     )
 
 

@@ -7,7 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.cli.common import Handler, explain_inputs, load_results, statistics_options
+from engine.cli.common import (
+    Handler,
+    explain_inputs,
+    load_results,
+    split_specs,
+    statistics_options,
+)
 from engine.errors import InputError
 from engine.evaluation.api import Engine
 from engine.evaluation.explain import explain
@@ -33,6 +39,13 @@ def add(commands: Any) -> dict[str, Handler]:
         help="metadata key for the per-stratum table (default: stratum, when samples have it)",
     )
     reporting.add_argument("--title", help="page title (default: from the dataset name)")
+    reporting.add_argument(
+        "--metrics",
+        action="append",
+        default=[],
+        help="comma-separated metric labels to compare, as for `slotwise compare` (the Holm "
+        "family; default: every shared label); the first is the per-sample table's first metric",
+    )
     statistics_options(reporting)
     explain_inputs(reporting)
     return {"report": _report}
@@ -66,6 +79,7 @@ def _report(args: argparse.Namespace) -> int:
         resamples=args.resamples,
         seed=args.seed,
         explanations=explanations,
+        metrics=split_specs(args.metrics) or None,
     )
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
