@@ -126,14 +126,28 @@ def write_files(
         for qrels, run in blocks(queries, docs, corpus, shape, seed):
             n = qrels["qid"].size
             labels.write(
-                _lines([_text(qrels["qid"]), pa.repeat("0", n), _text(qrels["doc"]),
-                        _text(qrels["label"])])  # fmt: skip
+                _lines(
+                    [
+                        _text(qrels["qid"]),
+                        pa.repeat("0", n),
+                        _text(qrels["doc"]),
+                        _text(qrels["label"]),
+                    ]
+                )
             )
             m = run["qid"].size
             rank = np.tile(np.arange(1, docs + 1), m // docs)
             ranked.write(
-                _lines([_text(run["qid"]), pa.repeat("Q0", m), _text(run["doc"]), _text(rank),
-                        pc.cast(pa.array(run["score"]), pa.string()), pa.repeat("bench", m)])  # fmt: skip
+                _lines(
+                    [
+                        _text(run["qid"]),
+                        pa.repeat("Q0", m),
+                        _text(run["doc"]),
+                        _text(rank),
+                        pc.cast(pa.array(run["score"]), pa.string()),
+                        pa.repeat("bench", m),
+                    ]
+                )
             )
     return qrels_path, run_path
 

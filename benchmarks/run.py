@@ -1,34 +1,44 @@
-"""Benchmark slotwise against pytrec_eval and ranx on the same data, in the same run.
+"""Benchmark slotwise against pytrec_eval, ranx and the trec_eval binary on the same data,
+in the same run.
 
-    python benchmarks/run.py [--queries 100000] [--docs 100] [--repeat 3] [--stream-queries 1000000]
+    python benchmarks/run.py [--queries 100000] [--docs 100] [--repeat 3]
+                             [--sweep 300,50000,2000000,8841823] [--deep-queries 10000]
+                             [--stream-queries 1000000]
 
-Data: seeded synthetic queries, each with a ranked run of ``--docs`` documents (scores
-strictly descending, as run files are written) drawn from 300 candidates, and ~10 judged
-documents with grades 0-3. Every tool computes the same five measures: nDCG@10, AP, RR,
-R@100 and P@10. Steps, each timed ``--repeat`` times with the tools alternating so
-machine noise hits all alike (medians reported):
+Data (benchmarks/corpus.py): document ids drawn from a corpus of each size of
+``--sweep`` (default: 300; 50,000; 2,000,000 and MS MARCO's 8,841,823 passages, numeric
+ids as in its qrels), ``--docs`` distinct documents per query, scores descending with a
+few ties; qrels ``sparse`` (about one relevant per query, as MS MARCO dev) at every point
+of the sweep, and ``deep`` (about 200 judged per query, as TREC DL's pools) at the
+largest corpus with ``--deep-queries`` queries. Every tool computes nDCG@10, AP, RR,
+R@100 and P@10. Each step is timed ``--repeat`` times, the tools alternating so machine
+noise hits all alike; medians reported:
 
-- (a) end to end from pytrec_eval-shaped Python dicts;
-- (b) end to end from TREC qrels/run files, in this process (each tool's own reader);
+- (a) from pytrec_eval-shaped dicts to means (slotwise: ``Engine().evaluate_trec`` and
+  ``summary()``, CIs included; pytrec_eval: ``RelevanceEvaluator`` + ``evaluate``);
+- (b) from TREC files, in this process (each tool's own reader);
 - (c) the metric step alone (slotwise: ``score`` on a compiled Batch; pytrec_eval:
   ``evaluate`` on a built evaluator; ranx: its numba kernels on its typed lists, warm);
 - (d) the command line in a fresh process: ``slotwise run --qrels --run --format json
-  --output F`` (per-sample JSON and confidence intervals written) against a script doing
-  pytrec_eval's ``parse_qrel`` + ``parse_run`` + ``evaluate``, with peak RSS;
-- (e) ``slotwise run --stream`` over ``--stream-queries`` queries from TREC files against
-  the same at ``--queries``: peak RSS and throughput, and the in-memory throughput.
+  --output F`` (per-sample JSON and CIs written) against a script doing pytrec_eval's
+  ``parse_qrel`` + ``parse_run`` + ``evaluate``, with peak RSS;
+- (f) ``slotwise trec-eval -q -m all_trec`` against the trec_eval 10 binary built from
+  the vendored source (``benchmarks/trec_eval_binary.py``) with the same arguments, and
+  against pytrec_eval with every measure it supports, fresh processes;
+- (e) ``slotwise run --stream`` over ``--stream-queries`` queries from the largest corpus
+  against the same at ``--queries``: peak RSS and throughput;
+- (g) ``evaluation.scorer().add`` one output at a time (benchmarks/scorer.py).
 
-Also: bootstrap CIs alone (``--queries`` samples x 5 metrics x 1000 resamples), the
-set-based family and UDCG, and a fresh process scoring 1,000 queries. Writes a Markdown
-report (``--out``).
+ranx runs end to end ((a), (b)) at the largest corpus only: it takes ten times as long
+as the others there. Writes a Markdown report (``--out``).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
-import random
 import statistics
 import subprocess
 import sys
@@ -43,6 +53,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from corpus import MSMARCO_PASSAGES, make_dicts, write_files  # noqa: E402
 
 SLOTWISE = [
     "retrieval-ndcg-at-k@10",
@@ -54,65 +67,10 @@ SLOTWISE = [
 PYTREC = ["ndcg_cut.10", "map", "recip_rank", "recall.100", "P.10"]
 RANX = [("ndcg", 10), ("map", 0), ("mrr", 0), ("recall", 100), ("precision", 10)]
 SETBASED = ["ra-nwg-at-k@10", "proc-at-k@10", "pct-proc-at-k@10", "harm-at-k@10"]
+SWEEP = (300, 50_000, 2_000_000, MSMARCO_PASSAGES)
 
 Qrels = dict[str, dict[str, int]]
 RunDict = dict[str, dict[str, float]]
-
-
-def make_data(
-    queries: int, docs: int, seed: int = 0, grades: range = range(4)
-) -> tuple[Qrels, RunDict]:
-    rng = random.Random(seed)
-    qrels: Qrels = {}
-    run: RunDict = {}
-    for q in range(queries):
-        qid = f"q{q}"
-        qrels[qid] = {f"d{rng.randrange(300)}": rng.choice(grades) for _ in range(10)}
-        ranked = rng.sample(range(300), docs)
-        run[qid] = {f"d{d}": float(docs - i) for i, d in enumerate(ranked)}
-    return qrels, run
-
-
-def write_files(qrels: Qrels, run: RunDict, folder: Path) -> tuple[Path, Path]:
-    qrels_path, run_path = folder / "bench.qrels", folder / "bench.run"
-    with qrels_path.open("w") as handle:
-        for qid, labels in qrels.items():
-            handle.writelines(f"{qid} 0 {doc} {label}\n" for doc, label in labels.items())
-    with run_path.open("w") as handle:
-        for qid, scored in run.items():
-            handle.writelines(
-                f"{qid} Q0 {doc} {rank} {score} bench\n"
-                for rank, (doc, score) in enumerate(scored.items(), start=1)
-            )
-    return qrels_path, run_path
-
-
-def write_big_files(queries: int, docs: int, folder: Path, seed: int = 0) -> tuple[Path, Path]:
-    """The same distribution as :func:`make_data`, written block by block with numpy (no
-    dicts: a million queries would not fit them)."""
-    rng = np.random.default_rng(seed)
-    qrels_path, run_path = folder / f"big{queries}.qrels", folder / f"big{queries}.run"
-    with qrels_path.open("w") as labels, run_path.open("w") as ranked:
-        for start in range(0, queries, 10_000):
-            count = min(10_000, queries - start)
-            q = np.arange(start, start + count)
-            judged = rng.integers(0, 300, (count, 10))
-            grades = rng.integers(0, 4, (count, 10))
-            lines = [
-                f"q{qid} 0 d{doc} {grade}\n"
-                for qid, row, grade_row in zip(
-                    q.tolist(), judged.tolist(), grades.tolist(), strict=True
-                )
-                for doc, grade in dict(zip(row, grade_row, strict=True)).items()
-            ]
-            labels.writelines(lines)
-            order = np.argsort(rng.random((count, 300)), axis=1)[:, :docs]
-            ranked.writelines(
-                f"q{qid} Q0 d{doc} {rank + 1} {docs - rank}.0 bench\n"
-                for qid, row in zip(q.tolist(), order.tolist(), strict=True)
-                for rank, doc in enumerate(row)
-            )
-    return qrels_path, run_path
 
 
 # -- the tools ----------------------------------------------------------------------------
@@ -128,7 +86,7 @@ def slotwise_tool() -> dict[str, Callable[..., Any]]:
     eng = engine.Engine(config={})
     metrics = [eng.metric(spec) for spec in SLOTWISE]
     return {
-        "dicts": lambda qrels, run: eng.evaluate_trec(qrels, run, metrics),
+        "dicts": lambda qrels, run: eng.evaluate_trec(qrels, run, metrics).summary(),
         "files": lambda qrels_path, run_path: eng.evaluate_trec(qrels_path, run_path, metrics),
         "prepare": lambda qrels, run: eng.dataset(qrels).batch(run),
         # a copy per call: what one evaluation's metrics share stays out of the next one
@@ -186,12 +144,13 @@ TOOLS = {"slotwise": slotwise_tool, "pytrec_eval": pytrec_tool, "ranx": ranx_too
 
 
 def timed(step: Callable[[], object]) -> float:
+    gc.collect()
     started = time.perf_counter()
     step()
     return time.perf_counter() - started
 
 
-def in_process_child(*argv: str) -> dict[str, float]:
+def child(*argv: str) -> dict[str, float]:
     """A command in a fresh process: wall seconds and peak RSS (bytes)."""
     wrapper = (
         "import resource, subprocess, sys, time; t = time.perf_counter(); "
@@ -212,33 +171,9 @@ PYTREC_SCRIPT = """
 import sys, pytrec_eval
 with open(sys.argv[1]) as q, open(sys.argv[2]) as r:
     qrels, run = pytrec_eval.parse_qrel(q), pytrec_eval.parse_run(r)
-pytrec_eval.RelevanceEvaluator(qrels, set(sys.argv[3].split(","))).evaluate(run)
+measures = pytrec_eval.supported_measures if sys.argv[3] == "all" else set(sys.argv[3].split(","))
+pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
 """
-
-
-PYTREC_ALL_TREC = """
-import sys, pytrec_eval
-with open(sys.argv[1]) as q, open(sys.argv[2]) as r:
-    qrels, run = pytrec_eval.parse_qrel(q), pytrec_eval.parse_run(r)
-pytrec_eval.RelevanceEvaluator(qrels, pytrec_eval.supported_measures).evaluate(run)
-"""
-
-
-def trec_eval_step(qrels: Path, run: Path, repeat: int) -> dict[str, float]:
-    """(f) `slotwise trec-eval -q -m all_trec` and pytrec_eval with every measure it
-    supports, parse + evaluate, fresh processes: median seconds of each."""
-    slotwise = str(Path(sys.executable).with_name("slotwise"))
-    ours = [slotwise, "trec-eval", "-q", "-m", "all_trec", str(qrels), str(run)]
-    theirs = [sys.executable, "-c", PYTREC_ALL_TREC, str(qrels), str(run)]
-    times: dict[str, list[float]] = {"slotwise": [], "pytrec_eval": []}
-    for _ in range(repeat):
-        times["slotwise"].append(in_process_child(*ours)["seconds"])
-        times["pytrec_eval"].append(in_process_child(*theirs)["seconds"])
-        print(
-            f"  trec-eval {times['slotwise'][-1]:.2f} s vs {times['pytrec_eval'][-1]:.2f} s",
-            file=sys.stderr,
-        )
-    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def slotwise_cli(qrels: Path, run: Path, out: Path, *extra: str) -> list[str]:
@@ -247,21 +182,117 @@ def slotwise_cli(qrels: Path, run: Path, out: Path, *extra: str) -> list[str]:
             "--format", "json", "--output", str(out), *extra]  # fmt: skip
 
 
-def cold_start(docs: int) -> float:
-    code = (
-        "import time; t = time.perf_counter(); import engine; import sys; "
-        f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); from run import make_data, SLOTWISE; "
-        f"q, r = make_data(1000, {docs}); engine.Engine(config={{}}).evaluate_trec(q, r, SLOTWISE); "
-        "print(time.perf_counter() - t)"
-    )
-    return float(
-        subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True
-        ).stdout
-    )
+def trec_eval_binary(folder: Path) -> Path | None:
+    """trec_eval 10 built from the vendored source (None without a C compiler)."""
+    from trec_eval_binary import build, why_not
+
+    binary = build(folder / "trec_eval-build")
+    if binary is None:
+        print(f"  trec_eval binary: {why_not()}", file=sys.stderr)
+    return binary
 
 
-# -- the report ----------------------------------------------------------------------------
+# -- one point of the sweep ------------------------------------------------------------------
+
+
+@attrs.define
+class Point:
+    """The medians measured on one data set."""
+
+    corpus: int
+    shape: str
+    queries: int
+    distinct: int = 0
+    steps: dict[tuple[str, str], float] = attrs.field(factory=dict)
+    rss: dict[str, float] = attrs.field(factory=dict)
+
+
+def measure(
+    corpus: int, shape: str, queries: int, docs: int, repeat: int, names: list[str],
+    folder: Path, end_to_end_ranx: bool, binary: Path | None,
+) -> Point:  # fmt: skip
+    """Every in-process and command-line step on one generated data set."""
+    point = Point(corpus, shape, queries)
+    print(f"# corpus {corpus:,}, {shape} qrels, {queries:,} queries", file=sys.stderr)
+    qrels_path, run_path = write_files(folder, queries, docs, corpus, shape)
+    qrels, run = make_dicts(queries, docs, corpus, shape)
+    point.distinct = len({d for ranked in run.values() for d in ranked})
+    tools = {name: TOOLS[name]() for name in names}
+    prepared = {name: tool["prepare"](qrels, run) for name, tool in tools.items()}
+    for name, tool in tools.items():  # warm-up: imports, caches, numba JIT
+        tool["metrics"](prepared[name])
+    steps: dict[tuple[str, str], Callable[[], object]] = {}
+    for name, tool in tools.items():
+        if name != "ranx" or end_to_end_ranx:
+            steps[("dicts", name)] = lambda t=tool: t["dicts"](qrels, run)
+            steps[("files", name)] = lambda t=tool: t["files"](qrels_path, run_path)
+        steps[("metrics", name)] = lambda t=tool, n=name: t["metrics"](prepared[n])
+    slotwise = str(Path(sys.executable).with_name("slotwise"))
+    out = folder / "results.json"
+    commands = {
+        ("cli", "slotwise"): slotwise_cli(qrels_path, run_path, out),
+        ("cli", "pytrec_eval"): [
+            sys.executable,
+            "-c",
+            PYTREC_SCRIPT,
+            str(qrels_path),
+            str(run_path),
+            ",".join(PYTREC),
+        ],
+        ("all_trec", "slotwise"): [
+            slotwise,
+            "trec-eval",
+            "-q",
+            "-m",
+            "all_trec",
+            str(qrels_path),
+            str(run_path),
+        ],
+        ("all_trec", "pytrec_eval"): [
+            sys.executable,
+            "-c",
+            PYTREC_SCRIPT,
+            str(qrels_path),
+            str(run_path),
+            "all",
+        ],
+    }
+    if binary is not None:
+        commands[("all_trec", "trec_eval")] = [str(binary), "-q", "-m", "all_trec",
+                                               str(qrels_path), str(run_path)]  # fmt: skip
+    timings: dict[tuple[str, str], list[float]] = {key: [] for key in [*steps, *commands]}
+    rss: dict[str, list[float]] = {"slotwise": [], "pytrec_eval": []}
+    for _ in range(repeat):
+        for key, step in steps.items():
+            timings[key].append(timed(step))
+            print(f"  {key[0]:8s} {key[1]:12s} {timings[key][-1]:7.2f} s", file=sys.stderr)
+        for key, command in commands.items():
+            done = child(*command)
+            timings[key].append(done["seconds"])
+            if key[0] == "cli":
+                rss[key[1]].append(done["max_rss"])
+            print(f"  {key[0]:8s} {key[1]:12s} {done['seconds']:7.2f} s", file=sys.stderr)
+    prepared.clear()
+    point.steps = {key: statistics.median(values) for key, values in timings.items()}
+    point.rss = {name: statistics.median(values) for name, values in rss.items()}
+    for path in (qrels_path, run_path):
+        path.unlink()
+    return point
+
+
+def stream_step(folder: Path, queries: int, big: int, docs: int) -> dict[str, dict[str, float]]:
+    """(e): ``--stream`` over ``queries`` and ``big`` queries from the MS MARCO corpus."""
+    found = {}
+    for count in (queries, big):
+        q, r = write_files(folder, count, docs)
+        found[str(count)] = child(*slotwise_cli(q, r, folder / "stream.json", "--stream"))
+        print(f"  stream {count:,}: {found[str(count)]}", file=sys.stderr)
+        q.unlink()
+        r.unlink()
+    return found
+
+
+# -- the report ------------------------------------------------------------------------------
 
 
 def machine() -> str:
@@ -311,148 +342,88 @@ def bootstrap_seconds(queries: int) -> float:
     return statistics.median(timed(run) for _ in range(3))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--queries", type=int, default=100_000)
-    parser.add_argument("--docs", type=int, default=100)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--stream-queries", type=int, default=1_000_000, help="0: skip step (e)")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
-    parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated subset")
-    args = parser.parse_args()
-
-    names = [n for n in args.tools.split(",") if n]
-    tools = {name: TOOLS[name]() for name in names}
-    qrels, run = make_data(args.queries, args.docs)
-    lines: list[str] = []
-
-    def say(text: str = "") -> None:
-        print(text, flush=True)
-        lines.append(text)
-
-    with tempfile.TemporaryDirectory() as folder:
-        qrels_path, run_path = write_files(qrels, run, Path(folder))
-        prepared = {name: tool["prepare"](qrels, run) for name, tool in tools.items()}
-        for name, tool in tools.items():  # warm-up: imports, caches, numba JIT
-            tool["metrics"](prepared[name])
-        steps: dict[tuple[str, str], Callable[[], object]] = {}
-        for name, tool in tools.items():
-            steps[("dicts", name)] = lambda t=tool: t["dicts"](qrels, run)
-            steps[("files", name)] = lambda t=tool: t["files"](qrels_path, run_path)
-            steps[("metrics", name)] = lambda t=tool, n=name: t["metrics"](prepared[n])
-        timings: dict[tuple[str, str], list[float]] = {key: [] for key in steps}
-        cli: dict[str, list[dict[str, float]]] = {"slotwise": [], "pytrec_eval": []}
-        out = Path(folder) / "results.json"
-        for _ in range(args.repeat):
-            for key, step in steps.items():
-                timings[key].append(timed(step))
-                print(f"  {key[0]:8s} {key[1]:12s} {timings[key][-1]:7.2f} s", file=sys.stderr)
-            cli["slotwise"].append(in_process_child(*slotwise_cli(qrels_path, run_path, out)))
-            script = [
-                sys.executable,
-                "-c",
-                PYTREC_SCRIPT,
-                str(qrels_path),
-                str(run_path),
-                ",".join(PYTREC),
-            ]
-            cli["pytrec_eval"].append(in_process_child(*script))
-            print(
-                f"  cli      {cli['slotwise'][-1]['seconds']:.2f} s vs {cli['pytrec_eval'][-1]['seconds']:.2f} s",
-                file=sys.stderr,
-            )
-        prepared.clear()
-        trec_eval = trec_eval_step(qrels_path, run_path, args.repeat)
-        stream = {}
-        if args.stream_queries:
-            big = write_big_files(args.stream_queries, args.docs, Path(folder))
-            for label, (q, r) in (("small", (qrels_path, run_path)), ("big", big)):
-                stream[label] = in_process_child(*slotwise_cli(q, r, out, "--stream"))
-                print(f"  stream {label}: {stream[label]}", file=sys.stderr)
-    cold = [cold_start(args.docs) for _ in range(3)]
-    medians = {key: statistics.median(values) for key, values in timings.items()}
-    cli_median = {
-        name: {k: statistics.median(r[k] for r in runs) for k in ("seconds", "max_rss")}
-        for name, runs in cli.items()
-    }
-
-    say("# Benchmark results")
-    say()
-    say(
-        f"Command: `python benchmarks/run.py --queries {args.queries} --docs {args.docs} --repeat {args.repeat} --stream-queries {args.stream_queries}`"
+def cold_start(docs: int) -> float:
+    code = (
+        "import time; t = time.perf_counter(); import engine; import sys; "
+        f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r}); from corpus import make_dicts; "
+        f"from run import SLOTWISE; q, r = make_dicts(1000, {docs}); "
+        "engine.Engine(config={}).evaluate_trec(q, r, SLOTWISE).summary(); "
+        "print(time.perf_counter() - t)"
     )
-    say()
-    say(f"Machine: {machine()}. Versions: {versions()}.")
-    say()
-    say(
-        f"Data: {args.queries:,} queries x {args.docs} ranked documents, ~10 judged per query "
-        f"(grades 0-3); every tool computes nDCG@10, AP, RR, R@100 and P@10; median of "
-        f"{args.repeat} alternating repetitions. Ratios below 1: slotwise is faster."
+    return float(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
     )
-    say()
-    peers = [n for n in names if n != "slotwise"]
-    say(
-        "| step | "
-        + " | ".join(f"{n} (s)" for n in names)
-        + "".join(f" | slotwise / {p}" for p in peers)
-        + " |"
-    )
-    say("|---" * (1 + len(names) + len(peers)) + "|")
+
+
+def ratio(point: Point, step: str, peer: str) -> str:
+    mine, theirs = point.steps.get((step, "slotwise")), point.steps.get((step, peer))
+    return f"{mine / theirs:.2f}" if mine is not None and theirs else ""
+
+
+def seconds(point: Point, step: str, tool: str) -> str:
+    value = point.steps.get((step, tool))
+    return f"{value:.2f}" if value is not None else ""
+
+
+def report(points: list[Point], args: argparse.Namespace, extra: list[str]) -> list[str]:
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Command: `python benchmarks/run.py --queries {args.queries} --docs {args.docs} "
+        f"--repeat {args.repeat} --sweep {','.join(map(str, args.sweep))} "
+        f"--deep-queries {args.deep_queries} --stream-queries {args.stream_queries}`",
+        "",
+        f"Machine: {machine()}. Versions: {versions()}.",
+        "",
+        "Data (benchmarks/corpus.py): document ids drawn from a corpus of the size shown "
+        f"(numeric ids, as MS MARCO's), {args.docs} distinct documents per query with scores "
+        "descending (a few ties); sparse qrels: about one relevant passage per query (MS MARCO "
+        "dev); deep qrels: about 200 judged passages per query, grades 0-3 (TREC DL). Every "
+        "tool computes nDCG@10, AP, RR, R@100 and P@10 (step f: every measure). Medians of "
+        f"{args.repeat} alternating repetitions, in seconds; ratios below 1: slotwise is faster.",
+        "",
+        "| corpus | qrels | queries | distinct ids in the run | step | slotwise | pytrec_eval "
+        "| ranx | trec_eval 10 | slotwise / pytrec_eval | slotwise / ranx | slotwise / trec_eval |",
+        "|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     titles = {
-        "dicts": "(a) end to end, pytrec_eval-shaped dicts",
-        "files": "(b) end to end, TREC files, in-process",
-        "metrics": "(c) metric step alone (ranx: warm numba kernels)",
+        "dicts": "(a) dicts to means (CIs included)",
+        "files": "(b) TREC files, in-process",
+        "metrics": "(c) metric step alone",
+        "cli": "(d) `slotwise run` with per-sample JSON vs pytrec_eval parse + evaluate, fresh processes",
+        "all_trec": "(f) `trec-eval -q -m all_trec`, fresh processes",
     }
-    for step, title in titles.items():
-        row = [title, *(f"{medians[(step, n)]:.2f}" for n in names)]
-        row += [f"{medians[(step, 'slotwise')] / medians[(step, p)]:.2f}" for p in peers]
-        say("| " + " | ".join(row) + " |")
-    s, p = cli_median["slotwise"], cli_median["pytrec_eval"]
-    say(
-        f"| (d) `slotwise run --qrels --run --format json --output` vs pytrec_eval parse + evaluate, fresh processes "
-        f"| {s['seconds']:.2f} | {p['seconds']:.2f} | | {s['seconds'] / p['seconds']:.2f} | |"
-    )
-    say()
-    say(
-        f"Peak RSS of (d): slotwise {s['max_rss'] / 2**20:,.0f} MiB, pytrec_eval "
-        f"{p['max_rss'] / 2**20:,.0f} MiB (ratio {s['max_rss'] / p['max_rss']:.2f})."
-    )
-    say()
-    say(
-        f"(f) `slotwise trec-eval -q -m all_trec` (parse, evaluate, print every line) "
-        f"{trec_eval['slotwise']:.2f} s vs pytrec_eval with every measure it supports (parse + "
-        f"evaluate) {trec_eval['pytrec_eval']:.2f} s, fresh processes: ratio "
-        f"{trec_eval['slotwise'] / trec_eval['pytrec_eval']:.2f}."
-    )
-    say()
-    if stream:
-        small, big = stream["small"], stream["big"]
-        in_memory = args.queries / s["seconds"]
-        say(
-            f"(e) `--stream`: {args.queries:,} queries in {small['seconds']:.1f} s, peak RSS "
-            f"{small['max_rss'] / 2**20:,.0f} MiB; {args.stream_queries:,} queries in "
-            f"{big['seconds']:.1f} s, peak RSS {big['max_rss'] / 2**20:,.0f} MiB (x"
-            f"{big['max_rss'] / small['max_rss']:.2f}); throughput {args.stream_queries / big['seconds']:,.0f} "
-            f"queries/s streamed vs {in_memory:,.0f} in memory (x{args.stream_queries / big['seconds'] / in_memory:.2f})."
-        )
-        say()
-    say(
-        f"Bootstrap CIs alone ({args.queries:,} samples x 5 metrics x 1000 resamples): "
-        f"{bootstrap_seconds(args.queries):.2f} s."
-    )
-    say()
-    say(
-        "A fresh process scoring 1,000 queries, including `import engine` and data "
-        f"generation: median {statistics.median(cold):.2f} s."
-    )
-    say()
-    say(other_families(args.queries, args.docs))
-    if args.out:
-        args.out.write_text("\n".join(lines) + "\n")
+    for point in points:
+        for step, title in titles.items():
+            if not any(key[0] == step for key in point.steps):
+                continue
+            lines.append(
+                f"| {point.corpus:,} | {point.shape} | {point.queries:,} | {point.distinct:,} "
+                f"| {title} | {seconds(point, step, 'slotwise')} | {seconds(point, step, 'pytrec_eval')} "
+                f"| {seconds(point, step, 'ranx')} | {seconds(point, step, 'trec_eval')} "
+                f"| {ratio(point, step, 'pytrec_eval')} | {ratio(point, step, 'ranx')} "
+                f"| {ratio(point, step, 'trec_eval')} |"
+            )
+    lines += ["", "Peak RSS of (d):", ""]
+    lines += [
+        "| corpus | qrels | slotwise (MiB) | pytrec_eval (MiB) | ratio |",
+        "|---:|---|---:|---:|---:|",
+    ]
+    for point in points:
+        mine, theirs = point.rss.get("slotwise"), point.rss.get("pytrec_eval")
+        if mine and theirs:
+            lines.append(
+                f"| {point.corpus:,} | {point.shape} | {mine / 2**20:,.0f} | {theirs / 2**20:,.0f} "
+                f"| {mine / theirs:.2f} |"
+            )
+    return [*lines, "", *extra]
 
 
 def other_families(queries: int, docs: int) -> str:
-    """Throughput of the set-based family (graded 1-5) and UDCG, slotwise only."""
+    """Throughput of the set-based family (grades 1-4) and UDCG, slotwise only, on the deep
+    qrels of the MS MARCO corpus."""
     import engine
 
     eng = engine.Engine(config={})
@@ -460,15 +431,21 @@ def other_families(queries: int, docs: int) -> str:
         "| family | metrics | end to end (s) | metric step (s) | queries/s (end to end) |",
         "|---|---|---:|---:|---:|",
     ]
-    qrels, run = make_data(queries, docs, seed=1, grades=range(1, 6))
+    qrels, run = make_dicts(queries, docs, shape="deep", seed=1)
     ranked = {q: list(s) for q, s in run.items()}
     families = {
-        "set-based": ([{"id": q, "expected_output": g} for q, g in qrels.items()], SETBASED),
+        "set-based": (
+            [
+                {"id": q, "expected_output": {d: g + 1 for d, g in labels.items()}}
+                for q, labels in qrels.items()
+            ],
+            SETBASED,
+        ),
         "utility": (
             [
                 {
                     "id": q,
-                    "expected_output": {"utility": {d: (g - 2.5) / 2.5 for d, g in labels.items()}},
+                    "expected_output": {"utility": {d: (g - 1.5) / 1.5 for d, g in labels.items()}},
                 }
                 for q, labels in qrels.items()
             ],
@@ -487,6 +464,96 @@ def other_families(queries: int, docs: int) -> str:
             f"| {family} | {', '.join(specs)} | {end_to_end:.2f} | {step:.2f} | {queries / end_to_end:,.0f} |"
         )
     return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--queries", type=int, default=100_000)
+    parser.add_argument("--docs", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--sweep",
+        type=lambda text: [int(x) for x in text.split(",")],
+        default=list(SWEEP),
+        help="corpus sizes (comma-separated); the last is also used for the deep qrels",
+    )
+    parser.add_argument("--deep-queries", type=int, default=10_000, help="0: skip deep qrels")
+    parser.add_argument("--stream-queries", type=int, default=1_000_000, help="0: skip step (e)")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
+    parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated subset")
+    args = parser.parse_args()
+    names = [n for n in args.tools.split(",") if n]
+
+    points: list[Point] = []
+    extra: list[str] = []
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        binary = trec_eval_binary(folder)
+        for corpus in args.sweep:
+            last = corpus == args.sweep[-1]
+            points.append(
+                measure(
+                    corpus,
+                    "sparse",
+                    args.queries,
+                    args.docs,
+                    args.repeat,
+                    names,
+                    folder,
+                    last,
+                    binary,
+                )
+            )
+        if args.deep_queries:
+            points.append(
+                measure(
+                    args.sweep[-1],
+                    "deep",
+                    args.deep_queries,
+                    args.docs,
+                    args.repeat,
+                    names,
+                    folder,
+                    True,
+                    binary,
+                )
+            )
+        if args.stream_queries:
+            found = stream_step(folder, args.queries, args.stream_queries, args.docs)
+            small, big = found[str(args.queries)], found[str(args.stream_queries)]
+            extra += [
+                f"(e) `slotwise run --stream`, ids from the {MSMARCO_PASSAGES:,}-passage corpus, "
+                f"sparse qrels: {args.queries:,} queries in {small['seconds']:.1f} s, peak RSS "
+                f"{small['max_rss'] / 2**20:,.0f} MiB; {args.stream_queries:,} queries in "
+                f"{big['seconds']:.1f} s, peak RSS {big['max_rss'] / 2**20:,.0f} MiB "
+                f"(x{big['max_rss'] / small['max_rss']:.2f} the memory for "
+                f"x{args.stream_queries / args.queries:.0f} the queries); "
+                f"{args.stream_queries / big['seconds']:,.0f} queries/s.",
+                "",
+            ]
+    try:
+        from scorer import scorer_add_ms
+
+        extra += [
+            f"(g) `evaluation.scorer().add(sample_id, output)`, one output at a time, 1,000 "
+            f"samples: median {scorer_add_ms(1000):.3f} ms a call.",
+            "",
+        ]
+    except ImportError:
+        pass
+    extra += [
+        f"Bootstrap CIs alone ({args.queries:,} samples x 5 metrics x 1000 resamples): "
+        f"{bootstrap_seconds(args.queries):.2f} s.",
+        "",
+        "A fresh process scoring 1,000 queries, including `import engine` and data "
+        f"generation: median {statistics.median(cold_start(args.docs) for _ in range(3)):.2f} s.",
+        "",
+        other_families(min(args.queries, 20_000), args.docs),
+    ]
+    lines = report(points, args, extra)
+    print("\n".join(lines))
+    if args.out:
+        args.out.write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ __all__ = [
 
 _ID = pa.dictionary(pa.int32(), pa.string())
 _BLOCK = 1 << 24  # bytes per streamed block
+_CSV_BLOCK = 1 << 24  # bytes per block of pyarrow's CSV reader (parsed and coded in parallel)
 
 
 class _Format:
@@ -136,7 +137,7 @@ def _query_column(source: Any, delimiter: str) -> Coded | None:
     try:
         table = csv.read_csv(
             source,
-            read_options=csv.ReadOptions(column_names=list(_RUN.names), block_size=1 << 24),
+            read_options=csv.ReadOptions(column_names=list(_RUN.names), block_size=_CSV_BLOCK),
             parse_options=_parse_options(delimiter),
             convert_options=csv.ConvertOptions(
                 include_columns=["query"], column_types={"query": _ID}
@@ -224,7 +225,7 @@ def _columnar(
     try:
         table = csv.read_csv(
             source,
-            read_options=csv.ReadOptions(column_names=list(layout.names), block_size=1 << 24),
+            read_options=csv.ReadOptions(column_names=list(layout.names), block_size=_CSV_BLOCK),
             parse_options=_parse_options(delimiter),
             convert_options=csv.ConvertOptions(
                 include_columns=["query", "doc", layout.number],
