@@ -205,6 +205,7 @@ class Point:
     distinct: int = 0
     steps: dict[tuple[str, str], float] = attrs.field(factory=dict)
     rss: dict[str, float] = attrs.field(factory=dict)
+    primitives: list[str] = attrs.field(factory=list)
 
 
 def measure(
@@ -275,9 +276,56 @@ def measure(
     prepared.clear()
     point.steps = {key: statistics.median(values) for key, values in timings.items()}
     point.rss = {name: statistics.median(values) for name, values in rss.items()}
+    if end_to_end_ranx and shape == "sparse":
+        point.primitives = floor(qrels_path, run_path)
     for path in (qrels_path, run_path):
         path.unlink()
     return point
+
+
+def floor(qrels_path: Path, run_path: Path) -> list[str]:
+    """What the primitives cost on the run: the lower bounds of reading and joining."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as csv
+
+    def read(path: Path, doc: Any) -> Any:
+        run = path == run_path
+        names = (
+            ["query", "q0", "doc", "rank", "score", "tag"]
+            if run
+            else ["query", "iter", "doc", "label"]
+        )
+        return csv.read_csv(
+            path,
+            read_options=csv.ReadOptions(column_names=names, block_size=1 << 24),
+            parse_options=csv.ParseOptions(delimiter=" ", quote_char=False),
+            convert_options=csv.ConvertOptions(
+                include_columns=["query", "doc", names[4] if run else "label"],
+                column_types={"query": pa.dictionary(pa.int32(), pa.string()), "doc": doc},
+            ),
+        )
+
+    docs = read(run_path, pa.string()).column("doc").combine_chunks()
+    judged = pc.unique(read(qrels_path, pa.string()).column("doc").combine_chunks())
+    steps = {
+        "pyarrow reads the run (ids as strings)": lambda: read(run_path, pa.string()),
+        "pyarrow reads the run, ids dictionary-encoded per block": lambda: read(
+            run_path, pa.dictionary(pa.int32(), pa.string())
+        ),
+        "one vocabulary of every run id (`dictionary_encode`)": lambda: pc.dictionary_encode(docs),
+        "the hash join: each run id looked up in the qrels' ids (`index_in`)": lambda: pc.index_in(
+            docs, value_set=judged
+        ),
+        "sorting every run id (`array_sort_indices`)": lambda: pc.array_sort_indices(docs),
+        "`import engine` in a fresh process": lambda: subprocess.run(
+            [sys.executable, "-c", "import engine"], check=True
+        ),
+    }
+    rows = ["| primitive | seconds |", "|---|---:|"]
+    for title, step in steps.items():
+        rows.append(f"| {title} | {statistics.median(timed(step) for _ in range(3)):.2f} |")
+    return rows
 
 
 def stream_step(folder: Path, queries: int, big: int, docs: int) -> dict[str, dict[str, float]]:
@@ -418,6 +466,15 @@ def report(points: list[Point], args: argparse.Namespace, extra: list[str]) -> l
                 f"| {point.corpus:,} | {point.shape} | {mine / 2**20:,.0f} | {theirs / 2**20:,.0f} "
                 f"| {mine / theirs:.2f} |"
             )
+    for point in points:
+        if point.primitives:
+            lines += [
+                "",
+                f"The floor: what the primitives cost on the run of the {point.corpus:,}-passage "
+                f"corpus ({point.queries * args.docs:,} lines), medians of 3:",
+                "",
+                *point.primitives,
+            ]
     return [*lines, "", *extra]
 
 

@@ -158,12 +158,12 @@ def extend_vocabulary(base: pa.Array, other: pa.Array) -> tuple[pa.Array, CodeAr
     repeated."""
     base = base.cast(pa.string())
     position = pc.index_in(other.cast(pa.string()), value_set=base)
-    remap = position.to_numpy(zero_copy_only=False)  # float, NaN where base lacks the id
-    lacking = np.isnan(remap)
+    remap = position.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
+    lacking = remap < 0
     if not lacking.any():
-        return base, remap.astype(np.int32)
+        return base, remap
     remap[lacking] = len(base) + np.flatnonzero(lacking)
-    return pa.concat_arrays([base, other.cast(pa.string())]), remap.astype(np.int32)
+    return pa.concat_arrays([base, other.cast(pa.string())]), remap
 
 
 def merge_vocabularies(vocabularies: Sequence[pa.Array]) -> tuple[pa.Array, list[CodeArray]]:
