@@ -133,3 +133,114 @@ class TestSimulation:
         classic = ppi.classical_mean(y)
         assert ((found.low <= 0.4) & (found.high >= 0.4)).mean() >= 0.94
         assert float(np.mean(found.width / classic.width)) == pytest.approx(1.0, abs=0.03)
+
+
+def _precision_data(seed: int, queries: int, labelled: int, k: int = 4):
+    """Random binary judgements of 8 documents per query, a human's and a noisy judge's;
+    a system that ranks them at random; the human subset is the first ``labelled``
+    queries. Returns the raw samples, the outputs, and P@k per query by hand (relevant
+    documents in the top k, over k)."""
+    rng = np.random.default_rng(seed)
+    docs = [f"d{j}" for j in range(8)]
+    human_rel = rng.random((queries, 8)) < 0.4
+    llm_rel = human_rel ^ (rng.random((queries, 8)) < 0.2)
+    order = np.argsort(rng.random((queries, 8)), axis=1)
+    outputs = {f"q{i}": [docs[j] for j in order[i]] for i in range(queries)}
+    gold = [
+        {
+            "id": f"q{i}",
+            "expected_output": {d: int(r) for d, r in zip(docs, human_rel[i], strict=True)},
+        }
+        for i in range(labelled)
+    ]
+    judged = [
+        {
+            "id": f"q{i}",
+            "expected_output": {d: int(r) for d, r in zip(docs, llm_rel[i], strict=True)},
+        }
+        for i in range(queries)
+    ]
+    top = order[:, :k]
+    human_p = np.take_along_axis(human_rel, top, axis=1).sum(axis=1) / k
+    llm_p = np.take_along_axis(llm_rel, top, axis=1).sum(axis=1) / k
+    return gold, judged, outputs, human_p, llm_p
+
+
+class TestEvaluationPPI:
+    def test_against_ppi_py_on_metric_values(self):
+        """evaluation.ppi: P@4 per query by hand, then ppi_py on (human P@4 on the 60
+        labelled queries, judge P@4 on the same, judge P@4 on the 440 others)."""
+        from engine.evaluation.api import Engine
+
+        gold, judged, outputs, human_p, llm_p = _precision_data(1, 500, 60)
+        engine = Engine(config={})
+        evaluation = engine.dataset(samples=gold).with_metrics(["retrieval-precision-at-k@4"])
+        report = evaluation.ppi(outputs, engine.dataset(samples=judged))
+        (row,) = report.metrics
+        low, high = ppi_py.ppi_mean_ci(human_p[:60], llm_p[:60], llm_p[60:], alpha=0.05)
+        assert row.ppi.mean == pytest.approx(
+            float(np.squeeze(ppi_py.ppi_mean_pointestimate(human_p[:60], llm_p[:60], llm_p[60:]))),
+            abs=1e-9,
+        )
+        assert (row.ppi.low, row.ppi.high) == pytest.approx(
+            (float(np.squeeze(low)), float(np.squeeze(high))), abs=1e-9
+        )
+        assert row.human.mean == pytest.approx(human_p[:60].mean(), abs=1e-12)
+        assert row.llm == pytest.approx(llm_p.mean(), abs=1e-12)
+        assert (row.ppi.n, row.ppi.N) == (60, 440)
+
+    def test_paired_difference(self):
+        """With a baseline: PPI on the per-query differences of P@4."""
+        from engine.evaluation.api import Engine
+
+        gold, judged, outputs, _, _ = _precision_data(2, 300, 50)
+        _, _, baseline, _, _ = _precision_data(3, 300, 50)  # another random ranking
+        engine = Engine(config={})
+        evaluation = engine.dataset(samples=gold).with_metrics(["retrieval-precision-at-k@4"])
+        report = evaluation.ppi(outputs, engine.dataset(samples=judged), baseline=baseline)
+        human_rel = {s["id"]: s["expected_output"] for s in gold}
+        llm_rel = {s["id"]: s["expected_output"] for s in judged}
+
+        def p4(labels, ranked):
+            return sum(labels[d] for d in ranked[:4]) / 4
+
+        ids = [f"q{i}" for i in range(300)]
+        y = np.array(
+            [p4(human_rel[q], outputs[q]) - p4(human_rel[q], baseline[q]) for q in ids[:50]]
+        )
+        yhat_all = np.array([p4(llm_rel[q], outputs[q]) - p4(llm_rel[q], baseline[q]) for q in ids])
+        low, high = ppi_py.ppi_mean_ci(y, yhat_all[:50], yhat_all[50:], alpha=0.05)
+        (row,) = report.metrics
+        assert report.paired
+        assert (row.ppi.low, row.ppi.high) == pytest.approx(
+            (float(np.squeeze(low)), float(np.squeeze(high))), abs=1e-9
+        )
+
+    def test_cli(self, tmp_path, capsys):
+        """slotwise run GOLD --outputs RUN --ppi JUDGED --format json."""
+        import json
+
+        from engine.cli import main
+
+        gold, judged, outputs, human_p, llm_p = _precision_data(4, 200, 40)
+        for name, value in (("gold", {"samples": gold}), ("judged", {"samples": judged})):
+            (tmp_path / f"{name}.json").write_text(json.dumps(value))
+        (tmp_path / "run.json").write_text(json.dumps(outputs))
+        code = main(
+            ["run", str(tmp_path / "gold.json"), "--outputs", str(tmp_path / "run.json"),
+             "--metrics", "retrieval-precision-at-k@4", "--ppi", str(tmp_path / "judged.json"),
+             "--format", "json"]
+        )  # fmt: skip
+        assert code == 0
+        (row,) = json.loads(capsys.readouterr().out)["ppi"]["metrics"]
+        low, high = ppi_py.ppi_mean_ci(human_p[:40], llm_p[:40], llm_p[40:], alpha=0.05)
+        assert row["ppi"]["ci"] == pytest.approx(
+            [float(np.squeeze(low)), float(np.squeeze(high))], abs=1e-9
+        )
+        assert row["human"]["mean"] == pytest.approx(human_p[:40].mean())
+        assert (row["labelled"], row["unlabelled"]) == (40, 160)
+        assert main(
+            ["run", str(tmp_path / "gold.json"), "--outputs", str(tmp_path / "run.json"),
+             "--metrics", "retrieval-precision-at-k@4", "--ppi", str(tmp_path / "judged.json")]
+        ) == 0  # fmt: skip
+        assert "PPI mean" in capsys.readouterr().out

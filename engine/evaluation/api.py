@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import attrs
+import numpy as np
+import numpy.typing as npt
 
 from engine.errors import InputError, MetricParameterError, Problem, UnknownMetricError
 from engine.evaluation.batch import Batch, Shape
@@ -32,6 +34,7 @@ from engine.evaluation.pipeline import (
     slices,
     streamed_chunks,
 )
+from engine.evaluation.ppi import Report as PPIReport
 from engine.evaluation.registry import MetricInfo, Registry
 from engine.evaluation.results import Results
 from engine.evaluation.scorer import OnError, Outcomes, Scorer
@@ -45,6 +48,8 @@ from engine.io.sinks import open_sink
 from engine.logs import log
 
 __all__ = ["Dataset", "Engine", "Evaluation"]
+
+FloatArray = npt.NDArray[np.float64]
 
 
 class Engine:
@@ -394,6 +399,52 @@ class Evaluation:
         if keep_outputs and kept is None:
             kept = {i: output.to_json() for i, output in outputs_of(columns).items()}
         return self._score(columns, strict=strict, chunk_size=chunk_size, keep=kept)
+
+    def ppi(
+        self,
+        outputs: Any,
+        predictions: Dataset,
+        *,
+        baseline: Any = None,
+        level: float = 0.95,
+    ) -> PPIReport:
+        """Prediction-powered inference (PPI++; :mod:`engine.evaluation.ppi`) of each
+        metric's mean over every sample of ``predictions``: this dataset's labels are the
+        human (gold) labels, and its samples that carry labels are the labelled subset;
+        ``predictions`` holds an LLM's labels for every sample, made the same way on the
+        labelled samples as on the others (``slotwise annotate --runs``, without
+        ``--holes``). With ``baseline`` (a second system's outputs), the paired
+        comparison: PPI on the per-sample differences ``outputs - baseline``."""
+        from engine.evaluation import ppi
+
+        judged = Evaluation(dataset=predictions, plan=self.plan)
+        human_scores = self._values(outputs, baseline)
+        llm_scores = judged._values(outputs, baseline)
+        position = {sample_id: i for i, sample_id in enumerate(self.dataset.ids)}
+        rows = np.array([position.get(i, -1) for i in predictions.ids], dtype=np.int64)
+        labels = self.dataset.columns
+        has_labels = np.zeros(len(labels), dtype=np.bool_)
+        for kind in ("relevance", "utility", "grades"):
+            has_labels |= labels.column(kind).is_valid().to_numpy(zero_copy_only=False)
+        labelled = (rows >= 0) & has_labels[np.maximum(rows, 0)]
+        human = {
+            label: np.where(labelled, values[np.maximum(rows, 0)], np.nan)
+            for label, values in human_scores.items()
+        }
+        try:
+            found = ppi.estimate_metrics(human, llm_scores, labelled, level=level)
+        except ValueError as error:
+            raise InputError([Problem(str(error))], summary="cannot estimate by PPI") from None
+        return ppi.Report(tuple(found), level, paired=baseline is not None)
+
+    def _values(self, outputs: Any, baseline: Any) -> dict[str, FloatArray]:
+        """Per metric label, the per-sample values of ``outputs`` (minus ``baseline``'s)."""
+        results = self.evaluate(outputs)
+        found = {label: results.values(label) for label in results.labels}
+        if baseline is not None:
+            other = self.evaluate(baseline)
+            found = {label: values - other.values(label) for label, values in found.items()}
+        return found
 
     def run(
         self,

@@ -193,3 +193,58 @@ def estimate_metrics(
             )
         )
     return found
+
+
+@attrs.frozen
+class Report:
+    """``Evaluation.ppi``'s answer: one :class:`MetricPPI` per metric (of the system, or
+    of its difference from the baseline when ``paired``)."""
+
+    metrics: tuple[MetricPPI, ...]
+    level: float
+    paired: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ppi": {
+                "level": self.level,
+                "estimand": "difference from the baseline" if self.paired else "mean",
+                "metrics": [m.to_dict() for m in self.metrics],
+            }
+        }
+
+    def rows(self) -> list[list[str]]:
+        """Text cells: metric, PPI mean, its CI, lambda, human-only mean and CI, LLM-only
+        mean, labelled n, unlabelled N."""
+        return [
+            [
+                m.label,
+                f"{m.ppi.mean:.4f}",
+                f"[{m.ppi.low:.4f}, {m.ppi.high:.4f}]",
+                f"{m.ppi.lam:.3f}",
+                f"{m.human.mean:.4f}",
+                f"[{m.human.low:.4f}, {m.human.high:.4f}]",
+                f"{m.llm:.4f}",
+                str(m.ppi.n),
+                str(m.ppi.N),
+            ]
+            for m in self.metrics
+        ]
+
+    def table(self) -> Any:
+        """A rich Table of :meth:`rows`."""
+        from rich.table import Table
+
+        percent = f"{self.level:.0%}"
+        what = "difference from the baseline, " if self.paired else ""
+        table = Table(
+            title=f"prediction-powered inference ({what}PPI++, {percent} intervals)",
+            title_justify="left",
+        )
+        columns = ("metric", "PPI mean", f"PPI {percent} CI", "lambda", "human mean",
+                   f"human {percent} CI", "LLM mean", "labelled", "unlabelled")  # fmt: skip
+        for index, column in enumerate(columns):
+            table.add_column(column, justify="left" if index == 0 else "right")
+        for row in self.rows():
+            table.add_row(*row)
+        return table
