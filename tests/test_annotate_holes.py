@@ -242,3 +242,56 @@ class TestFillHoles:
                    "http://127.0.0.1:9/v1", "--model", "judge", *extra]  # fmt: skip
         assert main(command) == 2
         assert message in capsys.readouterr().err
+
+
+class TestLabelSources:
+    def test_results_count_top_k_slots_by_source(
+        self, server_factory: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Filled at depth 1 from both runs, the holes judged are q1/d4, q2/d3, q3/d5 and
+        q3/d2. Run A's top 3 then hold, by hand: q1 d1 (human) d2 (human) d4 (LLM); q2 d3
+        (LLM) d4 (human) d6 (unjudged); q3 d5 (LLM) d6 (unjudged) d2 (LLM): 3 human, 4
+        LLM, 2 unjudged; judged@3 3/9 with the human labels, 7/9 with all."""
+        import engine
+
+        server = server_factory("--mode", "logprobs")  # type: ignore[operator]
+        files = _write(tmp_path)
+        assert _annotate(files, server.url, "--holes", "--depth", "1") == 0
+        eng = engine.Engine(config={"metrics": {"retrieval": {"default_k": 3}}})
+        results = (
+            eng.dataset(str(files["labelled"]))
+            .with_metrics(["retrieval-judged-at-k"])
+            .evaluate(str(files["a"]))
+        )
+        report = results.reports["label sources"]
+        assert report["sources"] == {"human": 3, SOURCE: 4, "unjudged": 2}
+        assert report["slots"] == 9 and report["k"] == 3
+        assert report["judged@k (human labels)"] == pytest.approx(3 / 9)
+        assert report["judged@k (all labels)"] == pytest.approx(7 / 9)
+        assert results.summary()["retrieval-judged-at-k"]["mean"] == pytest.approx(7 / 9)
+        # the table and the results document show it
+        assert main(["run", str(files["labelled"]), "--outputs", str(files["a"]), "--metrics",
+                     "retrieval-judged-at-k@3"]) == 0  # fmt: skip
+        out = capsys.readouterr().out
+        assert "label sources:" in out and "judged@k (human labels)" in out
+        assert (
+            main(["run", str(files["labelled"]), "--outputs", str(files["a"]), "--metrics",
+                  "retrieval-judged-at-k@3", "--format", "json"]) == 0
+        )  # fmt: skip
+        document = json.loads(capsys.readouterr().out)
+        assert document["reports"]["label sources"]["sources"]["unjudged"] >= 2
+
+    def test_no_sources_no_report(self, tmp_path: Path) -> None:
+        import engine
+
+        files = _write(tmp_path)
+        document = json.loads(files["dataset"].read_text())
+        document["samples"][2]["expected_output"]["relevance"] = {"d5": 1}
+        files["dataset"].write_text(json.dumps(document))
+        results = (
+            engine.Engine(config={})
+            .dataset(str(files["dataset"]))
+            .with_metrics(["retrieval-judged-at-k"])
+            .evaluate(str(files["a"]))
+        )
+        assert "label sources" not in results.reports

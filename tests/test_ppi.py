@@ -217,12 +217,14 @@ class TestEvaluationPPI:
         )
 
     def test_cli(self, tmp_path, capsys):
-        """slotwise run GOLD --outputs RUN --ppi JUDGED --format json."""
+        """slotwise run GOLD --outputs RUN --ppi JUDGED --format json; GOLD lists the
+        unlabelled queries too (they are not part of the human subset)."""
         import json
 
         from engine.cli import main
 
         gold, judged, outputs, human_p, llm_p = _precision_data(4, 200, 40)
+        gold += [{"id": f"q{i}"} for i in range(40, 200)]  # listed, without labels
         for name, value in (("gold", {"samples": gold}), ("judged", {"samples": judged})):
             (tmp_path / f"{name}.json").write_text(json.dumps(value))
         (tmp_path / "run.json").write_text(json.dumps(outputs))

@@ -20,16 +20,13 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.evaluation.label_sources import HUMAN, SOURCES_KEY
 from engine.io.columns import Columns, lengths, merge_vocabularies, offsets_of
 
 __all__ = ["HUMAN", "SOURCES_KEY", "Pool", "pool", "source_of", "sources_of"]
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-
-HUMAN = "human"
-#: The metadata key that maps a sample's labelled documents to their label's source.
-SOURCES_KEY = "label_sources"
 
 
 def source_of(annotator: str, model: str, prompt_version: str) -> str:

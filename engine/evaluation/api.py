@@ -20,6 +20,7 @@ from engine.errors import InputError, MetricParameterError, Problem, UnknownMetr
 from engine.evaluation.batch import Batch, Shape
 from engine.evaluation.executors import Executor, resolve_executor
 from engine.evaluation.ir_measures_names import suggest
+from engine.evaluation.label_sources import REPORT, label_source_report
 from engine.evaluation.metric import Metric, check_metric_class, metric_label, parse_spec
 from engine.evaluation.pipeline import (
     DEFAULT_CHUNK_SIZE,
@@ -417,16 +418,16 @@ class Evaluation:
         comparison: PPI on the per-sample differences ``outputs - baseline``."""
         from engine.evaluation import ppi
 
-        judged = Evaluation(dataset=predictions, plan=self.plan)
-        human_scores = self._values(outputs, baseline)
-        llm_scores = judged._values(outputs, baseline)
-        position = {sample_id: i for i, sample_id in enumerate(self.dataset.ids)}
-        rows = np.array([position.get(i, -1) for i in predictions.ids], dtype=np.int64)
         labels = self.dataset.columns
         has_labels = np.zeros(len(labels), dtype=np.bool_)
         for kind in ("relevance", "utility", "grades"):
             has_labels |= labels.column(kind).is_valid().to_numpy(zero_copy_only=False)
-        labelled = (rows >= 0) & has_labels[np.maximum(rows, 0)]
+        gold = attrs.evolve(self.dataset, columns=labels.take(np.flatnonzero(has_labels)))
+        human_scores = attrs.evolve(self, dataset=gold)._values(outputs, baseline)
+        llm_scores = Evaluation(dataset=predictions, plan=self.plan)._values(outputs, baseline)
+        position = {sample_id: i for i, sample_id in enumerate(gold.ids)}
+        rows = np.array([position.get(i, -1) for i in predictions.ids], dtype=np.int64)
+        labelled = rows >= 0
         human = {
             label: np.where(labelled, values[np.maximum(rows, 0)], np.nan)
             for label, values in human_scores.items()
@@ -570,6 +571,9 @@ class Evaluation:
             strict=strict,
             provenance={"chunk_size": size, "executor": executor.name} if size is not None else {},
         )
+        sources = label_source_report(joined, self.engine.config.default_k)
+        if sources is not None:
+            results = attrs.evolve(results, reports={**results.reports, REPORT: sources})
         log.info(
             "evaluation.finished",
             dataset=dataset.name,
