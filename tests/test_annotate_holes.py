@@ -295,3 +295,37 @@ class TestLabelSources:
             .evaluate(str(files["a"]))
         )
         assert "label sources" not in results.reports
+
+
+class TestExplainSources:
+    def test_each_slot_shows_its_label_source(
+        self, server_factory: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """After filling at depth 1, run A's q2 slots: d3 (LLM), d4 (human), d6 (none)."""
+        server = server_factory("--mode", "logprobs")  # type: ignore[operator]
+        files = _write(tmp_path)
+        assert _annotate(files, server.url, "--holes", "--depth", "1") == 0
+        results = tmp_path / "a-results.json"
+        assert main(["run", str(files["labelled"]), "--outputs", str(files["a"]), "--metrics",
+                     "retrieval-judged-at-k@3", "--format", "json", "--keep-outputs",
+                     "--output", str(results)]) == 0  # fmt: skip
+        capsys.readouterr()
+        assert main(["explain", str(results), "--sample", "q2", "--dataset",
+                     str(files["labelled"]), "--k", "3"]) == 0  # fmt: skip
+        lines = capsys.readouterr().out.splitlines()
+        header = next(line for line in lines if "rank" in line and "source" in line)
+        assert header.split()[:4] == ["rank", "id", "rel", "source"]
+        rows = {
+            line.split()[1]: line.split()
+            for line in lines
+            if line.split()[:1] in (["1"], ["2"], ["3"])
+        }
+        assert rows["d3"][2:4] == [str(_judge("q2", "d3")), SOURCE]
+        assert rows["d4"][2:4] == ["0", "human"]
+        assert rows["d6"][2:4] == ["-", "-"]
+        assert not any("label_sources=" in line for line in lines)
+        assert main(["explain", str(results), "--sample", "q2", "--dataset",
+                     str(files["labelled"]), "--k", "3", "--format", "json"]) == 0  # fmt: skip
+        (explained,) = json.loads(capsys.readouterr().out)
+        slots = {s["id"]: s["source"] for s in explained["systems"][0]["slots"]}
+        assert slots == {"d3": SOURCE, "d4": "human", "d6": None}
