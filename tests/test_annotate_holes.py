@@ -329,3 +329,55 @@ class TestExplainSources:
         (explained,) = json.loads(capsys.readouterr().out)
         slots = {s["id"]: s["source"] for s in explained["systems"][0]["slots"]}
         assert slots == {"d3": SOURCE, "d4": "human", "d6": None}
+
+
+class TestAgreement:
+    def test_kappa_and_ranking_tau(
+        self, server_factory: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """--agreement judges every pooled pair of q1 and q2 (the samples with human
+        labels). Pairs labelled by both: q1/d1 (both relevant), q1/d2 (human only), q2/d4
+        (neither): kappa = sklearn's on (1, 1, 0) vs (1, 0, 0) = 0.4. P@2 per run by hand
+        (the judge: q1 d1 1, d2 0, d4 0; q2 d3 1, d4 0, d6 0): A human (1 + 0)/2, LLM
+        (0.5 + 0.5)/2; B human (0.5 + 0)/2, LLM (0.5 + 0)/2; C human (1 + 0)/2, LLM
+        (0.5 + 0)/2; tau = scipy's kendalltau of the two."""
+        from scipy.stats import kendalltau
+        from sklearn.metrics import cohen_kappa_score
+
+        server = server_factory("--mode", "logprobs")  # type: ignore[operator]
+        files = _write(tmp_path)
+        files["c"] = tmp_path / "c.json"
+        run_c = {"q1": ["d2", "d1"], "q2": ["d6", "d4"], "q3": ["d5", "d6"]}
+        files["c"].write_text(
+            json.dumps(
+                {s: {"retrieved": [{"id": d, "text": PASSAGES[d]} for d in docs]}
+                 for s, docs in run_c.items()}
+            )
+        )  # fmt: skip
+        code = main(
+            ["annotate", str(files["dataset"]), "--task", "relevance", "--runs", str(files["a"]),
+             str(files["b"]), str(files["c"]), "--depth", "2", "--agreement", "--metrics",
+             "retrieval-precision-at-k@2", "--output", str(files["labelled"]), "--annotator",
+             "openai-compatible", "--base-url", server.url, "--model", "judge"]
+        )  # fmt: skip
+        assert code == 0
+        out = capsys.readouterr().out
+        # only q1's and q2's pooled pairs went to the judge
+        assert server.stats()["requests"] == len({p for p in _pairs(2) if p[0] != "q3"})
+        kappa = cohen_kappa_score([1, 1, 0], [1, 0, 0])
+        assert f"Cohen's kappa  {kappa:.4f}" in out
+        assert "1 both relevant, 0 LLM only, 1 human only, 1 neither" in out
+        tau = kendalltau([0.5, 0.25, 0.5], [0.5, 0.25, 0.25]).statistic
+        assert f"retrieval-precision-at-k@2: Kendall's tau {tau:.4f}" in out
+        assert f"{files['c']}  human 0.5000  LLM 0.2500" in out
+
+    def test_agreement_with_holes_is_a_usage_error(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        files = _write(tmp_path)
+        command = ["annotate", str(files["dataset"]), "--task", "relevance", "--runs",
+                   str(files["a"]), "--holes", "--agreement", "--output", str(files["labelled"]),
+                   "--annotator", "openai-compatible", "--base-url", "http://127.0.0.1:9/v1",
+                   "--model", "judge"]  # fmt: skip
+        assert main(command) == 2
+        assert "leave out --holes" in capsys.readouterr().err

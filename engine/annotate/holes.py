@@ -20,6 +20,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.annotate.claims import Agreement
 from engine.evaluation.label_sources import HUMAN, SOURCES_KEY
 from engine.io.columns import Columns, lengths, merge_vocabularies, offsets_of
 
@@ -215,6 +216,7 @@ def fill_holes(
     runner: Any,
     *,
     every: bool = False,
+    only: BoolArray | None = None,
     judge_max_tokens: int = 256,
     announce: Any = None,
 ) -> tuple[list[dict[str, Any]], Filling]:
@@ -222,6 +224,7 @@ def fill_holes(
     had none (``every``: on every pooled pair, replacing the labels it had), and each
     label's source in ``metadata.label_sources``. Labels already there are kept (a human's
     get the source ``human``); the judge's answers come from the cache where it has them.
+    ``only`` (a mask over the pool's pairs) limits the judging to those pairs.
     ``announce(line)`` hears the plan (pairs, cache hits, cost) before any model call."""
     from engine.annotate.prompts import RELEVANCE_VERSION, relevance_prompt
     from engine.annotate.tasks import _long_form, question_of, relevance_job
@@ -231,7 +234,9 @@ def fill_holes(
     filling.pooled = len(pooled)
     filling.labelled = int(pooled.labelled.sum())
     wanted = pooled.has_text if every else pooled.holes
-    filling.without_text = int((~pooled.has_text & (every | ~pooled.labelled)).sum())
+    considered = np.ones(len(pooled), dtype=np.bool_) if only is None else only
+    wanted = wanted & considered
+    filling.without_text = int((~pooled.has_text & (every | ~pooled.labelled) & considered).sum())
     rows = pooled.rows[wanted].tolist()
     docs = pooled.docs.filter(pa.array(wanted)).to_pylist()
     texts = pooled.texts(wanted)
@@ -299,3 +304,107 @@ def _mark_human(raw: dict[str, Any]) -> None:
         return
     metadata = raw.setdefault("metadata", {})
     metadata[SOURCES_KEY] = {**dict.fromkeys(map(str, relevance), HUMAN), **sources_of(metadata)}
+
+
+@attrs.frozen
+class Ranking:
+    """One metric's mean per run under the human labels and under the judge's, and
+    Kendall's tau-b between the two orders of the runs (None: fewer than 2 runs, or a
+    constant side)."""
+
+    metric: str
+    human: Mapping[str, float]
+    llm: Mapping[str, float]
+    tau: float | None
+
+
+@attrs.frozen
+class RelevanceAgreement:
+    """The judge (``source``) against the human relevance labels on the pooled pairs both
+    labelled (``table``: Cohen's kappa), and the runs' rankings under each (``rankings``)."""
+
+    source: str
+    table: Agreement
+    samples: int
+    rankings: tuple[Ranking, ...]
+
+    def lines(self) -> list[str]:
+        t = self.table
+        lines = [
+            f"agreement of {self.source} with the human relevance labels: {t.pairs} pooled "
+            f"pairs of {self.samples} samples labelled by both",
+            f"  Cohen's kappa  {_number(t.kappa)}  (observed {_number(t.observed)}, chance "
+            f"{_number(t.chance)})",
+            f"  pairs          {t.both} both relevant, {t.llm_only} LLM only, "
+            f"{t.human_only} human only, {t.neither} neither",
+        ]
+        for ranking in self.rankings:
+            lines.append(
+                f"  {ranking.metric}: Kendall's tau {_number(ranking.tau)} between the runs' "
+                "order under the human and the LLM labels"
+            )
+            lines += [
+                f"    {run}  human {ranking.human[run]:.4f}  LLM {ranking.llm[run]:.4f}"
+                for run in ranking.human
+            ]
+        return lines
+
+
+def _number(value: float | None) -> str:
+    return "NA" if value is None else f"{value:.4f}"
+
+
+def relevance_agreement(
+    raws: Sequence[Mapping[str, Any]],
+    judged: Sequence[Mapping[str, Any]],
+    filling: Filling,
+    runs: Mapping[str, Any],
+    metrics: Sequence[str],
+    engine: Any,
+) -> RelevanceAgreement:
+    """Compare the judge's labels (``judged``: the samples after :func:`fill_holes` with
+    ``every``) with the human labels of ``raws``, on the samples that have human relevance
+    labels: Cohen's kappa over the pairs both labelled (relevant: label > 0), and per
+    metric the runs' means under each set of labels with Kendall's tau between their
+    orders. ``runs``: run name -> outputs the engine reads."""
+    from scipy import stats
+
+    from engine.annotate.tasks import _long_form
+
+    table = Agreement()
+    rows = []
+    for row, (raw, after) in enumerate(zip(raws, judged, strict=True)):
+        human = _long_form(copy.deepcopy(dict(raw))).get("relevance")
+        if not human:
+            continue
+        rows.append(row)
+        if isinstance(human, list):
+            human = dict.fromkeys(human, 1)
+        sources = sources_of(after.get("metadata"))
+        llm = _long_form(copy.deepcopy(dict(after))).get("relevance") or {}
+        verdicts = {
+            str(doc): llm[doc] > 0
+            for doc in human
+            if sources.get(str(doc)) == filling.source and doc in llm
+        }
+        table.add(
+            str(raw["id"]), "relevance", verdicts, [str(d) for d, v in human.items() if v > 0]
+        )
+    human_data = engine.dataset(samples=[raws[r] for r in rows])
+    llm_data = engine.dataset(samples=[judged[r] for r in rows])
+    rankings = []
+    for spec in metrics:
+        means = []
+        for data in (human_data, llm_data):
+            evaluation = data.with_metrics([spec])
+            found = {}
+            for name, outputs in runs.items():
+                results = evaluation.evaluate(outputs)
+                found[name] = float(results.summary()[results.labels[0]]["mean"])
+            means.append(found)
+        tau = None
+        if len(runs) > 1:
+            value = stats.kendalltau(list(means[0].values()), list(means[1].values())).statistic
+            tau = None if np.isnan(value) else float(value)
+        rankings.append(Ranking(spec, means[0], means[1], tau))
+    return RelevanceAgreement(filling.source, table, len(rows), tuple(rankings))

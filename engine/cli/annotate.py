@@ -17,7 +17,14 @@ from engine.annotate.base import AnnotationError, AnnotatorRegistry
 from engine.annotate.cache import Cache
 from engine.annotate.runner import AnnotationInterrupted, Runner
 from engine.annotate.tasks import TASKS, annotate_samples
-from engine.cli.common import Handler, UsageError, non_negative_int, positive_float, positive_int
+from engine.cli.common import (
+    Handler,
+    UsageError,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    split_specs,
+)
 from engine.errors import InputError, Problem
 from engine.io.config import CONFIG_FILENAME
 from engine.io.documents import parse_samples, write_samples
@@ -139,7 +146,9 @@ def add(commands: Any) -> dict[str, Handler]:
         action="store_true",
         help="with --task support: compare the judge's links with the groups the claims "
         "already have (a person's), which are kept; print Cohen's kappa, precision, recall "
-        "and the disagreements",
+        "and the disagreements. With --runs: judge every pooled pair of the samples that "
+        "have human relevance labels, and print Cohen's kappa with the human labels and "
+        "Kendall's tau between the runs' rankings under each",
     )
     holes = annotate.add_argument_group("pooling and hole filling (--task relevance)")
     holes.add_argument(
@@ -162,6 +171,13 @@ def add(commands: Any) -> dict[str, Handler]:
         action="store_true",
         help="with --runs: say how many pairs would be judged (and the cost, where the "
         "annotator knows prices) and stop before any model call",
+    )
+    holes.add_argument(
+        "--metrics",
+        action="append",
+        default=[],
+        help="with --runs and --agreement: metrics whose ranking of the runs is compared "
+        "under the human and the LLM labels (default: retrieval-ndcg-at-k@DEPTH)",
     )
     remote.add_argument(
         "--price",
@@ -233,8 +249,10 @@ def _annotate(args: argparse.Namespace) -> int:
         raise UsageError("--runs pools documents for --task relevance alone")
     if args.runs is not None and args.outputs is not None:
         raise UsageError("the passages come from --runs: leave out --outputs")
-    if args.runs is None and (args.holes or args.dry_run):
-        raise UsageError("--holes and --dry-run go with --runs OUTPUTS...")
+    if args.runs is None and (args.holes or args.dry_run or args.metrics):
+        raise UsageError("--holes, --dry-run and --metrics go with --runs OUTPUTS...")
+    if args.runs is not None and args.agreement and args.holes:
+        raise UsageError("--agreement judges the pairs people labelled: leave out --holes")
     path, outputs_path = _dataset(args)
     name, columns = read_dataset(path)
     samples = samples_of(columns)
@@ -308,7 +326,8 @@ def _fill(
 ) -> int:
     """``annotate --runs``: pool the runs, judge the pooled pairs (only the unlabelled
     ones with --holes) and write the dataset with each label's source."""
-    from engine.annotate.holes import fill_holes, pool
+    from engine.annotate.holes import fill_holes, pool, relevance_agreement
+    from engine.evaluation.api import Engine
 
     def announce(line: str) -> None:
         print(line, file=sys.stderr)
@@ -323,8 +342,12 @@ def _fill(
                 f"{pooled.unknown} run row(s) name samples not in the dataset (left out)",
                 file=sys.stderr,
             )
+        only = None
+        if args.agreement:  # the pairs of the samples that have human relevance labels
+            has_labels = columns.column("relevance").is_valid().to_numpy(zero_copy_only=False)
+            only = has_labels[pooled.rows]
         labelled, filling = fill_holes(
-            raws, samples, pooled, annotator, runner, every=not args.holes,
+            raws, samples, pooled, annotator, runner, every=not args.holes, only=only,
             judge_max_tokens=args.judge_max_tokens, announce=announce,
         )  # fmt: skip
     except _DryRun:
@@ -345,6 +368,12 @@ def _fill(
     for line in filling.lines():
         print(line, file=sys.stderr)
     print(f"wrote {args.output} ({len(labelled)} samples; cache {cache.path})", file=sys.stderr)
+    if args.agreement:
+        metrics = split_specs(args.metrics) or [f"retrieval-ndcg-at-k@{args.depth}"]
+        runs = {str(path): path for path in args.runs}
+        engine = Engine(config=getattr(args, "config", None))
+        found = relevance_agreement(raws, labelled, filling, runs, metrics, engine)
+        print("\n".join(found.lines()))
     return 0
 
 
