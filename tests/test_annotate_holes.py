@@ -5,6 +5,10 @@ stand-in (tests/llm_server.py) and the tests' tiny transformers model."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import sqlite3
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -168,7 +172,7 @@ class TestFillHoles:
         assert (
             f"holes: {len(pooled)} pooled pairs, {len(pooled & human)} already labelled, "
             f"0 without a text (skipped); {len(holes)} to judge: 0 from the cache, "
-            f"{len(holes)} model calls; estimated cost at most $" in err
+            f"{len(holes)} to compute in {len(holes)} model calls; estimated cost at most $" in err
         )
         assert server.stats()["requests"] == len(holes)
         written = {s["id"]: s for s in json.loads(files["labelled"].read_text())["samples"]}
@@ -187,7 +191,9 @@ class TestFillHoles:
         )
         # a re-run asks nothing: the judgements come from the cache
         assert _annotate(files, server.url, "--holes") == 0
-        assert f"{len(holes)} from the cache, 0 model calls" in capsys.readouterr().err
+        assert (
+            f"{len(holes)} from the cache, 0 to compute in 0 model calls" in capsys.readouterr().err
+        )
         assert server.stats()["requests"] == len(holes)
 
     def test_filled_dataset_is_filled_again_for_free(
@@ -381,3 +387,84 @@ class TestAgreement:
                    "--model", "judge"]  # fmt: skip
         assert main(command) == 2
         assert "leave out --holes" in capsys.readouterr().err
+
+
+def _command(files: dict[str, Path], *extra: str) -> list[str]:
+    return [sys.executable, "-m", "engine.cli", "annotate", str(files["dataset"]), "--task",
+            "relevance", "--runs", str(files["a"]), str(files["b"]), "--depth", "2", "--holes",
+            "--output", str(files["labelled"]), *extra]  # fmt: skip
+
+
+class TestKillAndResume:
+    def test_sigkill_then_resume(self, server_factory: object, tmp_path: Path) -> None:
+        """SIGKILL while the 6 holes are judged (0.4 s a call, one at a time): the rerun's
+        plan counts the cached judgements, asks only for the rest, and the labels are the
+        judge's; a third run asks nothing."""
+        server = server_factory("--mode", "logprobs", "--delay", "0.4")  # type: ignore[operator]
+        files = _write(tmp_path)
+        holes = _pairs(2) - {(q, d) for q, docs in LABELS.items() for d in docs or ()}
+        cache = files["labelled"].with_suffix(".cache.sqlite")
+        command = _command(files, "--annotator", "openai-compatible", "--base-url", server.url,
+                           "--model", "judge", "--concurrency", "1")  # fmt: skip
+        process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        done, deadline = 0, time.monotonic() + 30
+        while time.monotonic() < deadline and done < 2:
+            if cache.exists():
+                try:
+                    with sqlite3.connect(cache) as connection:
+                        (done,) = connection.execute("SELECT COUNT(*) FROM annotations").fetchone()
+                except sqlite3.OperationalError:
+                    done = 0
+            time.sleep(0.02)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(10)
+        assert 2 <= done < len(holes) and not files["labelled"].exists()
+        with sqlite3.connect(cache) as connection:
+            (kept,) = connection.execute("SELECT COUNT(*) FROM annotations").fetchone()
+        before = server.stats()["requests"]
+        rerun = subprocess.run(command, stderr=subprocess.PIPE, text=True, check=False)
+        assert rerun.returncode == 0, rerun.stderr
+        rest = len(holes) - kept
+        assert f"{kept} from the cache, {rest} to compute in {rest} model calls" in rerun.stderr
+        assert server.stats()["requests"] - before == rest
+        written = {s["id"]: s for s in json.loads(files["labelled"].read_text())["samples"]}
+        for sid, doc in holes:
+            assert written[sid]["expected_output"]["relevance"][doc] == _judge(sid, doc)
+        third = subprocess.run(command, stderr=subprocess.PIPE, text=True, check=False)
+        assert "0 to compute in 0 model calls" in third.stderr
+        assert server.stats()["requests"] - before == rest
+
+
+class TestTransformers:
+    def test_tiny_local_model_fills_the_holes(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The transformers annotator on the tests' tiny random Llama: the 6 holes go to
+        the model in one batch; a random model's answers are no grade, so each is listed
+        as unreadable and left unlabelled (the person's labels untouched); a re-run
+        computes nothing."""
+        pytest.importorskip("torch")
+        pytest.importorskip("transformers")
+        from tiny_lm import make_tiny_lm
+
+        model = make_tiny_lm(tmp_path / "tiny", max_positions=2048)
+        files = _write(tmp_path)
+        holes = _pairs(2) - {(q, d) for q, docs in LABELS.items() for d in docs or ()}
+        arguments = ["annotate", str(files["dataset"]), "--task", "relevance", "--runs",
+                     str(files["a"]), str(files["b"]), "--depth", "2", "--holes", "--output",
+                     str(files["labelled"]), "--annotator", "transformers", "--model",
+                     str(model), "--device", "cpu", "--judge-max-tokens", "8"]  # fmt: skip
+        assert main(arguments) == 0
+        err = capsys.readouterr().err
+        assert (
+            f"{len(holes)} to judge: 0 from the cache, {len(holes)} to compute in 1 model calls"
+            in err
+        )
+        assert f"{len(holes)} judge answer(s) could not be read" in err
+        written = {s["id"]: s for s in json.loads(files["labelled"].read_text())["samples"]}
+        for sid, sample in written.items():
+            assert sample["expected_output"].get("relevance") == LABELS[sid]
+        assert main(arguments) == 0
+        assert (
+            f"{len(holes)} from the cache, 0 to compute in 0 model calls" in capsys.readouterr().err
+        )

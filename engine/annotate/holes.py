@@ -170,6 +170,8 @@ class Filling:
     cached: int = 0
     written: int = 0
     unreadable: list[str] = attrs.field(factory=list)
+    computed: int = 0
+    calls: int = 0
     prompt_tokens: int = 0
     cost: float | None = None
 
@@ -184,7 +186,8 @@ class Filling:
         return (
             f"holes: {self.pooled} pooled pairs, {self.labelled} already labelled, "
             f"{self.without_text} without a text (skipped); {self.judged} to judge: "
-            f"{self.cached} from the cache, {self.judged - self.cached} model calls{cost}"
+            f"{self.cached} from the cache, {self.computed} to compute in "
+            f"{self.calls} model calls{cost}"
         )
 
     def lines(self) -> list[str]:
@@ -263,12 +266,16 @@ def fill_holes(
     filling.judged = len(items)
     cached = runner.cache.get_many(e.key for e in job.entries)
     filling.cached = sum(1 for e in job.entries if e.key in cached)
-    fresh = [
-        relevance_prompt(*item)
+    fresh = {  # the same question and passage twice is computed once
+        e.key: relevance_prompt(*item)
         for item, e in zip(items, job.entries, strict=True)
         if e.key not in cached
-    ]
-    filling.prompt_tokens, filling.cost = _estimate(annotator, fresh, judge_max_tokens)
+    }
+    filling.computed = len(fresh)
+    filling.prompt_tokens, filling.cost = _estimate(
+        annotator, list(fresh.values()), judge_max_tokens
+    )
+    filling.calls = -(-len(fresh) // runner.batch_size)
     if announce is not None:
         announce(filling.plan_line(judge_max_tokens))
     values = runner.run(job)
