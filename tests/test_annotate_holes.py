@@ -266,10 +266,11 @@ class TestLabelSources:
         eng = engine.Engine(config={"metrics": {"retrieval": {"default_k": 3}}})
         results = (
             eng.dataset(str(files["labelled"]))
-            .with_metrics(["retrieval-judged-at-k"])
+            .with_metrics(["retrieval-judged-at-k", "retrieval-mrr"])
             .evaluate(str(files["a"]))
         )
-        report = results.reports["label sources"]
+        # no metric names a k: the configured default
+        report = results.reports["label sources@3"]
         assert report["sources"] == {"human": 3, SOURCE: 4, "unjudged": 2}
         assert report["slots"] == 9 and report["k"] == 3
         assert report["judged@k (human labels)"] == pytest.approx(3 / 9)
@@ -279,13 +280,21 @@ class TestLabelSources:
         assert main(["run", str(files["labelled"]), "--outputs", str(files["a"]), "--metrics",
                      "retrieval-judged-at-k@3"]) == 0  # fmt: skip
         out = capsys.readouterr().out
-        assert "label sources:" in out and "judged@k (human labels)" in out
+        assert "label sources@3:" in out and "judged@k (human labels)" in out
         assert (
             main(["run", str(files["labelled"]), "--outputs", str(files["a"]), "--metrics",
                   "retrieval-judged-at-k@3", "--format", "json"]) == 0
         )  # fmt: skip
         document = json.loads(capsys.readouterr().out)
-        assert document["reports"]["label sources"]["sources"]["unjudged"] >= 2
+        assert document["reports"]["label sources@3"]["sources"]["unjudged"] == 2
+        # one report per cutoff the metrics name
+        results = (
+            eng.dataset(str(files["labelled"]))
+            .with_metrics(["retrieval-judged-at-k@1", "retrieval-judged-at-k@2"])
+            .evaluate(str(files["a"]))
+        )
+        assert results.reports["label sources@1"]["sources"] == {"human": 1, SOURCE: 2}
+        assert results.reports["label sources@2"]["slots"] == 6
 
     def test_no_sources_no_report(self, tmp_path: Path) -> None:
         import engine
@@ -300,7 +309,7 @@ class TestLabelSources:
             .with_metrics(["retrieval-judged-at-k"])
             .evaluate(str(files["a"]))
         )
-        assert "label sources" not in results.reports
+        assert not any(key.startswith("label sources") for key in results.reports)
 
 
 class TestExplainSources:

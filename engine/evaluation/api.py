@@ -571,9 +571,13 @@ class Evaluation:
             strict=strict,
             provenance={"chunk_size": size, "executor": executor.name} if size is not None else {},
         )
-        sources = label_source_report(joined, self.engine.config.default_k)
-        if sources is not None:
-            results = attrs.evolve(results, reports={**results.reports, REPORT: sources})
+        cutoffs = {getattr(m, "k", None) for m in self.metrics} - {None}
+        found = {
+            f"{REPORT}@{k}": label_source_report(joined, k)
+            for k in sorted(cutoffs or {self.engine.config.default_k})
+        }
+        if any(found.values()):
+            results = attrs.evolve(results, reports={**results.reports, **found})
         log.info(
             "evaluation.finished",
             dataset=dataset.name,
