@@ -370,9 +370,9 @@ def _fill(
     print(f"wrote {args.output} ({len(labelled)} samples; cache {cache.path})", file=sys.stderr)
     if args.agreement:
         metrics = split_specs(args.metrics) or [f"retrieval-ndcg-at-k@{args.depth}"]
-        runs = {str(path): path for path in args.runs}
+        named = {str(path): run for path, run in zip(args.runs, runs, strict=True)}
         engine = Engine(config=getattr(args, "config", None))
-        found = relevance_agreement(raws, labelled, filling, runs, metrics, engine)
+        found = relevance_agreement(raws, labelled, filling, named, metrics, engine)
         print("\n".join(found.lines()))
     return 0
 

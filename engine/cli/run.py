@@ -172,7 +172,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_ppi(engine: Engine, dataset: Any, specs: list[str], outputs: Any, args: Any) -> int:
+def _run_ppi(engine: Engine, dataset: Any, specs: list[Any], outputs: Any, args: Any) -> int:
     """``run --ppi``: the PPI++ estimates as a table, or as JSON with ``--format json``."""
     if args.stream or args.by is not None or args.format not in ("table", "json"):
         raise UsageError("--ppi writes a table or --format json, without --stream or --by")

@@ -571,12 +571,13 @@ class Evaluation:
             strict=strict,
             provenance={"chunk_size": size, "executor": executor.name} if size is not None else {},
         )
-        cutoffs = {getattr(m, "k", None) for m in self.metrics} - {None}
+        cutoffs = {k for m in self.metrics if isinstance(k := getattr(m, "k", None), int)}
         found = {
-            f"{REPORT}@{k}": label_source_report(joined, k)
+            f"{REPORT}@{k}": report
             for k in sorted(cutoffs or {self.engine.config.default_k})
+            if (report := label_source_report(joined, k)) is not None
         }
-        if any(found.values()):
+        if found:
             results = attrs.evolve(results, reports={**results.reports, **found})
         log.info(
             "evaluation.finished",
