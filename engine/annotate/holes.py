@@ -377,6 +377,7 @@ def relevance_agreement(
     from scipy import stats
 
     from engine.annotate.tasks import _long_form
+    from engine.evaluation.api import only
 
     table = Agreement()
     rows = []
@@ -406,7 +407,7 @@ def relevance_agreement(
             evaluation = data.with_metrics([spec])
             found = {}
             for name, outputs in runs.items():
-                results = evaluation.evaluate(outputs)
+                results = evaluation.evaluate(only(outputs, data.ids))
                 found[name] = float(results.summary()[results.labels[0]]["mean"])
             means.append(found)
         tau = None

@@ -15,6 +15,8 @@ from typing import IO, Any
 import attrs
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.errors import InputError, MetricParameterError, Problem, UnknownMetricError
 from engine.evaluation.batch import Batch, Shape
@@ -333,6 +335,14 @@ class Dataset:
         return Batch.compile(joined, self.engine.config.default_k)
 
 
+def only(outputs: Any, ids: Sequence[str]) -> Columns:
+    """The outputs of these sample ids (so that scoring a subset of a dataset does not
+    report the others' outputs as unknown)."""
+    columns = _outputs(outputs)
+    kept = pc.is_in(columns.ids, value_set=pa.array(list(ids), pa.string()))
+    return columns.take(np.flatnonzero(kept.to_numpy(zero_copy_only=False)))
+
+
 def _outputs(outputs: Any) -> Columns:
     if isinstance(outputs, Columns):
         return outputs
@@ -423,7 +433,9 @@ class Evaluation:
         for kind in ("relevance", "utility", "grades"):
             has_labels |= labels.column(kind).is_valid().to_numpy(zero_copy_only=False)
         gold = attrs.evolve(self.dataset, columns=labels.take(np.flatnonzero(has_labels)))
-        human_scores = attrs.evolve(self, dataset=gold)._values(outputs, baseline)
+        human_scores = attrs.evolve(self, dataset=gold)._values(
+            only(outputs, gold.ids), None if baseline is None else only(baseline, gold.ids)
+        )
         llm_scores = Evaluation(dataset=predictions, plan=self.plan)._values(outputs, baseline)
         position = {sample_id: i for i, sample_id in enumerate(gold.ids)}
         rows = np.array([position.get(i, -1) for i in predictions.ids], dtype=np.int64)
