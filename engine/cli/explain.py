@@ -176,7 +176,7 @@ def _slot_table(slots: Sequence[Slot], kinds: Sequence[str]) -> list[str]:
         ]
         for s in slots
     ]
-    left = {1, len(header) - 1}
+    left = {1, len(header) - 1, *([header.index("source")] if sourced else [])}
     return ["  " + line for line in _aligned([header, *rows], left)]
 
 
