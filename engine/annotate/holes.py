@@ -4,14 +4,14 @@ runs pool, which of them already have a relevance label, and the source of each 
 A label's source is ``metadata.label_sources[doc]`` of its sample: ``"human"``, or
 ``"ANNOTATOR:MODEL:PROMPT_VERSION"`` for a label an LLM wrote (:func:`source_of`); a
 label with no entry there is a human's. Pooling is vectorised over all runs at once
-(document codes in one vocabulary, one int64 key per pair, ``np.unique``), so 100,000
-queries x 3 runs x depth 10 pool in well under a second.
+(document codes in one vocabulary, one int64 key per pair, one sort), so 100,000 queries
+x 3 runs x depth 10 pool in about a second.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -20,11 +20,28 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.annotate.base import Annotator
 from engine.annotate.claims import Agreement
+from engine.annotate.prompts import RELEVANCE_VERSION, relevance_prompt
+from engine.annotate.runner import Runner
+from engine.annotate.tasks import _long_form, question_of, relevance_job
+from engine.errors import InputError, Problem
+from engine.evaluation.api import subset_outputs
 from engine.evaluation.label_sources import HUMAN, SOURCES_KEY
 from engine.io.columns import Columns, lengths, merge_vocabularies, offsets_of
+from engine.io.records import Sample
 
-__all__ = ["HUMAN", "SOURCES_KEY", "Pool", "pool", "source_of", "sources_of"]
+__all__ = [
+    "Filling",
+    "Pool",
+    "Ranking",
+    "RelevanceAgreement",
+    "fill_holes",
+    "pool",
+    "relevance_agreement",
+    "source_of",
+    "sources_of",
+]
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -52,7 +69,6 @@ class Pool:
     labelled: BoolArray
     has_text: BoolArray
     depth: int
-    runs: int
     unknown: int
     """Rows of the runs whose sample id is not in the dataset (left out)."""
     _text_run: IntArray = attrs.field(repr=False)
@@ -149,7 +165,6 @@ def pool(samples: Columns, runs: Sequence[Columns], depth: int) -> Pool:
         labelled=_member(unique, labelled_keys),
         has_text=has_any[first],
         depth=depth,
-        runs=len(runs),
         unknown=unknown,
         text_run=np.concatenate(text_runs)[chosen] if text_runs else np.zeros(0, np.int64),
         text_at=np.concatenate(text_at)[chosen] if text_at else np.zeros(0, np.int64),
@@ -201,7 +216,9 @@ class Filling:
         return lines
 
 
-def _estimate(annotator: Any, prompts: Sequence[str], max_tokens: int) -> tuple[int, float | None]:
+def _estimate(
+    annotator: Annotator, prompts: Sequence[str], max_tokens: int
+) -> tuple[int, float | None]:
     """Prompt tokens (4 characters a token) and, if the annotator has ``prices`` (USD per
     million prompt and completion tokens), the most the calls can cost."""
     tokens = sum(len(p) for p in prompts) // 4 + len(prompts)
@@ -213,15 +230,15 @@ def _estimate(annotator: Any, prompts: Sequence[str], max_tokens: int) -> tuple[
 
 def fill_holes(
     raws: Sequence[Mapping[str, Any]],
-    samples: Sequence[Any],
+    samples: Sequence[Sample],
     pooled: Pool,
-    annotator: Any,
-    runner: Any,
+    annotator: Annotator,
+    runner: Runner,
     *,
     every: bool = False,
     only: BoolArray | None = None,
     judge_max_tokens: int = 256,
-    announce: Any = None,
+    announce: Callable[[str], None] | None = None,
 ) -> tuple[list[dict[str, Any]], Filling]:
     """The raw samples with the judge's relevance label (1 or 0) on each pooled pair that
     had none (``every``: on every pooled pair, replacing the labels it had), and each
@@ -229,10 +246,6 @@ def fill_holes(
     get the source ``human``); the judge's answers come from the cache where it has them.
     ``only`` (a mask over the pool's pairs) limits the judging to those pairs.
     ``announce(line)`` hears the plan (pairs, cache hits, cost) before any model call."""
-    from engine.annotate.prompts import RELEVANCE_VERSION, relevance_prompt
-    from engine.annotate.tasks import _long_form, question_of, relevance_job
-    from engine.errors import InputError, Problem
-
     filling = Filling(source_of(annotator.name, annotator.model, RELEVANCE_VERSION))
     filling.pooled = len(pooled)
     filling.labelled = int(pooled.labelled.sum())
@@ -302,8 +315,6 @@ def fill_holes(
 
 def _mark_human(raw: dict[str, Any]) -> None:
     """Give each of the sample's relevance labels without a source the source ``human``."""
-    from engine.annotate.tasks import _long_form
-
     if raw.get("expected_output") is None:
         return
     relevance = _long_form(raw).get("relevance")
@@ -376,9 +387,6 @@ def relevance_agreement(
     orders. ``runs``: run name -> outputs the engine reads."""
     from scipy import stats
 
-    from engine.annotate.tasks import _long_form
-    from engine.evaluation.api import only
-
     table = Agreement()
     rows = []
     for row, (raw, after) in enumerate(zip(raws, judged, strict=True)):
@@ -407,7 +415,7 @@ def relevance_agreement(
             evaluation = data.with_metrics([spec])
             found = {}
             for name, outputs in runs.items():
-                results = evaluation.evaluate(only(outputs, data.ids))
+                results = evaluation.evaluate(subset_outputs(outputs, data.ids))
                 found[name] = float(results.summary()[results.labels[0]]["mean"])
             means.append(found)
         tau = None

@@ -335,7 +335,7 @@ class Dataset:
         return Batch.compile(joined, self.engine.config.default_k)
 
 
-def only(outputs: Any, ids: Sequence[str]) -> Columns:
+def subset_outputs(outputs: Any, ids: Sequence[str]) -> Columns:
     """The outputs of these sample ids (so that scoring a subset of a dataset does not
     report the others' outputs as unknown)."""
     columns = _outputs(outputs)
@@ -434,7 +434,8 @@ class Evaluation:
             has_labels |= labels.column(kind).is_valid().to_numpy(zero_copy_only=False)
         gold = attrs.evolve(self.dataset, columns=labels.take(np.flatnonzero(has_labels)))
         human_scores = attrs.evolve(self, dataset=gold)._values(
-            only(outputs, gold.ids), None if baseline is None else only(baseline, gold.ids)
+            subset_outputs(outputs, gold.ids),
+            None if baseline is None else subset_outputs(baseline, gold.ids),
         )
         llm_scores = Evaluation(dataset=predictions, plan=self.plan)._values(outputs, baseline)
         position = {sample_id: i for i, sample_id in enumerate(gold.ids)}

@@ -32,16 +32,16 @@ def _declares_sources(columns: Columns) -> bool:
     return bool(found)
 
 
-def slot_sources(columns: Columns, k: int | None = None) -> tuple[pa.Array, np.ndarray]:
+def slot_sources(columns: Columns, k: int | None = None) -> pa.Array:
     """For a table of samples with their outputs: each retrieved slot's label source
-    (``human``, an LLM source, or null when unjudged), flat in row order, and the rank of
-    each slot (0-based). ``k`` keeps only the top k of each sample."""
+    (``human``, an LLM source, or null when unjudged), flat in row order, as retrieved.
+    ``k`` keeps only the top k of each sample."""
     codes, sizes = columns.doc_codes("retrieved")
     rows = np.repeat(np.arange(len(columns), dtype=np.int64), sizes)
     rank = np.arange(codes.size, dtype=np.int64) - np.repeat(offsets_of(sizes)[:-1], sizes)
     if k is not None:
         kept = rank < k
-        codes, rows, rank = codes[kept], rows[kept], rank[kept]
+        codes, rows = codes[kept], rows[kept]
     size = np.int64(max(len(columns.docs), 1))
     slots = rows * size + codes
     label_codes, label_sizes = columns.doc_codes("relevance")
@@ -55,7 +55,7 @@ def slot_sources(columns: Columns, k: int | None = None) -> tuple[pa.Array, np.n
         hit = labelled & (declared[at] == slots)
         source[hit] = ids[at[hit]]
     labels = pa.array(names, pa.string()).take(pa.array(np.maximum(source, 0)))
-    return pc.if_else(pa.array(source >= 0), labels, pa.nulls(len(labels), pa.string())), rank
+    return pc.if_else(pa.array(source >= 0), labels, pa.nulls(len(labels), pa.string()))
 
 
 def _declared(
@@ -88,7 +88,7 @@ def label_source_report(columns: Columns, k: int) -> dict[str, Any] | None:
     None when the dataset declares no label sources."""
     if not _declares_sources(columns) or not len(columns):
         return None
-    sources, _ = slot_sources(columns, k)
+    sources = slot_sources(columns, k)
     counts = pc.value_counts(sources.fill_null("unjudged")).to_pylist()
     by_source = {c["values"]: int(c["counts"]) for c in counts}
     samples = len(columns)
