@@ -477,3 +477,31 @@ class TestTransformers:
         assert (
             f"{len(holes)} from the cache, 0 to compute in 0 model calls" in capsys.readouterr().err
         )
+
+
+class TestPython:
+    def test_pool_and_fill_from_python(self, server_factory: object, tmp_path: Path) -> None:
+        """The same as the command, from Python: pool, then fill_holes with an annotator,
+        a cache and a runner; the plan is announced before the judge is called."""
+        from engine.annotate import Cache, Runner, fill_holes
+        from engine.annotate.http_annotator import OpenAICompatibleAnnotator
+        from engine.io.records import samples_of
+
+        server = server_factory("--mode", "logprobs")  # type: ignore[operator]
+        files = _write(tmp_path)
+        _, columns = read_dataset(files["dataset"])
+        raws = json.loads(files["dataset"].read_text())["samples"]
+        pooled = pool(columns, [read_outputs(files["a"]), read_outputs(files["b"])], depth=2)
+        heard: list[tuple[str, object]] = []
+        annotator = OpenAICompatibleAnnotator("judge", base_url=server.url)
+        with Runner(Cache(tmp_path / "cache.sqlite")) as runner:
+            labelled, filling = fill_holes(
+                raws, samples_of(columns), pooled, annotator, runner,
+                announce=lambda line: heard.append((line, server.stats()["requests"])),
+            )  # fmt: skip
+        holes = _pairs(2) - {(q, d) for q, docs in LABELS.items() for d in docs or ()}
+        assert heard == [(filling.plan_line(256), 0)] and filling.judged == len(holes)
+        for sid, doc in holes:
+            sample = next(s for s in labelled if s["id"] == sid)
+            assert sample["expected_output"]["relevance"][doc] == _judge(sid, doc)
+            assert sample["metadata"]["label_sources"][doc] == SOURCE
