@@ -505,3 +505,25 @@ class TestPython:
             sample = next(s for s in labelled if s["id"] == sid)
             assert sample["expected_output"]["relevance"][doc] == _judge(sid, doc)
             assert sample["metadata"]["label_sources"][doc] == SOURCE
+
+
+class TestPPIPredictions:
+    def test_filled_dataset_as_predictions_is_noted(
+        self, server_factory: object, tmp_path: Path
+    ) -> None:
+        """A --holes dataset mixes human and judge labels: used as PPI's predictions, the
+        report says how many of its labels are human ones; after --runs without --holes
+        every label here is the judge's (all the human ones were pooled): no note."""
+        import engine
+
+        server = server_factory("--mode", "logprobs")  # type: ignore[operator]
+        files = _write(tmp_path)
+        assert _annotate(files, server.url, "--holes") == 0
+        eng = engine.Engine(config={})
+        gold = eng.dataset(str(files["dataset"])).with_metrics(["retrieval-precision-at-k@2"])
+        report = gold.ppi(str(files["a"]), eng.dataset(str(files["labelled"])))
+        human = sum(len(labels or {}) for labels in LABELS.values())
+        assert report.notes and report.notes[0].startswith(f"{human} relevance label(s)")
+        assert _annotate(files, server.url) == 0  # every pooled pair, no human label left
+        report = gold.ppi(str(files["a"]), eng.dataset(str(files["labelled"])))
+        assert report.notes == ()

@@ -246,3 +246,26 @@ class TestEvaluationPPI:
              "--metrics", "retrieval-precision-at-k@4", "--ppi", str(tmp_path / "judged.json")]
         ) == 0  # fmt: skip
         assert "PPI mean" in capsys.readouterr().out
+
+
+class TestEstimateMetrics:
+    def test_na_values_are_left_out_and_counted(self):
+        """A labelled unit with NA on either side and an unlabelled unit with an NA
+        prediction are left out (counted); the rest is ppi_mean of what remains."""
+        y, yhat, unlabelled = _data(9, 30, 200, slope=1.0)
+        human = np.concatenate([y, np.full(200, np.nan)])
+        llm = np.concatenate([yhat, unlabelled])
+        labelled = np.arange(230) < 30
+        human[3] = np.nan  # human NA
+        llm[7] = np.nan  # judge NA on a labelled unit
+        llm[100] = np.nan  # judge NA on an unlabelled unit
+        (row,) = ppi.estimate_metrics({"m": human}, {"m": llm}, labelled)
+        keep = np.ones(30, bool)
+        keep[[3, 7]] = False
+        rest = np.delete(unlabelled, 70)
+        expected = ppi.ppi_mean(y[keep], yhat[keep], rest)
+        assert (row.ppi.mean, row.ppi.low, row.ppi.high) == pytest.approx(
+            (expected.mean, expected.low, expected.high), abs=1e-12
+        )
+        assert row.left_out == 3 and (row.ppi.n, row.ppi.N) == (28, 199)
+        assert row.llm == pytest.approx(np.concatenate([yhat[keep], rest]).mean())

@@ -182,7 +182,7 @@ def _run_ppi(engine: Engine, dataset: Any, specs: list[Any], outputs: Any, args:
     if args.format == "json":
         emit(json.dumps(report.to_dict(), indent=2) + "\n", args.output)
     else:
-        emit_tables([report.table()], [], args.output)
+        emit_tables([report.table()], [f"note: {note}" for note in report.notes], args.output)
     return 0
 
 

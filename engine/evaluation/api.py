@@ -22,7 +22,7 @@ from engine.errors import InputError, MetricParameterError, Problem, UnknownMetr
 from engine.evaluation.batch import Batch, Shape
 from engine.evaluation.executors import Executor, resolve_executor
 from engine.evaluation.ir_measures_names import suggest
-from engine.evaluation.label_sources import REPORT, label_source_report
+from engine.evaluation.label_sources import HUMAN, REPORT, SOURCES_KEY, label_source_report
 from engine.evaluation.metric import Metric, check_metric_class, metric_label, parse_spec
 from engine.evaluation.pipeline import (
     DEFAULT_CHUNK_SIZE,
@@ -335,6 +335,26 @@ class Dataset:
         return Batch.compile(joined, self.engine.config.default_k)
 
 
+def _human_predictions(predictions: Dataset) -> tuple[str, ...]:
+    """A note when PPI's predictions record label sources and some are a person's: the
+    judge's values are then not the judge's alone (PPI wants every label the judge's)."""
+    declared = [s for s in predictions.samples if SOURCES_KEY in s.metadata]
+    if not declared:
+        return ()
+    human = sum(
+        1
+        for sample in predictions.samples
+        for doc in sample.relevance or {}
+        if sample.metadata.get(SOURCES_KEY, {}).get(doc, HUMAN) == HUMAN
+    )
+    if not human:
+        return ()
+    return (
+        f"{human} relevance label(s) of the predictions are human labels: PPI wants the "
+        "judge's labels on every pooled pair (slotwise annotate --runs without --holes)",
+    )
+
+
 def subset_outputs(outputs: Any, ids: Sequence[str]) -> Columns:
     """The outputs of these sample ids (so that scoring a subset of a dataset does not
     report the others' outputs as unknown)."""
@@ -449,7 +469,9 @@ class Evaluation:
             found = ppi.estimate_metrics(human, llm_scores, labelled, level=level)
         except ValueError as error:
             raise InputError([Problem(str(error))], summary="cannot estimate by PPI") from None
-        return ppi.Report(tuple(found), level, paired=baseline is not None)
+        return ppi.Report(
+            tuple(found), level, paired=baseline is not None, notes=_human_predictions(predictions)
+        )
 
     def _values(self, outputs: Any, baseline: Any) -> dict[str, FloatArray]:
         """Per metric label, the per-sample values of ``outputs`` (minus ``baseline``'s)."""

@@ -139,7 +139,7 @@ class MetricPPI:
     human: Estimate
     """The mean of the human-label values on the labelled units, with its CLT interval."""
     llm: float
-    """The mean of the LLM-label values on every unit, labelled and unlabelled."""
+    """The mean of the LLM-label values on every unit used, labelled and unlabelled."""
     left_out: int
     """Units left out because a value was NA (on either side for a labelled unit)."""
 
@@ -203,12 +203,15 @@ class Report:
     metrics: tuple[MetricPPI, ...]
     level: float
     paired: bool = False
+    notes: tuple[str, ...] = ()
+    """What the numbers should be read with (e.g. human labels among the predictions)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "ppi": {
                 "level": self.level,
                 "estimand": "difference from the baseline" if self.paired else "mean",
+                "notes": list(self.notes),
                 "metrics": [m.to_dict() for m in self.metrics],
             }
         }
