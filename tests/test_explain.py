@@ -159,6 +159,7 @@ class TestData:
             "in_pool": True,
             "pool_rank": 6,
             "snippet": "Archived (2023): The developer API allows 100 requests per minute per key on al…",
+            "source": None,  # the quickstart records no label sources
         }
         assert second["diagnosis"]["verdict"] == "fine"
 

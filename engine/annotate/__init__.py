@@ -6,7 +6,8 @@ and ``openai-compatible`` (a chat-completions endpoint: logprobs, or Monte-Carlo
 sampling). Both also generate, for the LLM-as-judge relevance annotator, the answer
 grader, the claims split from reference answers and the judge of their support
 (:mod:`engine.annotate.claims`). Results are cached in SQLite (:class:`Cache`), so runs
-resume and re-runs are free.
+resume and re-runs are free. :mod:`engine.annotate.holes` pools runs and fills the
+holes of a dataset's relevance labels, each label with its source.
 """
 
 from engine.annotate.base import (
@@ -21,6 +22,7 @@ from engine.annotate.base import (
     UtilityItem,
 )
 from engine.annotate.cache import Cache
+from engine.annotate.holes import Filling, Pool, fill_holes, pool, relevance_agreement
 from engine.annotate.runner import AnnotationInterrupted, Runner, Stats
 from engine.annotate.tasks import TASKS, Report, annotate_samples
 
@@ -34,6 +36,8 @@ __all__ = [
     "AnnotatorRegistry",
     "BatchResult",
     "Cache",
+    "Filling",
+    "Pool",
     "Report",
     "RetryableError",
     "Runner",
@@ -41,4 +45,7 @@ __all__ = [
     "UnknownAnnotatorError",
     "UtilityItem",
     "annotate_samples",
+    "fill_holes",
+    "pool",
+    "relevance_agreement",
 ]

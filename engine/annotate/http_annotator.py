@@ -67,6 +67,7 @@ class OpenAICompatibleAnnotator:
         top_logprobs: int = 20,
         timeout: float = 60.0,
         no_response_token: str | None = None,
+        prices: Sequence[float] | None = None,
     ) -> None:
         try:
             import httpx
@@ -99,6 +100,7 @@ class OpenAICompatibleAnnotator:
             "top_logprobs": top_logprobs,
             "timeout": timeout,
             "no_response_token": no_response_token,
+            "prices": prices,
         }
         self._init_env = {api_key_env: os.environ[api_key_env]} if api_key_env else {}
         self._httpx: Any = httpx
@@ -110,6 +112,8 @@ class OpenAICompatibleAnnotator:
         self.max_tokens = max_tokens
         self.top_logprobs = top_logprobs
         self.no_response_token = no_response_token
+        #: USD per million prompt and completion tokens, for cost estimates (not cached)
+        self.prices = None if prices is None else (float(prices[0]), float(prices[1]))
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
         self._lock = threading.Lock()
         self._logprobs = method != "sampling"

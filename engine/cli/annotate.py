@@ -17,7 +17,14 @@ from engine.annotate.base import AnnotationError, AnnotatorRegistry
 from engine.annotate.cache import Cache
 from engine.annotate.runner import AnnotationInterrupted, Runner
 from engine.annotate.tasks import TASKS, annotate_samples
-from engine.cli.common import Handler, non_negative_int, positive_float, positive_int
+from engine.cli.common import (
+    Handler,
+    UsageError,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    split_specs,
+)
 from engine.errors import InputError, Problem
 from engine.io.config import CONFIG_FILENAME
 from engine.io.documents import parse_samples, write_samples
@@ -40,6 +47,7 @@ _ANNOTATOR_OPTIONS = (
     "temperature",
     "timeout",
     "no_response_token",
+    "prices",
 )
 
 
@@ -138,7 +146,46 @@ def add(commands: Any) -> dict[str, Handler]:
         action="store_true",
         help="with --task support: compare the judge's links with the groups the claims "
         "already have (a person's), which are kept; print Cohen's kappa, precision, recall "
-        "and the disagreements",
+        "and the disagreements. With --runs: judge every pooled pair of the samples that "
+        "have human relevance labels, and print Cohen's kappa with the human labels and "
+        "Kendall's tau between the runs' rankings under each",
+    )
+    holes = annotate.add_argument_group("pooling and hole filling (--task relevance)")
+    holes.add_argument(
+        "--runs",
+        nargs="+",
+        type=Path,
+        metavar="OUTPUTS",
+        help="pool the top --depth documents of these runs (outputs files with the passages' "
+        "texts) and judge their relevance; each label's source goes to metadata.label_sources",
+    )
+    holes.add_argument("--depth", type=positive_int, default=10, help="pool depth per run (10)")
+    holes.add_argument(
+        "--holes",
+        action="store_true",
+        help="with --runs: judge only the pooled pairs that have no label yet (the others "
+        "keep theirs); without it every pooled pair is judged, as PPI's predictions need",
+    )
+    holes.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --runs: say how many pairs would be judged (and the cost, where the "
+        "annotator knows prices) and stop before any model call",
+    )
+    holes.add_argument(
+        "--metrics",
+        action="append",
+        default=[],
+        help="with --runs and --agreement: metrics whose ranking of the runs is compared "
+        "under the human and the LLM labels (default: retrieval-ndcg-at-k@DEPTH)",
+    )
+    remote.add_argument(
+        "--price",
+        nargs=2,
+        type=float,
+        dest="prices",
+        metavar=("PROMPT", "COMPLETION"),
+        help="USD per million prompt and completion tokens, for the cost estimate",
     )
     annotate.add_argument(
         "--no-response-token", help="the abstention token to read (default: NO-RESPONSE's first)"
@@ -198,10 +245,20 @@ def _annotator(args: argparse.Namespace) -> Any:
 
 def _annotate(args: argparse.Namespace) -> int:
     tasks = _tasks(args.task)
+    if args.runs is not None and tasks != ["relevance"]:
+        raise UsageError("--runs pools documents for --task relevance alone")
+    if args.runs is not None and args.outputs is not None:
+        raise UsageError("the passages come from --runs: leave out --outputs")
+    if args.runs is None and (args.holes or args.dry_run or args.metrics):
+        raise UsageError("--holes, --dry-run and --metrics go with --runs OUTPUTS...")
+    if args.runs is not None and args.agreement and args.holes:
+        raise UsageError("--agreement judges the pairs people labelled: leave out --holes")
     path, outputs_path = _dataset(args)
     name, columns = read_dataset(path)
     samples = samples_of(columns)
     raws = _raw_samples(path)
+    if args.runs is not None:
+        outputs_path = None  # the passages come from the runs
     outputs = outputs_of(read_outputs(outputs_path)) if outputs_path is not None else None
     cache_path = args.cache or args.output.with_suffix(".cache.sqlite")
     resume = f"finished work is in the cache {cache_path}; run the same command again to resume"
@@ -217,6 +274,8 @@ def _annotate(args: argparse.Namespace) -> int:
         progress=args.progress,
         executor=args.executor,
     )
+    if args.runs is not None:
+        return _fill(args, name, columns, samples, raws, annotator, cache, runner, resume)
     try:
         labelled, report = annotate_samples(
             raws,
@@ -247,6 +306,74 @@ def _annotate(args: argparse.Namespace) -> int:
     print(f"wrote {args.output} ({len(labelled)} samples; cache {cache_path})", file=sys.stderr)
     if report.agreement is not None:
         print("\n".join(report.agreement.lines()))
+    return 0
+
+
+class _DryRun(Exception):
+    """--dry-run: the plan was said; stop before any model call."""
+
+
+def _fill(
+    args: argparse.Namespace,
+    name: str | None,
+    columns: Any,
+    samples: Any,
+    raws: list[dict[str, Any]],
+    annotator: Any,
+    cache: Cache,
+    runner: Runner,
+    resume: str,
+) -> int:
+    """``annotate --runs``: pool the runs, judge the pooled pairs (only the unlabelled
+    ones with --holes) and write the dataset with each label's source."""
+    from engine.annotate.holes import fill_holes, pool, relevance_agreement
+    from engine.evaluation.api import Engine
+
+    def announce(line: str) -> None:
+        print(line, file=sys.stderr)
+        if args.dry_run:
+            raise _DryRun
+
+    try:
+        runs = [read_outputs(path) for path in args.runs]
+        pooled = pool(columns, runs, args.depth)
+        if pooled.unknown:
+            print(
+                f"{pooled.unknown} run row(s) name samples not in the dataset (left out)",
+                file=sys.stderr,
+            )
+        only = None
+        if args.agreement:  # the pairs of the samples that have human relevance labels
+            has_labels = columns.column("relevance").is_valid().to_numpy(zero_copy_only=False)
+            only = has_labels[pooled.rows]
+        labelled, filling = fill_holes(
+            raws, samples, pooled, annotator, runner, every=not args.holes, only=only,
+            judge_max_tokens=args.judge_max_tokens, announce=announce,
+        )  # fmt: skip
+    except _DryRun:
+        return 0
+    except (KeyboardInterrupt, AnnotationInterrupted):
+        print(f"slotwise: interrupted; {resume}", file=sys.stderr)
+        return 130
+    except AnnotationError as error:
+        raise AnnotationError(f"{error}\n{resume}") from error
+    finally:
+        if not args.dry_run:
+            _log_finished(runner, ["relevance"], Path(cache.path))
+        runner.close()
+        cache.close()
+        annotator.close()
+    parse_samples((raw, None) for raw in labelled)  # never write an invalid dataset
+    write_samples(args.output, labelled, name=name)
+    for line in filling.lines():
+        print(line, file=sys.stderr)
+    print(f"wrote {args.output} ({len(labelled)} samples; cache {cache.path})", file=sys.stderr)
+    if args.agreement:
+        metrics = split_specs(args.metrics) or [f"retrieval-ndcg-at-k@{args.depth}"]
+        named = {str(path): run for path, run in zip(args.runs, runs, strict=True)}
+        engine = Engine(config=getattr(args, "config", None))
+        found = relevance_agreement(raws, labelled, filling, named, metrics, engine)
+        print("\n".join(found.lines()))
     return 0
 
 

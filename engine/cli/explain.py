@@ -21,6 +21,7 @@ from engine.cli.common import (
 )
 from engine.evaluation.api import Engine
 from engine.evaluation.explain import Explanation, Missed, Slot, SystemView, explain, worst
+from engine.evaluation.label_sources import SOURCES_KEY
 
 __all__ = ["add"]
 
@@ -30,7 +31,8 @@ def add(commands: Any) -> dict[str, Handler]:
         "explain",
         help="why a sample scored what it did: each system's slots, misses and diagnosis",
         description="For a sample: each system's top K slots (rank, id, relevance label, "
-        "grade, utility, pool rank, snippet), the relevant documents it missed and where "
+        "grade, utility, the relevance label's source when the dataset records it, pool rank, "
+        "snippet), the relevant documents it missed and where "
         "they sat in its pool, its scores and, for set-based metrics, G_obs, G_pool and "
         "G_oracle with the diagnosis. Needs the outputs each results file scored (kept in "
         "it, or --outputs) and the dataset (--dataset, or the one slotwise.yaml declares "
@@ -106,7 +108,12 @@ def explanation_lines(explanation: Explanation) -> list[str]:
     lines = [f"{explanation.sample_id}: {explanation.question}"]
     if explanation.metadata:
         lines.append(
-            "  " + " ".join(f"{key}={value}" for key, value in explanation.metadata.items())
+            "  "
+            + " ".join(
+                f"{key}={value}"
+                for key, value in explanation.metadata.items()
+                if key != SOURCES_KEY  # shown per slot
+            )
         )
     kinds = _label_kinds(explanation.systems)
     for index, system in enumerate(explanation.systems):
@@ -149,18 +156,27 @@ _HEADERS = {"relevance": "rel", "grade": "grade", "utility": "utility"}
 
 
 def _slot_table(slots: Sequence[Slot], kinds: Sequence[str]) -> list[str]:
-    header = ["rank", "id", *(_HEADERS[k] for k in kinds), "pool", "text"]
+    sourced = any(s.source is not None for s in slots)
+    header = [
+        "rank",
+        "id",
+        *(_HEADERS[k] for k in kinds),
+        *(["source"] if sourced else []),
+        "pool",
+        "text",
+    ]
     rows = [
         [
             str(s.rank),
             s.id,
             *(_value(getattr(s, k)) for k in kinds),
+            *([s.source or "-"] if sourced else []),
             _value(s.pool_rank),
             s.snippet or "-",
         ]
         for s in slots
     ]
-    left = {1, len(header) - 1}
+    left = {1, len(header) - 1, *([header.index("source")] if sourced else [])}
     return ["  " + line for line in _aligned([header, *rows], left)]
 
 

@@ -4,6 +4,7 @@ qrels), in memory, in chunks, or streamed with bounded memory."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,21 @@ def add(commands: Any) -> dict[str, Handler]:
         help="where chunks are scored: a thread per CPU of this process (the default), this "
         "thread alone, or a Ray cluster (RAY_ADDRESS; needs slotwise[ray])",
     )
+    ppi = run.add_argument_group("prediction-powered inference (docs/ppi.md)")
+    ppi.add_argument(
+        "--ppi",
+        metavar="PREDICTIONS",
+        help="a dataset with an LLM's labels on every sample (DATASET's labelled samples "
+        "are the human subset): each metric's PPI++ mean and interval, with the human-only "
+        "and LLM-only means beside it",
+    )
+    ppi.add_argument(
+        "--ppi-baseline",
+        type=Path,
+        metavar="OUTPUTS",
+        help="with --ppi: a second system's outputs; estimate the paired difference "
+        "OUTPUTS - BASELINE per metric",
+    )
     return {"run": _run}
 
 
@@ -143,12 +159,30 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(
             "no outputs: pass --outputs FILE (or --run FILE) or declare `outputs:` for the dataset"
         )
+    if args.ppi is not None:
+        return _run_ppi(engine, dataset, metrics_with_k(engine, specs, args.k), outputs, args)
+    if args.ppi_baseline is not None:
+        raise UsageError("--ppi-baseline goes with --ppi PREDICTIONS")
     chunked = args.chunk_size if args.chunk_size is not None or args.executor == "ray" else None
     evaluation = dataset.with_metrics(metrics_with_k(engine, specs, args.k))
     results = evaluation.evaluate(
         outputs, strict=args.strict, chunk_size=chunked, keep_outputs=args.keep_outputs
     )
     _emit(results, args.format, args.output, by=args.by)
+    return 0
+
+
+def _run_ppi(engine: Engine, dataset: Any, specs: list[Any], outputs: Any, args: Any) -> int:
+    """``run --ppi``: the PPI++ estimates as a table, or as JSON with ``--format json``."""
+    if args.stream or args.by is not None or args.format not in ("table", "json"):
+        raise UsageError("--ppi writes a table or --format json, without --stream or --by")
+    report = dataset.with_metrics(specs).ppi(
+        outputs, engine.dataset(args.ppi), baseline=args.ppi_baseline
+    )
+    if args.format == "json":
+        emit(json.dumps(report.to_dict(), indent=2) + "\n", args.output)
+    else:
+        emit_tables([report.table()], [f"note: {note}" for note in report.notes], args.output)
     return 0
 
 

@@ -13,11 +13,16 @@ from pathlib import Path
 from typing import IO, Any
 
 import attrs
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.errors import InputError, MetricParameterError, Problem, UnknownMetricError
 from engine.evaluation.batch import Batch, Shape
 from engine.evaluation.executors import IN_PROCESS, Executor, resolve_executor
 from engine.evaluation.ir_measures_names import suggest
+from engine.evaluation.label_sources import HUMAN, REPORT, SOURCES_KEY, label_source_report
 from engine.evaluation.metric import Metric, check_metric_class, metric_label, parse_spec
 from engine.evaluation.pipeline import (
     DEFAULT_CHUNK_SIZE,
@@ -32,6 +37,7 @@ from engine.evaluation.pipeline import (
     slices,
     streamed_chunks,
 )
+from engine.evaluation.ppi import Report as PPIReport
 from engine.evaluation.registry import MetricInfo, Registry
 from engine.evaluation.results import Results
 from engine.evaluation.scorer import OnError, Outcomes, Scorer
@@ -45,6 +51,8 @@ from engine.io.sinks import open_sink
 from engine.logs import log
 
 __all__ = ["Dataset", "Engine", "Evaluation"]
+
+FloatArray = npt.NDArray[np.float64]
 
 
 class Engine:
@@ -328,6 +336,34 @@ class Dataset:
         return Batch.compile(joined, self.engine.config.default_k)
 
 
+def _human_predictions(predictions: Dataset) -> tuple[str, ...]:
+    """A note when PPI's predictions record label sources and some are a person's: the
+    judge's values are then not the judge's alone (PPI wants every label the judge's)."""
+    declared = [s for s in predictions.samples if SOURCES_KEY in s.metadata]
+    if not declared:
+        return ()
+    human = sum(
+        1
+        for sample in predictions.samples
+        for doc in sample.relevance or {}
+        if sample.metadata.get(SOURCES_KEY, {}).get(doc, HUMAN) == HUMAN
+    )
+    if not human:
+        return ()
+    return (
+        f"{human} relevance label(s) of the predictions are human labels: PPI wants the "
+        "judge's labels on every pooled pair (slotwise annotate --runs without --holes)",
+    )
+
+
+def subset_outputs(outputs: Any, ids: Sequence[str]) -> Columns:
+    """The outputs of these sample ids (so that scoring a subset of a dataset does not
+    report the others' outputs as unknown)."""
+    columns = _outputs(outputs)
+    kept = pc.is_in(columns.ids, value_set=pa.array(list(ids), pa.string()))
+    return columns.take(np.flatnonzero(kept.to_numpy(zero_copy_only=False)))
+
+
 def _outputs(outputs: Any) -> Columns:
     if isinstance(outputs, Columns):
         return outputs
@@ -395,6 +431,57 @@ class Evaluation:
         if keep_outputs and kept is None:
             kept = {i: output.to_json() for i, output in outputs_of(columns).items()}
         return self._score(columns, strict=strict, chunk_size=chunk_size, keep=kept)
+
+    def ppi(
+        self,
+        outputs: Any,
+        predictions: Dataset,
+        *,
+        baseline: Any = None,
+        level: float = 0.95,
+    ) -> PPIReport:
+        """Prediction-powered inference (PPI++; :mod:`engine.evaluation.ppi`) of each
+        metric's mean over every sample of ``predictions``: this dataset's labels are the
+        human (gold) labels, and its samples that carry labels are the labelled subset;
+        ``predictions`` holds an LLM's labels for every sample, made the same way on the
+        labelled samples as on the others (``slotwise annotate --runs``, without
+        ``--holes``). With ``baseline`` (a second system's outputs), the paired
+        comparison: PPI on the per-sample differences ``outputs - baseline``."""
+        from engine.evaluation import ppi
+
+        labels = self.dataset.columns
+        has_labels = np.zeros(len(labels), dtype=np.bool_)
+        for kind in ("relevance", "utility", "grades"):
+            has_labels |= labels.column(kind).is_valid().to_numpy(zero_copy_only=False)
+        gold = attrs.evolve(self.dataset, columns=labels.take(np.flatnonzero(has_labels)))
+        human_scores = attrs.evolve(self, dataset=gold)._values(
+            subset_outputs(outputs, gold.ids),
+            None if baseline is None else subset_outputs(baseline, gold.ids),
+        )
+        llm_scores = Evaluation(dataset=predictions, plan=self.plan)._values(outputs, baseline)
+        position = {sample_id: i for i, sample_id in enumerate(gold.ids)}
+        rows = np.array([position.get(i, -1) for i in predictions.ids], dtype=np.int64)
+        labelled = rows >= 0
+        human = {
+            label: np.where(labelled, values[np.maximum(rows, 0)], np.nan)
+            for label, values in human_scores.items()
+        }
+        try:
+            found = ppi.estimate_metrics(human, llm_scores, labelled, level=level)
+        except ValueError as error:
+            raise InputError([Problem(str(error))], summary="cannot estimate by PPI") from None
+        return ppi.Report(
+            tuple(found), level, paired=baseline is not None, notes=_human_predictions(predictions)
+        )
+
+    def _values(self, outputs: Any, baseline: Any) -> dict[str, FloatArray]:
+        """Per metric label, the per-sample values of ``outputs`` (minus ``baseline``'s)."""
+        results = self.evaluate(outputs)
+        found = {label: results.values(label) for label in results.labels}
+        if baseline is not None:
+            other = self.evaluate(baseline)
+            found = {label: values - other.values(label) for label, values in found.items()}
+        return found
 
     def run(
         self,
@@ -521,6 +608,14 @@ class Evaluation:
             strict=strict,
             provenance={"chunk_size": size, "executor": executor.name} if size is not None else {},
         )
+        cutoffs = {k for m in self.metrics if isinstance(k := getattr(m, "k", None), int)}
+        found = {
+            f"{REPORT}@{k}": report
+            for k in sorted(cutoffs or {self.engine.config.default_k})
+            if (report := label_source_report(joined, k)) is not None
+        }
+        if found:
+            results = attrs.evolve(results, reports={**results.reports, **found})
         log.info(
             "evaluation.finished",
             dataset=dataset.name,

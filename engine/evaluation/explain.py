@@ -22,6 +22,7 @@ import attrs
 from engine.errors import InputError, Problem
 from engine.evaluation.api import Dataset, Engine
 from engine.evaluation.batch import DEFAULT_K, Batch
+from engine.evaluation.label_sources import HUMAN, SOURCES_KEY
 from engine.evaluation.pipeline import aligned
 from engine.evaluation.results import MetricRecord, Results
 from engine.io import sources
@@ -63,6 +64,9 @@ class Slot:
     in_pool: bool
     pool_rank: int | None
     snippet: str | None
+    source: str | None = None
+    """Who labelled its relevance: ``human`` or an LLM judge (``metadata.label_sources``);
+    None when it has no relevance label or the dataset declares no label sources."""
 
 
 @attrs.frozen
@@ -209,14 +213,34 @@ def explain(
     samples_columns = found.columns.take(rows)
     samples = samples_of(samples_columns)
     judged = [_judgements(s) for s in samples]
+    declared = [s.metadata.get(SOURCES_KEY) for s in samples]
+    by_source = (
+        [{**dict.fromkeys(j, HUMAN), **(d or {})} for j, d in zip(judged, declared, strict=True)]
+        if any(declared)
+        else None
+    )
     views = [
-        _views(result, name, sources.read_outputs(raw), samples_columns, judged, k, engine)
+        _views(
+            result, name, sources.read_outputs(raw), samples_columns, judged, k, engine, by_source
+        )
         for result, name, raw in zip(results, names, given, strict=True)
     ]
     return [
         Explanation(s.id, s.input, s.metadata, tuple(v[row] for v in views))
         for row, s in enumerate(samples)
     ]
+
+
+def _source(
+    label_sources: Sequence[Mapping[str, str]] | None,
+    row: int,
+    labels: Mapping[str, Labels],
+    doc: str,
+) -> str | None:
+    """The source of the document's relevance label (None: no label, or no sources)."""
+    if label_sources is None or labels.get(doc, _UNLABELED)[0] is None:
+        return None
+    return label_sources[row].get(doc, HUMAN)
 
 
 # -- finding the inputs --------------------------------------------------------------------
@@ -311,8 +335,10 @@ def _views(
     judged: Sequence[Mapping[str, Labels]],
     k: int | None,
     engine: Engine,
+    label_sources: Sequence[Mapping[str, str]] | None = None,
 ) -> list[SystemView]:
-    """The view of every sample for one system."""
+    """The view of every sample for one system (``label_sources``: per sample, each
+    labelled document's label source)."""
     joined, _ = aligned(samples_columns, outputs)
     cutoff = k or int(result.provenance.get("config_default_k") or DEFAULT_K)
     batch = Batch.compile(joined, cutoff)
@@ -349,6 +375,7 @@ def _views(
                         doc in pool_rank,
                         pool_rank.get(doc),
                         _snippet(text),
+                        _source(label_sources, row, labels, doc),
                     )
                     for rank, (doc, text) in enumerate(zip(top, texts[row], strict=False), start=1)
                 ),

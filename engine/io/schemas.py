@@ -247,7 +247,14 @@ def certainly_valid_sample(raw: Any) -> bool:
     if type(metadata) is not dict:
         return False
     k = metadata.get("k", 1)
-    return type(k) is int and k >= 1 and type(metadata.get("stratum", "")) is str
+    sources = metadata.get("label_sources", {})
+    return (
+        type(k) is int
+        and k >= 1
+        and type(metadata.get("stratum", "")) is str
+        and type(sources) is dict
+        and _all_ids(list(sources.values()))
+    )
 
 
 def _all_ids(values: list[Any]) -> bool:
