@@ -29,7 +29,7 @@ def add(commands: Any) -> dict[str, Handler]:
 
 
 def _metrics(args: argparse.Namespace) -> int:
-    infos = Engine(config=args.config).metrics()
+    infos = Engine.from_config(args.config).metrics()
     if args.format == "json":
         print(json.dumps([attrs.asdict(i) for i in infos], indent=2))
         return 0

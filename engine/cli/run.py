@@ -118,7 +118,7 @@ def add(commands: Any) -> dict[str, Handler]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    engine = Engine(config=args.config, executor=args.executor)
+    engine = Engine.from_config(args.config, executor=args.executor)
     if args.qrels is not None and args.dataset is not None:
         raise UsageError("give either DATASET or --qrels, not both")
     if args.trec_run is not None and args.outputs is not None:

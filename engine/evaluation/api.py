@@ -35,10 +35,10 @@ from engine.evaluation.pipeline import (
 from engine.evaluation.registry import MetricInfo, Registry
 from engine.evaluation.results import Results
 from engine.evaluation.scorer import OnError, Outcomes, Scorer
-from engine.evaluation.source_plugins import SourceRegistry, is_reference
+from engine.evaluation.source_plugins import Loaded, SourceRegistry, is_reference
 from engine.io import documents, sources, trec
 from engine.io.columns import Columns, ContentHash
-from engine.io.config import Config
+from engine.io.config import CONFIG_ENV, Config
 from engine.io.files import base_name, format_suffix
 from engine.io.records import Sample, outputs_of, samples_of
 from engine.io.sinks import open_sink
@@ -51,7 +51,9 @@ class Engine:
     """An evaluation engine: a configuration plus a metric registry.
 
     ``config`` is a :class:`Config`, a mapping in the ``slotwise.yaml`` shape, a path to
-    such a file, or None to use the nearest ``slotwise.yaml`` (or the defaults).
+    such a file, or None: the file the ``SLOTWISE_CONFIG`` environment variable names,
+    else the built-in defaults. No file is searched for: :meth:`from_config` finds the
+    nearest ``slotwise.yaml`` as the CLI does.
     ``executor`` scores chunks of samples: ``"local"`` (this process), ``"ray"`` (a Ray
     cluster) or an :class:`~engine.evaluation.executors.Executor`; any but local makes
     :meth:`Evaluation.evaluate` score in chunks. ``sources`` finds the plugins that read
@@ -72,10 +74,18 @@ class Engine:
         elif config is not None:
             self.config = Config.load(config)
         else:
-            self.config = Config.discover()
+            self.config = Config.from_environment()
         self.registry = registry or Registry()
         self.executor = resolve_executor(executor)
         self.sources = sources or SourceRegistry()
+
+    @classmethod
+    def from_config(cls, config: str | Path | None = None, **options: Any) -> Engine:
+        """An engine configured as the CLI is: by the file ``config``, else the one
+        ``SLOTWISE_CONFIG`` names, else the nearest ``slotwise.yaml`` from the working
+        directory upward (the defaults when there is none). ``options`` as for ``Engine``."""
+        found = Config.load(config) if config is not None else Config.discover()
+        return cls(config=found, **options)
 
     # -- metrics -------------------------------------------------------------------------
 
@@ -149,6 +159,14 @@ class Engine:
             raise MetricParameterError(f"metric given more than once: {', '.join(repeated)}")
         return Plan.of(instances, self.registry.provenance, self.config.default_k)
 
+    def provenance(self, dataset_source: str | None = None) -> dict[str, Any]:
+        """What a results' provenance records of this engine: the config and what set each
+        default (:meth:`Config.provenance`), and where the dataset came from."""
+        found = self.config.provenance()
+        if dataset_source is not None:
+            found["dataset_source"] = dataset_source
+        return found
+
     # -- datasets ------------------------------------------------------------------------
 
     def dataset(
@@ -162,26 +180,44 @@ class Engine:
             raise TypeError("pass exactly one of a dataset name/path or samples=[...]")
         if samples is not None:
             return Dataset(sources.dataset_columns(samples), self, name=name)
+        if isinstance(source, Loaded):
+            return self._loaded(source, name, None)
         if not isinstance(source, str | Path):
             return Dataset(sources.dataset_columns(source), self, name=name)
         declared = self.config.datasets.get(str(source))
         if declared is not None:
             _, columns = sources.read_dataset(declared.path)
-            return Dataset(columns, self, name or declared.name, declared.metrics, declared.outputs)
+            return Dataset(
+                columns,
+                self,
+                name or declared.name,
+                declared.metrics,
+                declared.outputs,
+                source=str(declared.path.resolve()),
+            )
         path = Path(source)
         if not path.exists() and is_reference(str(source)):
-            loaded = self.sources.load(str(source))
-            columns = sources.dataset_columns(loaded.samples)
-            return Dataset(
-                columns, self, name or loaded.name or str(source), outputs=loaded.outputs
-            )
+            return self._loaded(self.sources.load(str(source)), name, str(source))
         if not path.exists() and format_suffix(path) not in sources.DATASET_SUFFIXES:
             known = ", ".join(self.config.datasets) or "none"
-            where = self.config.source or "no slotwise.yaml found"
+            where = self.config.origin or (
+                f"no config: name one with Engine.from_config(), Engine(config=...) or {CONFIG_ENV}"
+            )
             message = f"no dataset named {str(source)!r} is declared ({where}; declared: {known}) and no such file"
             raise InputError([Problem(message)], summary="unknown dataset")
         file_name, columns = sources.read_dataset(path)
-        return Dataset(columns, self, name or file_name)
+        return Dataset(columns, self, name or file_name, source=str(path.resolve()))
+
+    def _loaded(self, loaded: Loaded, name: str | None, reference: str | None) -> Dataset:
+        """The dataset of what a source plugin loaded (samples, and outputs if it has any)."""
+        columns = sources.dataset_columns(loaded.samples)
+        return Dataset(
+            columns,
+            self,
+            name or loaded.name or reference,
+            outputs=loaded.outputs,
+            source=reference,
+        )
 
     def evaluate_trec(
         self,
@@ -259,7 +295,11 @@ class Engine:
             sink=sink,
             keep=False,
             progress=progress,
-            provenance={"chunk_size": size, "executor": self.executor.name},
+            provenance={
+                **self.provenance(str(data_path.resolve()) if dataset is not None else None),
+                "chunk_size": size,
+                "executor": self.executor.name,
+            },
         )
         log.info(
             "evaluation.finished",
@@ -280,6 +320,7 @@ class Dataset:
     name: str | None = None
     metrics: tuple[str, ...] = ()
     outputs: Any = None
+    source: str | None = None  # where it was read from: an absolute path or scheme:reference
 
     def __len__(self) -> int:
         return len(self.columns)
@@ -517,7 +558,10 @@ class Evaluation:
             shape=Shape.of(joined) if len(chunks) > 1 else None,
             executor=executor,
             strict=strict,
-            provenance={"chunk_size": size, "executor": executor.name} if size is not None else {},
+            provenance={
+                **self.engine.provenance(dataset.source),
+                **({"chunk_size": size, "executor": executor.name} if size is not None else {}),
+            },
         )
         log.info(
             "evaluation.finished",
