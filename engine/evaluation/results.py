@@ -338,7 +338,8 @@ class Results:
         return rows
 
     def _title(self) -> str:
-        return f"{self.dataset_name or 'dataset'} ({len(self.ids)} samples)"
+        count = len(self.ids) if self.samples is None else self.samples
+        return f"{self.dataset_name or 'dataset'} ({count} samples)"
 
     def table(self, exclude: Sequence[str] = ()) -> Any:
         """A rich Table of the summary (leaving out the ``exclude`` labels)."""
