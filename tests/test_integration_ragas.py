@@ -194,3 +194,41 @@ def test_multi_turn_samples_are_refused():
     with pytest.raises(InputError) as raised:
         from_ragas(dataset)
     assert [(p.sample_id, p.pointer) for p in raised.value.problems] == [("0", "/user_input")]
+
+
+def test_reference_is_the_answer_and_loaded_is_a_dataset():
+    """RAGAS's reference answer becomes the sample's answer: answer-containment-at-k is
+    1 when a top-k context contains it (case- and whitespace-insensitive), else 0; and
+    engine.dataset() takes what from_ragas returns (a Loaded) with its outputs."""
+    loaded = from_ragas(
+        ragas.EvaluationDataset(
+            samples=[
+                ragas.SingleTurnSample(
+                    user_input="What is the capital of France?",
+                    retrieved_contexts=["Lyon is in France.", "PARIS  is the capital."],
+                    retrieved_context_ids=["d7", "d1"],
+                    reference_context_ids=["d1"],
+                    reference="Paris is the capital",
+                ),
+                ragas.SingleTurnSample(
+                    user_input="Who wrote Hamlet?",
+                    retrieved_contexts=["Marlowe wrote plays."],
+                    retrieved_context_ids=["d5"],
+                    reference_context_ids=["d2"],
+                    reference="Shakespeare",
+                ),
+            ]
+        ),
+        name="refs",
+    )
+    dataset = engine.Engine(config={}).dataset(loaded)
+    assert (dataset.name, len(dataset)) == ("refs", 2)
+    results = dataset.with_metrics(["answer-containment-at-k@2", "context-recall-at-k"]).evaluate(
+        dataset.outputs
+    )
+    assert results.values("answer-containment-at-k@2").tolist() == [1.0, 0.0]
+    assert loaded.samples[0]["expected_output"]["reference"] == "Paris is the capital"
+    # no claims in RAGAS data: context recall is NA everywhere, and the table says why
+    (note,) = results.na_notes()
+    assert note.startswith("context-recall-at-k is NA on every sample; it is NA when the sample")
+    assert note in str(results.table())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -221,20 +222,27 @@ class Engine:
 
     def evaluate_trec(
         self,
-        qrels: Mapping[str, Mapping[str, float]] | str | Path,
-        run: Mapping[str, Any] | str | Path,
+        qrels: Any,
+        run: Any,
         metrics: Sequence[str | Metric],
         *,
         strict: bool = False,
     ) -> Results:
-        """Score a TREC run against qrels, each a file path or a mapping in pytrec_eval's
-        shape: ``{qid: {docid: label}}`` and ``{qid: {docid: score}}`` (or already ranked
-        ``{qid: [docid, ...]}``). Documents are ranked as trec_eval ranks them."""
-        if isinstance(qrels, Mapping):
-            dataset = Dataset(sources.dataset_columns(qrels), self)
-        else:
+        """Score a TREC run against qrels. Each is a TREC file path, or in Python:
+        pytrec_eval's dicts ``{qid: {docid: label}}`` and ``{qid: {docid: score}}`` (or
+        already ranked ``{qid: [docid, ...]}``), a ranx ``Qrels``/``Run``, a frame
+        (pandas, polars, Arrow) with ir_measures' columns ``query_id``, ``doc_id`` and
+        ``relevance`` / ``score``, or ir_measures' ``Qrel``/``ScoredDoc`` namedtuples (a
+        list or an iterator). Documents are ranked as trec_eval ranks them; anything else
+        is an :class:`~engine.errors.InputError`."""
+        if isinstance(qrels, str | os.PathLike):
             dataset = Dataset(trec.read_qrels(qrels), self, name=base_name(qrels))
-        outputs = sources.read_outputs(run) if isinstance(run, Mapping) else trec.read_run(run)
+        else:
+            dataset = Dataset(_trec_input(sources.dataset_columns, qrels, "qrels"), self)
+        if isinstance(run, str | os.PathLike):
+            outputs = trec.read_run(run)
+        else:
+            outputs = _trec_input(sources.read_outputs, run, "run")
         return dataset.with_metrics(metrics).evaluate(outputs, strict=strict)
 
     def evaluate_stream(
@@ -310,7 +318,7 @@ class Engine:
         return results
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, repr=False)
 class Dataset:
     """Validated samples, in columns, plus what a declaration says about them (name,
     metrics, default outputs: a file, or outputs a source plugin read with the samples)."""
@@ -324,6 +332,10 @@ class Dataset:
 
     def __len__(self) -> int:
         return len(self.columns)
+
+    def __repr__(self) -> str:
+        declared = f"; metrics {', '.join(self.metrics)}" if self.metrics else ""
+        return f"<Dataset {self.name or '(unnamed)'}: {len(self)} samples{declared}>"
 
     @cached_property
     def hash(self) -> str:
@@ -368,6 +380,19 @@ class Dataset:
         return Batch.compile(joined, self.engine.config.default_k)
 
 
+def _trec_input(read: Callable[[Any], Columns], value: Any, what: str) -> Columns:
+    """``read(value)``, a shape it does not know being an :class:`InputError`."""
+    try:
+        return read(value)
+    except (TypeError, AttributeError) as error:
+        shapes = (
+            "a TREC file path, pytrec_eval's dict, a ranx object, a frame with query_id, "
+            "doc_id and relevance/score, or ir_measures' Qrel/ScoredDoc tuples"
+        )
+        message = f"cannot read {type(value).__name__} as {what} ({error}); pass {shapes}"
+        raise InputError([Problem(message)], summary=f"unknown {what} shape") from None
+
+
 def _outputs(outputs: Any) -> Columns:
     if isinstance(outputs, Columns):
         return outputs
@@ -378,12 +403,18 @@ def _outputs(outputs: Any) -> Columns:
     return sources.read_outputs(outputs)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Evaluation:
     """A dataset with its metrics, ready to score outputs or to run a system."""
 
     dataset: Dataset
     plan: Plan
+
+    def __repr__(self) -> str:
+        return (
+            f"<Evaluation of {self.dataset.name or '(unnamed)'} ({len(self.dataset)} samples): "
+            f"{', '.join(self.plan.labels)}>"
+        )
 
     @property
     def metrics(self) -> tuple[Metric, ...]:
