@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -22,9 +23,7 @@ _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime
 _PASSED = ("exc_info", "stack_info", "stacklevel")  # keywords of Logger.log itself
 
 
-def _to_record(
-    _: Any, __: str, event_dict: dict[str, Any]
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def _to_record(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> tuple[Any, ...]:
     """structlog's last processor: the stdlib call for one event (message and extras)."""
     passed = {key: event_dict.pop(key) for key in _PASSED if key in event_dict}
     event = str(event_dict.pop("event"))

@@ -54,6 +54,7 @@ class TestClosedPipe:
             ["run", "quickstart"],
             ["run", "quickstart", "--format", "json"],
             ["metrics"],
+            ["validate", "dataset.yaml"],  # one short line: still buffered when main returns
         ],
     )
     def test_exit_141_quietly(self, arguments):

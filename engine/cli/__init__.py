@@ -77,7 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure(
             args.log_format, {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
         )
-        return int(handlers[args.command](args))
+        code = int(handlers[args.command](args))
+        sys.stdout.flush()  # a closed pipe shows here, not at exit, for short outputs too
+        return code
     except SystemExit as exit_:  # --help, --version
         return int(exit_.code or 0)
     except UsageError as error:
