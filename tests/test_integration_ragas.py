@@ -232,3 +232,20 @@ def test_reference_is_the_answer_and_loaded_is_a_dataset():
     (note,) = results.na_notes()
     assert note.startswith("context-recall-at-k is NA on every sample; it is NA when the sample")
     assert note in str(results.table())
+
+
+def test_a_relative_reference_is_recorded_absolute(tmp_path: Path, monkeypatch):
+    """`ragas:eval.jsonl` read from its folder is recorded as `ragas:/abs/eval.jsonl`, so
+    the results find their dataset (and explain a sample) from another directory."""
+    from engine.evaluation.explain import explain
+
+    (tmp_path / "data").mkdir()
+    by_ids().to_jsonl(tmp_path / "data" / "eval.jsonl")
+    monkeypatch.chdir(tmp_path / "data")
+    eng = plugin_engine()
+    dataset = eng.dataset("ragas:eval.jsonl")
+    results = dataset.with_metrics(["retrieval-mrr"]).evaluate(dataset.outputs, keep_outputs=True)
+    assert results.provenance["dataset_source"] == f"ragas:{tmp_path / 'data' / 'eval.jsonl'}"
+    monkeypatch.chdir(tmp_path)
+    (found,) = explain([results], ["1"], engine=eng)
+    assert [slot.id for slot in found.systems[0].slots][:2] == ["d2", "d5"]

@@ -173,10 +173,12 @@ class Engine:
     def dataset(
         self, source: Any = None, *, samples: Any = None, name: str | None = None
     ) -> Dataset:
-        """A dataset declared in ``slotwise.yaml``, a dataset file, a ``scheme:reference``
+        """A dataset declared in the engine's config, a dataset file, a ``scheme:reference``
         read by a source plugin (``irds:<dataset-id>``, ``ragas:<file>``), or, in Python,
         ``samples=[...]`` (raw samples), pytrec_eval-shaped qrels ``{qid: {docid:
-        label}}``, a labels frame (pandas, polars, Arrow) or a ranx ``Qrels``."""
+        label}}``, a labels frame (pandas, polars, Arrow), a ranx ``Qrels``, or what a
+        source plugin returns (a ``Loaded``: its outputs become ``dataset.outputs``). A
+        dataset read from a file or reference records it (``source``), for the results."""
         if (source is None) == (samples is None):
             raise TypeError("pass exactly one of a dataset name/path or samples=[...]")
         if samples is not None:
@@ -198,7 +200,9 @@ class Engine:
             )
         path = Path(source)
         if not path.exists() and is_reference(str(source)):
-            return self._loaded(self.sources.load(str(source)), name, str(source))
+            scheme, rest = str(source).split(":", 1)
+            where = f"{scheme}:{Path(rest).resolve()}" if Path(rest).exists() else str(source)
+            return self._loaded(self.sources.load(str(source)), name, where)
         if not path.exists() and format_suffix(path) not in sources.DATASET_SUFFIXES:
             known = ", ".join(self.config.datasets) or "none"
             where = self.config.origin or (
