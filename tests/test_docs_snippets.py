@@ -1,4 +1,4 @@
-"""Every ```python block of README.md and docs/*.md runs as written, in order, one
+"""Every ```python block of README.md, docs/*.md and the examples' READMEs runs as written, in order, one
 document per process, like cells of a notebook (top-level ``await`` allowed; a
 ``test_*`` function a block defines is called, with the ``slotwise_engine`` fixture's
 engine). Where a block is followed by an untagged block, that block is what the python
@@ -32,6 +32,7 @@ DOCUMENTS: dict[str, tuple[str, dict[int, str]]] = {
     "docs/embedding.md": ("examples/quickstart", {}),
     "docs/scale.md": ("examples/quickstart", {}),
     "docs/writing-a-metric-plugin.md": ("examples/plugin-example", {}),
+    "examples/quickstart/README.md": ("examples/quickstart", {}),
 }
 
 DRIVER = r"""
@@ -157,10 +158,14 @@ def _lines(text: str) -> list[str]:
 
 
 def test_every_document_with_python_is_run():
-    """A document that gains a python block must be added to DOCUMENTS."""
+    """A document that gains a python block must be added to DOCUMENTS (or ELSEWHERE)."""
     found = {
         str(path.relative_to(ROOT))
-        for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+        for path in [
+            ROOT / "README.md",
+            *sorted((ROOT / "docs").glob("*.md")),
+            *sorted((ROOT / "examples").glob("*/README.md")),
+        ]
         if _blocks(path.read_text())
     }
-    assert found == set(DOCUMENTS)
+    assert found == set(DOCUMENTS) | set(ELSEWHERE)
