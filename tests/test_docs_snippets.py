@@ -35,6 +35,12 @@ DOCUMENTS: dict[str, tuple[str, dict[int, str]]] = {
     "examples/quickstart/README.md": ("examples/quickstart", {}),
 }
 
+#: Documents whose python blocks need more than this checkout, with where they are run.
+ELSEWHERE = {
+    "examples/plugin-example/README.md": "needs the example distribution pip-installed: "
+    "tests/test_plugin_install.py (slow) installs it and scores example-junk-at-k@3",
+}
+
 DRIVER = r"""
 import ast, asyncio, contextlib, inspect, io, json, sys, traceback
 import engine
