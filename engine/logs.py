@@ -37,7 +37,7 @@ def _to_record(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> tuple[A
 #: its own, so a harness's ``structlog.configure`` neither changes nor breaks them.
 log: Any = structlog.wrap_logger(
     logging.getLogger("slotwise"),
-    processors=[_to_record],
+    processors=[structlog.stdlib.filter_by_level, _to_record],  # disabled levels cost nothing
     wrapper_class=structlog.stdlib.BoundLogger,
 )
 
