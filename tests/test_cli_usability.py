@@ -171,3 +171,19 @@ def test_quickstart_readme_by_hand(tmp_path):
         assert code == 0, (line, err)
         assert "warning" not in err, (line, err)
     assert '"explain":{' in (root / "out" / "report.html").read_text()
+
+
+@pytest.mark.parametrize("curve", [[], ["--k", "1,3"]], ids=["summary", "curves"])
+def test_all_na_metric_says_why(curve, monkeypatch, capsys):
+    """`slotwise run` says under its table why a metric is NA on every sample (the
+    quickstart has no claims: context-recall-at-k documents it is NA without them)."""
+    monkeypatch.chdir(QUICKSTART)
+    arguments = ["run", "quickstart", "--metrics", "context-recall-at-k,retrieval-mrr", *curve]
+    assert main(arguments) == 0
+    out = capsys.readouterr().out
+    labels = (
+        ["context-recall-at-k@1", "context-recall-at-k@3"] if curve else ["context-recall-at-k"]
+    )
+    for label in labels:
+        assert f"\n{label} is NA on every sample; it is NA when the sample has no claims" in out
+    assert "retrieval-mrr is NA" not in out and "retrieval-mrr@1 is NA" not in out
