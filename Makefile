@@ -33,7 +33,7 @@ demo: $(VENV)/.core
 	cd examples/quickstart && $(SLOTWISE) run quickstart --outputs outputs/bm25.json --k 1,3,5,10 --format json --output ../../out/bm25.json --keep-outputs
 	cd examples/quickstart && $(SLOTWISE) run quickstart --outputs outputs/hybrid-rerank.json --k 1,3,5,10 --format json --output ../../out/hybrid-rerank.json --keep-outputs
 	$(BIN)/slotwise compare out/bm25.json out/hybrid-rerank.json --metrics $(COMPARED)
-	$(BIN)/slotwise --config examples/quickstart/slotwise.yaml report out/bm25.json out/hybrid-rerank.json --metrics $(COMPARED) --output out/report.html
+	$(BIN)/slotwise report out/bm25.json out/hybrid-rerank.json --metrics $(COMPARED) --output out/report.html
 
 test: $(VENV)/.test
 	$(BIN)/python -m pytest

@@ -1,7 +1,9 @@
 """slotwise: evaluate what a retriever or reranker put into an LLM's K prompt slots.
 
-The module-level functions use one default :class:`Engine`, created on first use from
-the nearest ``slotwise.yaml``; build an ``Engine(config=...)`` for anything else.
+The module-level functions use one default :class:`Engine`, created on first use with
+the built-in defaults, or the config file the ``SLOTWISE_CONFIG`` environment variable
+names: a library call reads no file it was not given. ``Engine.from_config()`` finds the
+nearest ``slotwise.yaml`` as the CLI does; ``Engine(config=...)`` takes a file or mapping.
 """
 
 from __future__ import annotations

@@ -53,6 +53,7 @@ class InputError(SlotwiseError, ValueError):
 
     def __init__(self, problems: Iterable[Problem], summary: str = "invalid input") -> None:
         self.problems: tuple[Problem, ...] = tuple(problems)
+        self.summary = summary
         count = len(self.problems)
         lines = [f"{summary}: {count} problem{'s' if count != 1 else ''}"]
         lines += [f"  {p}" for p in self.problems[:50]]

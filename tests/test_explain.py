@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -251,10 +253,25 @@ class TestErrors:
         with pytest.raises(InputError, match=r"bm25 kept no outputs: pass the outputs file"):
             explain(scored, ["q-01"], names=SYSTEMS, dataset=quickstart)
 
-    def test_dataset_not_found(self, scored, eng):
-        """No slotwise.yaml declares 'quickstart' in an empty directory."""
-        with pytest.raises(InputError, match=r"--dataset PATH or NAME"):
-            explain(scored[:1], ["q-01"], outputs=[_outputs("bm25")], engine=eng)
+    def test_dataset_found_from_its_recorded_source(self, scored, eng):
+        """The results record where their dataset was read from (an absolute path), so it
+        is found from any working directory, with no config declaring it."""
+        assert scored[0].provenance["dataset_source"] == str(QUICKSTART / "dataset.yaml")
+        (found,) = explain(scored[:1], ["q-01"], outputs=[_outputs("bm25")], engine=eng)
+        assert found.sample_id == "q-01" and found.systems[0].has_output
+
+    def test_dataset_not_found(self, tmp_path, eng):
+        """The recorded dataset file is gone and no config declares its name: the error
+        says where it was read from and how to pass it."""
+        copy = tmp_path / "copy.yaml"
+        shutil.copy(QUICKSTART / "dataset.yaml", copy)
+        results = eng.dataset(copy).with_metrics(["retrieval-mrr"]).evaluate(_outputs("bm25"))
+        copy.unlink()
+        message = (
+            rf"read from {re.escape(str(copy))}, which no longer exists.*--dataset PATH or NAME"
+        )
+        with pytest.raises(InputError, match=message):
+            explain([results], ["q-01"], outputs=[_outputs("bm25")], engine=eng)
 
     def test_different_dataset(self, scored, eng):
         other = eng.dataset(samples=[{"id": "q-01", "expected_output": ["doc-001"]}])
@@ -387,9 +404,10 @@ class TestCommand:
         assert again.aggregates == kept.aggregates
 
     def test_report_of_kept_outputs(self, tmp_path, monkeypatch, capsys):
-        """`slotwise report` of results that kept their outputs embeds the sample view when
-        it finds their dataset (here by --config), and without it still writes the report,
-        with a warning that says to pass --dataset."""
+        """`slotwise report` of results that kept their outputs embeds the sample view
+        from any working directory (the results record their dataset's path), and when it
+        cannot find the dataset still writes the report, with a warning on stderr that
+        says to pass --dataset; without kept outputs, a warning says to keep them."""
         monkeypatch.chdir(QUICKSTART)
         paths = []
         for system in SYSTEMS:
@@ -399,14 +417,43 @@ class TestCommand:
                 main([*arguments, "--format", "json", "--output", paths[-1], "--keep-outputs"]) == 0
             )
         monkeypatch.chdir(tmp_path)
-        config = str(QUICKSTART / "slotwise.yaml")
         report = tmp_path / "report.html"
-        assert main(["--config", config, "report", *paths, "--output", str(report)]) == 0
+        assert main(["report", *paths, "--output", str(report)]) == 0
         assert '"explain":{' in report.read_text()
-        capsys.readouterr()
+        assert "warning" not in capsys.readouterr().err
+        for path in paths:  # results that do not say where their dataset came from
+            document = json.loads(Path(path).read_text())
+            del document["provenance"]["dataset_source"]
+            Path(path).write_text(json.dumps(document))
         assert main(["report", *paths, "--output", str(report)]) == 0
         assert '"explain":null' in report.read_text()
-        assert "report.no_sample_view" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "slotwise: warning: the report has no per-sample drill-down: cannot find " in err
+        assert "--dataset PATH or NAME" in err
+        scored = [str(tmp_path / "plain.json")]
+        assert (
+            main(
+                [
+                    "run",
+                    f"{QUICKSTART}/dataset.yaml",
+                    "--outputs",
+                    f"{QUICKSTART}/outputs/bm25.json",
+                    "--metrics",
+                    "retrieval-mrr",
+                    "--format",
+                    "json",
+                    "--output",
+                    scored[0],
+                ]
+            )
+            == 0
+        )
+        capsys.readouterr()
+        assert main(["report", *scored, "--output", str(report)]) == 0
+        assert (
+            "the results kept no outputs: score with `slotwise run ... --keep-outputs`"
+            in capsys.readouterr().err
+        )
 
     def test_keep_outputs_is_refused_with_stream(self, capsys):
         """--stream writes rows as it scores: it cannot keep the outputs."""
@@ -421,6 +468,25 @@ class TestCommand:
         lowest = worst(scored[:1], "retrieval-mrr", 2)
         first = capsys.readouterr().out.splitlines()[0]
         assert first == "lowest retrieval-mrr: " + ", ".join(f"{i} {v:.4f}" for i, v in lowest)
+
+    def test_worst_follows_the_direction(self, results_files, scored, capsys):
+        """For harm-at-k lower is better: --worst lists the highest values, highest first,
+        headed so; with two files, the largest rises."""
+        outputs = ["--outputs=outputs/bm25.json", "--worst", "3", "--metric", "harm-at-k"]
+        assert main(["explain", results_files[0], *outputs]) == 0
+        values = dict(zip(scored[0].sample_ids, scored[0].values("harm-at-k"), strict=True))
+        highest = sorted(values.items(), key=lambda item: (-item[1], item[0]))[:3]
+        assert highest[0][1] > 0
+        first = capsys.readouterr().out.splitlines()[0]
+        assert first == "highest harm-at-k: " + ", ".join(f"{i} {v:.4f}" for i, v in highest)
+        both = [f"--outputs=outputs/{s}.json" for s in SYSTEMS]
+        assert (
+            main(["explain", *results_files, *both, "--worst", "1", "--metric", "harm-at-k"]) == 0
+        )
+        first = capsys.readouterr().out.splitlines()[0]
+        assert first == (
+            "largest rises (lower is better) in harm-at-k (hybrid-rerank - bm25): q-06 +0.2000"
+        )
 
     def test_json(self, results_files, capsys):
         outputs = [f"--outputs=outputs/{s}.json" for s in SYSTEMS]
@@ -457,9 +523,16 @@ class TestCommand:
         assert message in err and "Traceback" not in err
 
     def test_dataset_not_declared(self, results_files, tmp_path, monkeypatch, capsys):
-        """Outside the quickstart no slotwise.yaml declares its dataset: say to pass it."""
+        """Outside the quickstart no slotwise.yaml declares its dataset, but the results
+        say where it was read from; results that do not: say to pass it."""
         monkeypatch.chdir(tmp_path)
         outputs = [f"--outputs={QUICKSTART}/outputs/{s}.json" for s in SYSTEMS]
+        assert main(["explain", *results_files, *outputs, "--sample", "q-01"]) == 0
+        capsys.readouterr()
+        for path in results_files:
+            document = json.loads(Path(path).read_text())
+            del document["provenance"]["dataset_source"]
+            Path(path).write_text(json.dumps(document))
         assert main(["explain", *results_files, *outputs, "--sample", "q-01"]) == 2
         assert (
             "pass the dataset they were scored on (--dataset PATH or NAME"

@@ -283,7 +283,8 @@ class TestRequirements:
 
 
 def test_dataset_file_relative_to_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A declared dataset's path is relative to slotwise.yaml, found from a subdirectory."""
+    """A declared dataset's path is relative to slotwise.yaml, which Engine.from_config()
+    finds from a subdirectory."""
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "d.jsonl").write_text('{"id": "a", "expected_output": ["x"]}\n')
     (tmp_path / "data" / "out.json").write_text('{"a": ["y", "x"]}')
@@ -294,7 +295,7 @@ def test_dataset_file_relative_to_config(tmp_path: Path, monkeypatch: pytest.Mon
     sub = tmp_path / "deep" / "er"
     sub.mkdir(parents=True)
     monkeypatch.chdir(sub)
-    eng = engine.Engine()
+    eng = engine.Engine.from_config()
     dataset = eng.dataset("rag.retrieval")
     assert dataset.metrics == ("retrieval-mrr", "retrieval-hit-at-k@1")
     results = dataset.evaluate(dataset.outputs)

@@ -194,3 +194,58 @@ def test_multi_turn_samples_are_refused():
     with pytest.raises(InputError) as raised:
         from_ragas(dataset)
     assert [(p.sample_id, p.pointer) for p in raised.value.problems] == [("0", "/user_input")]
+
+
+def test_reference_is_the_answer_and_loaded_is_a_dataset():
+    """RAGAS's reference answer becomes the sample's answer: answer-containment-at-k is
+    1 when a top-k context contains it (case- and whitespace-insensitive), else 0; and
+    engine.dataset() takes what from_ragas returns (a Loaded) with its outputs."""
+    loaded = from_ragas(
+        ragas.EvaluationDataset(
+            samples=[
+                ragas.SingleTurnSample(
+                    user_input="What is the capital of France?",
+                    retrieved_contexts=["Lyon is in France.", "PARIS  is the capital."],
+                    retrieved_context_ids=["d7", "d1"],
+                    reference_context_ids=["d1"],
+                    reference="Paris is the capital",
+                ),
+                ragas.SingleTurnSample(
+                    user_input="Who wrote Hamlet?",
+                    retrieved_contexts=["Marlowe wrote plays."],
+                    retrieved_context_ids=["d5"],
+                    reference_context_ids=["d2"],
+                    reference="Shakespeare",
+                ),
+            ]
+        ),
+        name="refs",
+    )
+    dataset = engine.Engine(config={}).dataset(loaded)
+    assert (dataset.name, len(dataset)) == ("refs", 2)
+    results = dataset.with_metrics(["answer-containment-at-k@2", "context-recall-at-k"]).evaluate(
+        dataset.outputs
+    )
+    assert results.values("answer-containment-at-k@2").tolist() == [1.0, 0.0]
+    assert loaded.samples[0]["expected_output"]["reference"] == "Paris is the capital"
+    # no claims in RAGAS data: context recall is NA everywhere, and the table says why
+    (note,) = results.na_notes()
+    assert note.startswith("context-recall-at-k is NA on every sample; it is NA when the sample")
+    assert note in str(results.table())
+
+
+def test_a_relative_reference_is_recorded_absolute(tmp_path: Path, monkeypatch):
+    """`ragas:eval.jsonl` read from its folder is recorded as `ragas:/abs/eval.jsonl`, so
+    the results find their dataset (and explain a sample) from another directory."""
+    from engine.evaluation.explain import explain
+
+    (tmp_path / "data").mkdir()
+    by_ids().to_jsonl(tmp_path / "data" / "eval.jsonl")
+    monkeypatch.chdir(tmp_path / "data")
+    eng = plugin_engine()
+    dataset = eng.dataset("ragas:eval.jsonl")
+    results = dataset.with_metrics(["retrieval-mrr"]).evaluate(dataset.outputs, keep_outputs=True)
+    assert results.provenance["dataset_source"] == f"ragas:{tmp_path / 'data' / 'eval.jsonl'}"
+    monkeypatch.chdir(tmp_path)
+    (found,) = explain([results], ["1"], engine=eng)
+    assert [slot.id for slot in found.systems[0].slots][:2] == ["d2", "d5"]

@@ -79,3 +79,23 @@ def test_installed_plugin_in_a_users_suite(pytester):
             "*retrieval-mrr: current fell from 1.0000 to 0.7500*",
         ]
     )
+
+
+def test_pytest_fixture_finds_the_config_upward(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The slotwise_engine fixture finds the nearest slotwise.yaml from where pytest runs,
+    as the CLI does, also above pytest's rootdir (here tests/, which has the ini file)."""
+    monkeypatch.delenv("SLOTWISE_CONFIG", raising=False)
+    pytester.makefile(".yaml", slotwise="metrics:\n  retrieval:\n    default_k: 7\n")
+    tests = pytester.mkdir("tests")
+    (tests / "pytest.ini").write_text("[pytest]\n")
+    (tests / "test_k.py").write_text(
+        "def test_k(slotwise_engine, pytestconfig):\n"
+        "    assert pytestconfig.rootpath.name == 'tests'\n"
+        "    assert slotwise_engine.config.default_k == 7\n"
+        f"    assert slotwise_engine.config.origin == {str(pytester.path / 'slotwise.yaml')!r}\n"
+    )
+    monkeypatch.chdir(tests)
+    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_k.py")
+    outcome.assert_outcomes(passed=1)

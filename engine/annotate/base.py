@@ -20,6 +20,7 @@ from engine.logs import log
 __all__ = [
     "GROUP",
     "AnnotationError",
+    "AnnotationInterrupted",
     "Annotator",
     "AnnotatorLoadError",
     "AnnotatorRegistry",
@@ -40,6 +41,10 @@ Throttle = Callable[[], None]
 class AnnotationError(SlotwiseError, RuntimeError):
     """Annotation failed for good: a bad model path, an endpoint that keeps failing, an
     answer that cannot be read. Work finished before the failure is in the cache."""
+
+
+class AnnotationInterrupted(AnnotationError):
+    """The run was interrupted (Ctrl-C); finished batches are in the cache."""
 
 
 class RetryableError(AnnotationError):

@@ -17,8 +17,12 @@ from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.annotate.base import AnnotationError, BatchResult, RetryableError
-from engine.annotate.runner import AnnotationInterrupted
+from engine.annotate.base import (
+    AnnotationError,
+    AnnotationInterrupted,
+    BatchResult,
+    RetryableError,
+)
 
 if TYPE_CHECKING:
     from engine.annotate.runner import Job, Runner, Stats

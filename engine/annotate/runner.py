@@ -22,16 +22,19 @@ from typing import Any
 
 import attrs
 
-from engine.annotate.base import AnnotationError, BatchResult, RetryableError, Throttle
+from engine.annotate.base import (
+    AnnotationError,
+    AnnotationInterrupted,
+    BatchResult,
+    RetryableError,
+    Throttle,
+)
 from engine.annotate.cache import Cache, Entry
+from engine.annotate.distributed import run_on_ray
 from engine.evaluation.executors import Executor, LocalExecutor, RayExecutor, resolve_executor
 from engine.logs import log
 
 __all__ = ["AnnotationInterrupted", "Job", "RateLimiter", "Remote", "Runner", "Stats"]
-
-
-class AnnotationInterrupted(AnnotationError):
-    """The run was interrupted (Ctrl-C); finished batches are in the cache."""
 
 
 @attrs.define
@@ -188,8 +191,6 @@ class Runner:
         if not batches:
             return
         if isinstance(self.executor, RayExecutor):
-            from engine.annotate.distributed import run_on_ray
-
             run_on_ray(self, job, batches, results, stats)
             return
         progress, bar = self._progress(job.task, sum(map(len, batches)))

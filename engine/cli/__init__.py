@@ -25,7 +25,7 @@ from engine.cli import (
 )
 from engine.cli.common import Handler, Parser, UsageError
 from engine.errors import MetricScoreError, SlotwiseError
-from engine.io.config import CONFIG_FILENAME
+from engine.io.config import CONFIG_ENV, CONFIG_FILENAME
 from engine.logs import configure
 from engine.version import VERSION
 
@@ -41,7 +41,11 @@ def _build_parser() -> tuple[Parser, dict[str, Handler]]:
     )
     parser.add_argument("--version", action="version", version=f"slotwise {VERSION}")
     parser.add_argument(
-        "--config", type=Path, help=f"configuration file (default: the nearest {CONFIG_FILENAME})"
+        "--config",
+        type=Path,
+        help=f"configuration file (default: the file {CONFIG_ENV} names, else the nearest "
+        f"{CONFIG_FILENAME} from the working directory upward); results record which one "
+        "set each default",
     )
     parser.add_argument(
         "--log-format",
@@ -73,7 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure(
             args.log_format, {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
         )
-        return int(handlers[args.command](args))
+        code = int(handlers[args.command](args))
+        sys.stdout.flush()  # a closed pipe shows here, not at exit, for short outputs too
+        return code
     except SystemExit as exit_:  # --help, --version
         return int(exit_.code or 0)
     except UsageError as error:

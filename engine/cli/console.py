@@ -11,12 +11,19 @@ __all__ = ["print_blocks"]
 
 
 def print_blocks(
-    tables: Sequence[Any], lines: Sequence[str] = (), *, file: IO[str] | None = None
+    tables: Sequence[Any],
+    lines: Sequence[str] = (),
+    *,
+    file: IO[str] | None = None,
+    fit: bool = False,
 ) -> str:
     """Print rich tables, then plain lines, to ``file`` (default stdout); returns the text.
 
     The console is as wide as the widest table needs (at least the terminal's width, or 80
     in a pipe), so no cell is ever wrapped or cut: every table column is ``no_wrap``.
+    With ``fit``, the console is the terminal's width and the tables' columns keep their
+    own wrapping (for prose columns such as descriptions). A closed pipe (``| head``)
+    raises :class:`BrokenPipeError`, which the CLI turns into exit 141.
     """
     from rich.console import Console
     from rich.measure import Measurement
@@ -24,12 +31,19 @@ def print_blocks(
     target = file or sys.stdout
     probe = Console(file=target)
     unbounded = probe.options.update(width=10_000)
-    width = max([probe.width, *(Measurement.get(probe, unbounded, t).maximum for t in tables)])
+    width = probe.width
+    if not fit:
+        width = max([width, *(Measurement.get(probe, unbounded, t).maximum for t in tables)])
     console = Console(file=target, width=width, record=True)
-    for table in tables:
-        for column in getattr(table, "columns", ()):
-            column.no_wrap = True
-        console.print(table)
-    for line in lines:
-        console.print(line, markup=False, soft_wrap=True)
+    try:
+        for table in tables:
+            for column in getattr(table, "columns", ()):
+                column.no_wrap = column.no_wrap or not fit
+            console.print(table)
+        for line in lines:
+            console.print(line, markup=False, soft_wrap=True)
+    except SystemExit:
+        if console.quiet:  # rich's answer to a closed pipe: quiet, then exit 1
+            raise BrokenPipeError from None
+        raise
     return console.export_text()

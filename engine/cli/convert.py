@@ -64,7 +64,7 @@ def _trec(args: argparse.Namespace) -> int:
     else:
         if args.run_out is not None and args.outputs is None:
             raise UsageError("--run-out needs --outputs")
-        dataset = Engine(config=args.config).dataset(args.dataset)
+        dataset = Engine.from_config(args.config).dataset(args.dataset)
         trec.write_qrels(args.qrels_out, dataset.columns)
         written = [f"{args.qrels_out} ({len(dataset)} queries)"]
         if args.outputs is not None and args.run_out is not None:

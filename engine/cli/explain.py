@@ -45,8 +45,9 @@ def add(commands: Any) -> dict[str, Handler]:
         "--worst",
         type=positive_int,
         metavar="N",
-        help="the N samples with the lowest --metric (with two or more files: the largest "
-        "drops from the first file to the last)",
+        help="the N samples where --metric is worst: its lowest values (its highest for a "
+        "metric where lower is better, e.g. harm-at-k); with two or more files, the largest "
+        "changes for the worse from the first file to the last",
     )
     parser.add_argument("--metric", metavar="LABEL", help="the metric label --worst ranks by")
     explain_inputs(parser)
@@ -70,7 +71,8 @@ def _explain(args: argparse.Namespace) -> int:
     if args.worst is not None:
         picked = worst(results, args.metric, args.worst)
         ids = [sample_id for sample_id, _ in picked]
-        lines += [_worst_line(args.metric, picked, names), ""]
+        better = next(m.higher_is_better for m in results[0].metrics if m.label == args.metric)
+        lines += [_worst_line(args.metric, picked, names, better), ""]
     found = explain(
         results,
         ids,
@@ -78,7 +80,7 @@ def _explain(args: argparse.Namespace) -> int:
         dataset=args.dataset,
         outputs=args.outputs,
         k=args.k,
-        engine=Engine(config=args.config),
+        engine=Engine.from_config(args.config),
     )
     if args.format == "json":
         document = [e.to_dict() for e in found]
@@ -90,11 +92,17 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _worst_line(label: str, picked: Sequence[tuple[str, float]], names: Sequence[str]) -> str:
+def _worst_line(
+    label: str, picked: Sequence[tuple[str, float]], names: Sequence[str], higher_is_better: bool
+) -> str:
+    """The heading of ``--worst``: worst by the metric's direction (the highest values of
+    a metric where lower is better)."""
     if len(names) == 1:
-        what, shown = f"lowest {label}", ", ".join(f"{i} {v:.4f}" for i, v in picked)
+        extreme = "lowest" if higher_is_better else "highest"
+        what, shown = f"{extreme} {label}", ", ".join(f"{i} {v:.4f}" for i, v in picked)
     else:
-        what = f"largest drops in {label} ({names[-1]} - {names[0]})"
+        change = "drops" if higher_is_better else "rises (lower is better)"
+        what = f"largest {change} in {label} ({names[-1]} - {names[0]})"
         shown = ", ".join(f"{i} {v:+.4f}" for i, v in picked)
     return f"{what}: {shown or 'none'}"
 

@@ -29,7 +29,7 @@ def add(commands: Any) -> dict[str, Handler]:
 
 
 def _metrics(args: argparse.Namespace) -> int:
-    infos = Engine(config=args.config).metrics()
+    infos = Engine.from_config(args.config).metrics()
     if args.format == "json":
         print(json.dumps([attrs.asdict(i) for i in infos], indent=2))
         return 0
@@ -45,9 +45,10 @@ def _metrics(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title="installed metrics", title_justify="left")
-    for column in ("alias", "family", "distribution", "description"):
-        table.add_column(column)
+    for column in ("alias", "family", "distribution"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("description", overflow="fold")  # wraps to fit the terminal
     for alias, family, dist, text in rows:
         table.add_row(alias, family, dist, text, style="red" if text.startswith("BROKEN") else None)
-    print_blocks([table])
+    print_blocks([table], fit=True)
     return 0

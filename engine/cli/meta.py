@@ -125,7 +125,7 @@ def _load(args: argparse.Namespace) -> tuple[Dataset, Any]:
     """The dataset and its outputs: declared, a dataset file with --outputs, or a contexts file."""
     from engine.analysis.meta import read_contexts
 
-    engine = Engine(config=getattr(args, "config", None))
+    engine = Engine.from_config(getattr(args, "config", None))
     declared = engine.config.datasets.get(args.dataset)
     if args.outputs is not None or (declared is not None and declared.outputs is not None):
         dataset = engine.dataset(args.dataset)

@@ -17,7 +17,6 @@ from engine.cli.common import (
 from engine.errors import InputError
 from engine.evaluation.api import Engine
 from engine.evaluation.explain import explain
-from engine.logs import log
 
 __all__ = ["add"]
 
@@ -58,7 +57,7 @@ def _report(args: argparse.Namespace) -> int:
     asked = bool(args.outputs or args.dataset)
     explanations = None
     if asked or all(r.outputs is not None for r in results):
-        engine = Engine(config=args.config)
+        engine = Engine.from_config(args.config)
         try:
             explanations = explain(
                 results, names=names, dataset=args.dataset, outputs=args.outputs, engine=engine
@@ -66,8 +65,12 @@ def _report(args: argparse.Namespace) -> int:
         except InputError as error:  # kept outputs, but no dataset: a report without the view
             if asked:
                 raise
-            reason = error.problems[0].message
-            log.warning("report.no_sample_view", reason=reason, fix="pass --dataset")
+            _no_sample_view(error.problems[-1].message)
+    else:
+        _no_sample_view(
+            "the results kept no outputs: score with `slotwise run ... --keep-outputs`, "
+            "or pass --outputs FILE once per results file"
+        )
     write_report(
         results,
         args.output,
@@ -83,3 +86,8 @@ def _report(args: argparse.Namespace) -> int:
     )
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
+
+
+def _no_sample_view(reason: str) -> None:
+    """Say on stderr that the report has no per-sample drill-down, and why."""
+    print(f"slotwise: warning: the report has no per-sample drill-down: {reason}", file=sys.stderr)

@@ -134,7 +134,7 @@ def add(commands: Any) -> dict[str, Handler]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    engine = Engine(config=args.config, executor=args.executor)
+    engine = Engine.from_config(args.config, executor=args.executor)
     if args.qrels is not None and args.dataset is not None:
         raise UsageError("give either DATASET or --qrels, not both")
     if args.trec_run is not None and args.outputs is not None:
@@ -250,7 +250,11 @@ def run_tables(results: Results, by_key: str | None = None) -> list[Any]:
 def _emit(results: Results, fmt: str, output: Path | None, by: str | None = None) -> None:
     if fmt == "table":
         tables = run_tables(results, by) if results.scores is not None else [results.table()]
-        emit_tables(tables, [*results.diagnostics.lines(), *results.report_lines()], output)
+        curves = curve_labels(results) if results.scores is not None else set()
+        others = [label for label in results.labels if label not in curves]
+        notes = results.na_notes(exclude=others) if curves else []  # the summary has its own
+        lines = [*notes, *results.diagnostics.lines(), *results.report_lines()]
+        emit_tables(tables, lines, output)
     elif fmt == "parquet":
         assert output is not None
         results.to_parquet(output)

@@ -1,5 +1,5 @@
 """``slotwise validate``: check a dataset, outputs, config or results file against the
-schemas; every problem is listed."""
+schemas, or a TREC qrels or run file against its format; every problem is listed."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from engine.cli.common import Handler
-from engine.errors import InputError
-from engine.io import schemas, sources
+from engine.errors import InputError, Problem
+from engine.io import schemas, sources, trec
 from engine.io.config import CONFIG_FILENAME, Config
-from engine.io.documents import RESULTS_SCHEMA_ID
-from engine.io.files import format_suffix, read_document, read_jsonl
+from engine.io.documents import DOCUMENT_SUFFIXES, RESULTS_SCHEMA_ID
+from engine.io.files import format_suffix, open_text, read_document, read_jsonl
 from engine.io.frames import TABLE_SUFFIXES
 
 __all__ = ["add"]
@@ -22,13 +22,15 @@ def add(commands: Any) -> dict[str, Handler]:
     validate = commands.add_parser(
         "validate",
         help="check a file against slotwise's schemas",
-        description="Validate a dataset, outputs, config or results file; every problem is listed.",
+        description="Validate a dataset, outputs, config or results file, or a TREC qrels "
+        "or run file; every problem is listed, with its line where the format has lines.",
     )
     validate.add_argument("path", type=Path)
     validate.add_argument(
         "--kind",
-        choices=("dataset", "outputs", "config", "results"),
-        help="what the file is (default: guessed from its name and content)",
+        choices=("dataset", "outputs", "config", "results", "qrels", "run"),
+        help="what the file is (default: guessed from its name and content; a file that is "
+        "not JSON, JSONL, YAML or a table is read as TREC: 4 columns qrels, 6 a run)",
     )
     return {"validate": _validate}
 
@@ -42,6 +44,8 @@ def _guess_kind(path: Path) -> str:
 
         names = pyarrow.parquet.read_schema(path).names if suffix == ".parquet" else []
         return "outputs" if {"rank", "score"} & set(names) else "dataset"
+    if suffix not in DOCUMENT_SUFFIXES:
+        return _trec_kind(path)
     if suffix == ".jsonl":
         for _, first in read_jsonl(path):
             return "outputs" if isinstance(first, dict) and "actual_output" in first else "dataset"
@@ -54,6 +58,21 @@ def _guess_kind(path: Path) -> str:
     return "outputs" if suffix == ".json" else "dataset"
 
 
+def _trec_kind(path: Path) -> str:
+    """``qrels`` or ``run`` by the number of columns of the first line that has any."""
+    with open_text(path) as handle:
+        fields = next((line.split() for line in handle if line.strip()), [])
+    kinds = {4: "qrels", 6: "run"}
+    if len(fields) not in kinds:
+        message = (
+            f"not a dataset, outputs, config or results file (by its suffix {format_suffix(path)!r}), "
+            f"and its first line has {len(fields)} columns, not a TREC qrels (4) or run (6) "
+            "line: pass --kind"
+        )
+        raise InputError([Problem(message, source=str(path))], summary="unknown file kind")
+    return kinds[len(fields)]
+
+
 def _validate(args: argparse.Namespace) -> int:
     path: Path = args.path
     kind = args.kind or _guess_kind(path)
@@ -62,6 +81,9 @@ def _validate(args: argparse.Namespace) -> int:
         count = f" ({len(sources.read_dataset(path)[1])} samples)"
     elif kind == "outputs":
         count = f" ({len(sources.read_outputs(path))} outputs)"
+    elif kind in ("qrels", "run"):
+        columns = trec.read_qrels(path) if kind == "qrels" else trec.read_run(path)
+        count = f" ({len(columns)} queries)"
     elif kind == "config":
         Config.load(path)
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,10 +42,10 @@ from engine.evaluation.ppi import Report as PPIReport
 from engine.evaluation.registry import MetricInfo, Registry
 from engine.evaluation.results import Results
 from engine.evaluation.scorer import OnError, Outcomes, Scorer
-from engine.evaluation.source_plugins import SourceRegistry, is_reference
+from engine.evaluation.source_plugins import Loaded, SourceRegistry, is_reference
 from engine.io import documents, sources, trec
 from engine.io.columns import Columns, ContentHash
-from engine.io.config import Config
+from engine.io.config import CONFIG_ENV, Config
 from engine.io.files import base_name, format_suffix
 from engine.io.records import Sample, outputs_of, samples_of
 from engine.io.sinks import open_sink
@@ -59,7 +60,9 @@ class Engine:
     """An evaluation engine: a configuration plus a metric registry.
 
     ``config`` is a :class:`Config`, a mapping in the ``slotwise.yaml`` shape, a path to
-    such a file, or None to use the nearest ``slotwise.yaml`` (or the defaults).
+    such a file, or None: the file the ``SLOTWISE_CONFIG`` environment variable names,
+    else the built-in defaults. No file is searched for: :meth:`from_config` finds the
+    nearest ``slotwise.yaml`` as the CLI does.
     ``executor`` scores chunks of samples: ``"threads"`` (the default: a thread per CPU
     of this process), ``"local"`` (this thread), ``"ray"`` (a Ray cluster) or an
     :class:`~engine.evaluation.executors.Executor`; one that is not in this process makes
@@ -81,10 +84,18 @@ class Engine:
         elif config is not None:
             self.config = Config.load(config)
         else:
-            self.config = Config.discover()
+            self.config = Config.from_environment()
         self.registry = registry or Registry()
         self.executor = resolve_executor("threads" if executor is None else executor)
         self.sources = sources or SourceRegistry()
+
+    @classmethod
+    def from_config(cls, config: str | Path | None = None, **options: Any) -> Engine:
+        """An engine configured as the CLI is: by the file ``config``, else the one
+        ``SLOTWISE_CONFIG`` names, else the nearest ``slotwise.yaml`` from the working
+        directory upward (the defaults when there is none). ``options`` as for ``Engine``."""
+        found = Config.load(config) if config is not None else Config.discover()
+        return cls(config=found, **options)
 
     # -- metrics -------------------------------------------------------------------------
 
@@ -158,56 +169,93 @@ class Engine:
             raise MetricParameterError(f"metric given more than once: {', '.join(repeated)}")
         return Plan.of(instances, self.registry.provenance, self.config.default_k)
 
+    def provenance(self, dataset_source: str | None = None) -> dict[str, Any]:
+        """What a results' provenance records of this engine: the config and what set each
+        default (:meth:`Config.provenance`), and where the dataset came from."""
+        found = self.config.provenance()
+        if dataset_source is not None:
+            found["dataset_source"] = dataset_source
+        return found
+
     # -- datasets ------------------------------------------------------------------------
 
     def dataset(
         self, source: Any = None, *, samples: Any = None, name: str | None = None
     ) -> Dataset:
-        """A dataset declared in ``slotwise.yaml``, a dataset file, a ``scheme:reference``
+        """A dataset declared in the engine's config, a dataset file, a ``scheme:reference``
         read by a source plugin (``irds:<dataset-id>``, ``ragas:<file>``), or, in Python,
         ``samples=[...]`` (raw samples), pytrec_eval-shaped qrels ``{qid: {docid:
-        label}}``, a labels frame (pandas, polars, Arrow) or a ranx ``Qrels``."""
+        label}}``, a labels frame (pandas, polars, Arrow), a ranx ``Qrels``, or what a
+        source plugin returns (a ``Loaded``: its outputs become ``dataset.outputs``). A
+        dataset read from a file or reference records it (``source``), for the results."""
         if (source is None) == (samples is None):
             raise TypeError("pass exactly one of a dataset name/path or samples=[...]")
         if samples is not None:
             return Dataset(sources.dataset_columns(samples), self, name=name)
+        if isinstance(source, Loaded):
+            return self._loaded(source, name, None)
         if not isinstance(source, str | Path):
             return Dataset(sources.dataset_columns(source), self, name=name)
         declared = self.config.datasets.get(str(source))
         if declared is not None:
             _, columns = sources.read_dataset(declared.path)
-            return Dataset(columns, self, name or declared.name, declared.metrics, declared.outputs)
+            return Dataset(
+                columns,
+                self,
+                name or declared.name,
+                declared.metrics,
+                declared.outputs,
+                source=str(declared.path.resolve()),
+            )
         path = Path(source)
         if not path.exists() and is_reference(str(source)):
-            loaded = self.sources.load(str(source))
-            columns = sources.dataset_columns(loaded.samples)
-            return Dataset(
-                columns, self, name or loaded.name or str(source), outputs=loaded.outputs
-            )
+            scheme, rest = str(source).split(":", 1)
+            where = f"{scheme}:{Path(rest).resolve()}" if Path(rest).exists() else str(source)
+            return self._loaded(self.sources.load(str(source)), name, where)
         if not path.exists() and format_suffix(path) not in sources.DATASET_SUFFIXES:
             known = ", ".join(self.config.datasets) or "none"
-            where = self.config.source or "no slotwise.yaml found"
+            where = self.config.origin or (
+                f"no config: name one with Engine.from_config(), Engine(config=...) or {CONFIG_ENV}"
+            )
             message = f"no dataset named {str(source)!r} is declared ({where}; declared: {known}) and no such file"
             raise InputError([Problem(message)], summary="unknown dataset")
         file_name, columns = sources.read_dataset(path)
-        return Dataset(columns, self, name or file_name)
+        return Dataset(columns, self, name or file_name, source=str(path.resolve()))
+
+    def _loaded(self, loaded: Loaded, name: str | None, reference: str | None) -> Dataset:
+        """The dataset of what a source plugin loaded (samples, and outputs if it has any)."""
+        columns = sources.dataset_columns(loaded.samples)
+        return Dataset(
+            columns,
+            self,
+            name or loaded.name or reference,
+            outputs=loaded.outputs,
+            source=reference,
+        )
 
     def evaluate_trec(
         self,
-        qrels: Mapping[str, Mapping[str, float]] | str | Path,
-        run: Mapping[str, Any] | str | Path,
+        qrels: Any,
+        run: Any,
         metrics: Sequence[str | Metric],
         *,
         strict: bool = False,
     ) -> Results:
-        """Score a TREC run against qrels, each a file path or a mapping in pytrec_eval's
-        shape: ``{qid: {docid: label}}`` and ``{qid: {docid: score}}`` (or already ranked
-        ``{qid: [docid, ...]}``). Documents are ranked as trec_eval ranks them."""
-        if isinstance(qrels, Mapping):
-            dataset = Dataset(sources.dataset_columns(qrels), self)
-        else:
+        """Score a TREC run against qrels. Each is a TREC file path, or in Python:
+        pytrec_eval's dicts ``{qid: {docid: label}}`` and ``{qid: {docid: score}}`` (or
+        already ranked ``{qid: [docid, ...]}``), a ranx ``Qrels``/``Run``, a frame
+        (pandas, polars, Arrow) with ir_measures' columns ``query_id``, ``doc_id`` and
+        ``relevance`` / ``score``, or ir_measures' ``Qrel``/``ScoredDoc`` namedtuples (a
+        list or an iterator). Documents are ranked as trec_eval ranks them; anything else
+        is an :class:`~engine.errors.InputError`."""
+        if isinstance(qrels, str | os.PathLike):
             dataset = Dataset(trec.read_qrels(qrels), self, name=base_name(qrels))
-        outputs = sources.read_outputs(run) if isinstance(run, Mapping) else trec.read_run(run)
+        else:
+            dataset = Dataset(_trec_input(sources.dataset_columns, qrels, "qrels"), self)
+        if isinstance(run, str | os.PathLike):
+            outputs = trec.read_run(run)
+        else:
+            outputs = _trec_input(sources.read_outputs, run, "run")
         return dataset.with_metrics(metrics).evaluate(outputs, strict=strict)
 
     def evaluate_stream(
@@ -268,7 +316,11 @@ class Engine:
             sink=sink,
             keep=False,
             progress=progress,
-            provenance={"chunk_size": size, "executor": self.executor.name},
+            provenance={
+                **self.provenance(str(data_path.resolve()) if dataset is not None else None),
+                "chunk_size": size,
+                "executor": self.executor.name,
+            },
         )
         log.info(
             "evaluation.finished",
@@ -279,7 +331,7 @@ class Engine:
         return results
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, repr=False)
 class Dataset:
     """Validated samples, in columns, plus what a declaration says about them (name,
     metrics, default outputs: a file, or outputs a source plugin read with the samples)."""
@@ -289,9 +341,14 @@ class Dataset:
     name: str | None = None
     metrics: tuple[str, ...] = ()
     outputs: Any = None
+    source: str | None = None  # where it was read from: an absolute path or scheme:reference
 
     def __len__(self) -> int:
         return len(self.columns)
+
+    def __repr__(self) -> str:
+        declared = f"; metrics {', '.join(self.metrics)}" if self.metrics else ""
+        return f"<Dataset {self.name or '(unnamed)'}: {len(self)} samples{declared}>"
 
     @cached_property
     def hash(self) -> str:
@@ -364,6 +421,19 @@ def subset_outputs(outputs: Any, ids: Sequence[str]) -> Columns:
     return columns.take(np.flatnonzero(kept.to_numpy(zero_copy_only=False)))
 
 
+def _trec_input(read: Callable[[Any], Columns], value: Any, what: str) -> Columns:
+    """``read(value)``, a shape it does not know being an :class:`InputError`."""
+    try:
+        return read(value)
+    except (TypeError, AttributeError) as error:
+        shapes = (
+            "a TREC file path, pytrec_eval's dict, a ranx object, a frame with query_id, "
+            "doc_id and relevance/score, or ir_measures' Qrel/ScoredDoc tuples"
+        )
+        message = f"cannot read {type(value).__name__} as {what} ({error}); pass {shapes}"
+        raise InputError([Problem(message)], summary=f"unknown {what} shape") from None
+
+
 def _outputs(outputs: Any) -> Columns:
     if isinstance(outputs, Columns):
         return outputs
@@ -374,12 +444,18 @@ def _outputs(outputs: Any) -> Columns:
     return sources.read_outputs(outputs)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Evaluation:
     """A dataset with its metrics, ready to score outputs or to run a system."""
 
     dataset: Dataset
     plan: Plan
+
+    def __repr__(self) -> str:
+        return (
+            f"<Evaluation of {self.dataset.name or '(unnamed)'} ({len(self.dataset)} samples): "
+            f"{', '.join(self.plan.labels)}>"
+        )
 
     @property
     def metrics(self) -> tuple[Metric, ...]:
@@ -606,7 +682,10 @@ class Evaluation:
             shape=Shape.of(joined) if len(chunks) > 1 else None,
             executor=executor,
             strict=strict,
-            provenance={"chunk_size": size, "executor": executor.name} if size is not None else {},
+            provenance={
+                **self.engine.provenance(dataset.source),
+                **({"chunk_size": size, "executor": executor.name} if size is not None else {}),
+            },
         )
         cutoffs = {k for m in self.metrics if isinstance(k := getattr(m, "k", None), int)}
         found = {

@@ -15,6 +15,7 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -25,6 +26,7 @@ from engine.evaluation.batch import DEFAULT_K, Batch
 from engine.evaluation.label_sources import HUMAN, SOURCES_KEY
 from engine.evaluation.pipeline import aligned
 from engine.evaluation.results import MetricRecord, Results
+from engine.evaluation.source_plugins import is_reference
 from engine.io import sources
 from engine.io.columns import Columns
 from engine.io.documents import canonical_json
@@ -286,17 +288,21 @@ def _dataset(
     """The dataset every results was scored on (checked by content hash)."""
     hint = "pass the dataset they were scored on (--dataset PATH or NAME; dataset= in Python)"
     first = results[0]
+    recorded = first.provenance.get("dataset_source")
     if isinstance(dataset, Dataset):
         found = dataset
     elif dataset is not None:
         found = engine.dataset(dataset)
+    elif recorded is not None and (is_reference(recorded) or Path(recorded).exists()):
+        found = engine.dataset(recorded)
     elif first.dataset_name is None:
         raise InputError([Problem(f"{names[0]} does not name its dataset: {hint}")])
     else:
         try:
             found = engine.dataset(first.dataset_name)
         except InputError as error:
-            found_not = f"cannot find dataset {first.dataset_name!r} of {names[0]}: {hint}"
+            gone = f" (it was read from {recorded}, which no longer exists)" if recorded else ""
+            found_not = f"cannot find dataset {first.dataset_name!r} of {names[0]}{gone}: {hint}"
             raise InputError([*error.problems, Problem(found_not)]) from error
     problems = [
         Problem(

@@ -24,7 +24,6 @@ import platform
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import attrs
@@ -49,7 +48,13 @@ from engine.evaluation.metric import (
     metric_params,
     missing_requirements,
 )
-from engine.evaluation.results import Diagnostics, MetricRecord, Results, document_header
+from engine.evaluation.results import (
+    Diagnostics,
+    MetricRecord,
+    Results,
+    created_at,
+    document_header,
+)
 from engine.evaluation.statistics import Bootstrap, Tally
 from engine.io.columns import Columns, concat, stack
 from engine.io.sinks import RowChunk, Sink
@@ -441,7 +446,7 @@ def _results(
         provenance={
             "slotwise": VERSION,
             "python": platform.python_version(),
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "created": created_at(),
             "config_default_k": plan.default_k,
             **provenance,
         },

@@ -5,11 +5,14 @@ per-sample scores (they went to its sink)."""
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,9 +23,9 @@ import numpy.typing as npt
 import orjson
 import pyarrow as pa
 
-from engine.errors import InputError, MissingDependencyError, Problem
+from engine.errors import InputError, MissingDependencyError, Problem, SlotwiseError
 from engine.evaluation.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED, Bootstrap
-from engine.evaluation.tables import html_table
+from engine.evaluation.tables import html_table, render_text, text_table
 from engine.io import schemas
 from engine.io.documents import RESULTS_SCHEMA_ID, canonical_json
 from engine.io.files import atomic_write, read_document
@@ -32,7 +35,14 @@ if TYPE_CHECKING:
     from engine.evaluation.api import Dataset
     from engine.evaluation.explain import Explanation
 
-__all__ = ["Diagnostics", "MetricRecord", "Results", "document_header", "read_results"]
+__all__ = [
+    "Diagnostics",
+    "MetricRecord",
+    "Results",
+    "created_at",
+    "document_header",
+    "read_results",
+]
 
 FloatArray = npt.NDArray[np.float64]
 Interval = tuple[float, float] | None
@@ -106,6 +116,18 @@ def _number(value: float) -> float | None:
     return None if math.isnan(value) else float(value)
 
 
+def created_at(when: datetime | str | None = None) -> str:
+    """``provenance.created``: ``when`` (a datetime, or ISO text as given), else the
+    time ``SOURCE_DATE_EPOCH`` (seconds since 1970) names, else now; in UTC, to the
+    second. Pinning it makes two runs' results documents identical (snapshot tests)."""
+    if isinstance(when, str):
+        return when
+    if when is None:
+        epoch = os.environ.get("SOURCE_DATE_EPOCH")
+        when = datetime.fromtimestamp(int(epoch), UTC) if epoch else datetime.now(UTC)
+    return when.astimezone(UTC).isoformat(timespec="seconds")
+
+
 def document_header(
     name: str | None, digest: str, samples: int, metrics: Sequence[MetricRecord]
 ) -> dict[str, Any]:
@@ -117,10 +139,11 @@ def document_header(
     }
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, repr=False)
 class Results:
     """Per-metric summaries and, unless streamed, per-sample scores (NaN = NA) keyed by
-    metric label, in dataset order."""
+    metric label, in dataset order. ``print(results)`` shows the summary table;
+    ``repr(results)`` is one line."""
 
     dataset_name: str | None
     _digest: str | Callable[[], str] = attrs.field(alias="dataset_hash")
@@ -279,10 +302,18 @@ class Results:
         """The ``slotwise.results/v1`` document."""
         return orjson.loads(self.write("json", None))  # type: ignore[no-any-return]
 
-    def to_json(self, path: str | os.PathLike[str] | None = None) -> str:
+    def to_json(
+        self, path: str | os.PathLike[str] | None = None, *, created: datetime | str | None = None
+    ) -> str:
         """The results document as JSON text (written atomically to ``path`` when given);
-        streamed results have no per-sample rows here."""
-        return self.write("json", path).decode()
+        streamed results have no per-sample rows here. ``created`` replaces
+        ``provenance.created`` (a datetime, or ISO text); ``SOURCE_DATE_EPOCH`` pins it
+        when the results are made. Either way two runs give the same document."""
+        results = self
+        if created is not None:
+            pinned = {**self.provenance, "created": created_at(created)}
+            results = attrs.evolve(self, provenance=pinned)
+        return results.write("json", path).decode()
 
     def to_csv(self, path: str | os.PathLike[str] | None = None) -> str:
         """One row per sample, one column per metric label (empty cell = NA)."""
@@ -338,25 +369,68 @@ class Results:
         return rows
 
     def _title(self) -> str:
-        return f"{self.dataset_name or 'dataset'} ({len(self.ids)} samples)"
+        count = len(self.ids) if self.samples is None else self.samples
+        return f"{self.dataset_name or 'dataset'} ({count} samples)"
+
+    def na_notes(self, exclude: Sequence[str] = ()) -> list[str]:
+        """A sentence for each metric that is NA on every sample, saying why: every
+        sample failed, or what the metric documents it is NA for."""
+        notes = []
+        for record in self.metrics:
+            n, na = self.counts[record.label]
+            if record.label in exclude or n or not na:
+                continue
+            if self.diagnostics.errors and len(self.diagnostics.errors) >= na:
+                why = "every sample failed (see the errors)"
+            else:
+                why = _documented_na(record.alias)
+            notes.append(f"{record.label} is NA on every sample; {why}")
+        return notes
 
     def table(self, exclude: Sequence[str] = ()) -> Any:
-        """A rich Table of the summary (leaving out the ``exclude`` labels)."""
-        from rich.table import Table
-
-        table = Table(title=self._title(), title_justify="left")
+        """The summary (leaving out the ``exclude`` labels) as a rich Table, which
+        ``print()`` and the REPL show as text; a metric NA on every sample is explained
+        in a note under it."""
+        table = text_table(self.na_notes(exclude), title=self._title(), title_justify="left")
         for index, column in enumerate(_SUMMARY_COLUMNS):
             table.add_column(column, justify="left" if index == 0 else "right")
         for row in self._summary_rows(exclude):
             table.add_row(*row)
         return table
 
+    def __str__(self) -> str:
+        return render_text(self.table())
+
+    def __repr__(self) -> str:
+        means = ", ".join(
+            f"{label}={'NA' if math.isnan(value) else f'{value:.4f}'}"
+            for label, value in list(self.aggregates.items())[:3]
+        )
+        more = f", ... ({len(self.labels) - 3} more)" if len(self.labels) > 3 else ""
+        count = len(self.ids) if self.samples is None else self.samples
+        return f"<Results {self.dataset_name or 'dataset'}: {count} samples; {means}{more}>"
+
     def _repr_html_(self) -> str:
         """The summary as an HTML table, for notebooks."""
-        return html_table(self._title(), _SUMMARY_COLUMNS, self._summary_rows())
+        notes = "".join(f"<p>{html.escape(n)}</p>" for n in self.na_notes())
+        return html_table(self._title(), _SUMMARY_COLUMNS, self._summary_rows()) + notes
 
 
 _SUMMARY_COLUMNS = ("metric", "mean", "95% CI", "n", "na")
+
+
+def _documented_na(alias: str) -> str:
+    """When the metric's docstring says it is NA ("NA when ..."), else a general hint."""
+    from engine.evaluation.registry import Registry
+
+    try:
+        doc = " ".join((Registry().get(alias).__doc__ or "").split())
+    except SlotwiseError:  # an uninstalled or broken plugin: no docs to quote
+        doc = ""
+    found = re.search(r"\bNA (?:when|for|if|unless) [^.;]*", doc)
+    if found:
+        return f"it is {found.group(0)} (from its documentation)"
+    return "no sample had what it needs (see its entry in docs/metrics.md)"
 
 
 def _scalar(value: Any) -> str:

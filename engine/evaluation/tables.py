@@ -1,12 +1,67 @@
 """Tables of results as notebooks show them: a small, self-contained HTML ``<table>``
-(escaped, no scripts, no external styles), used by ``_repr_html_``."""
+(escaped, no scripts, no external styles), used by ``_repr_html_``; and as a plain script
+or the REPL shows them: a rich Table whose ``str()`` and ``repr()`` are its text."""
 
 from __future__ import annotations
 
+import functools
 import html
+import io
 from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["html_table"]
+__all__ = ["html_table", "render_text", "text_table"]
+
+
+def render_text(renderable: Any) -> str:
+    """A rich renderable as plain text, as wide as it needs (no colour, nothing cut)."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    probe = Console(file=io.StringIO(), width=10_000)
+    width = Measurement.get(probe, probe.options, renderable).maximum
+    console = Console(file=io.StringIO(), width=max(width, 20), color_system=None)
+    console.print(renderable)
+    return console.file.getvalue().rstrip("\n")  # type: ignore[attr-defined, no-any-return]
+
+
+@functools.cache
+def _text_table_class() -> type[Any]:
+    from rich.measure import Measurement
+    from rich.table import Table
+    from rich.text import Text
+
+    class TextTable(Table):
+        """A rich Table that prints as its text: ``print(table)`` in a script, the table
+        itself at the REPL's prompt; a rich console renders it as any Table. ``notes``
+        are lines printed under it, never wrapped."""
+
+        notes: Sequence[str] = ()
+
+        def __rich_console__(self, console: Any, options: Any) -> Any:
+            yield from super().__rich_console__(console, options)
+            for note in self.notes:
+                yield Text(note, no_wrap=True, overflow="ignore")
+
+        def __rich_measure__(self, console: Any, options: Any) -> Any:
+            found = super().__rich_measure__(console, options)
+            widest = max(map(len, self.notes), default=0)
+            return Measurement(found.minimum, max(found.maximum, widest))
+
+        def __str__(self) -> str:
+            return render_text(self)
+
+        __repr__ = __str__
+
+    return TextTable
+
+
+def text_table(notes: Sequence[str] = (), **options: Any) -> Any:
+    """A new rich ``Table(**options)`` that prints as its text (``str``, ``repr``), with
+    ``notes`` under it."""
+    table = _text_table_class()(**options)
+    table.notes = tuple(notes)
+    return table
 
 
 def html_table(

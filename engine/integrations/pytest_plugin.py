@@ -24,9 +24,10 @@ if TYPE_CHECKING:
 
 @pytest.fixture
 def slotwise_engine(request: pytest.FixtureRequest) -> Engine:
-    """An engine configured by the ``slotwise.yaml`` at the root of the test run (the
-    defaults when there is none)."""
+    """An engine configured as the ``slotwise`` CLI would be, run where pytest was started:
+    by the file ``SLOTWISE_CONFIG`` names, else the nearest ``slotwise.yaml`` from that
+    folder upward (the defaults when there is none). Results record which file it was."""
     from engine.evaluation.api import Engine
+    from engine.io.config import Config
 
-    config = request.config.rootpath / "slotwise.yaml"
-    return Engine(config=config if config.is_file() else {})
+    return Engine(config=Config.discover(request.config.invocation_params.dir))

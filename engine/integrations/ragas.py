@@ -10,7 +10,10 @@ is its ``retrieved_context_ids``. Any other sample is judged by text: each refer
 is a relevant document whose id is ``ctx-`` and the first 12 hex digits of the sha1 of its
 text whitespace-normalised (stripped, each run of whitespace one space); a retrieved context
 with the same normalised text gets the same id (relevant), any other its own (unjudged).
-Retrieved items keep their text, for the text-based metrics.
+Retrieved items keep their text, for the text-based metrics. A sample's ``reference``
+(RAGAS's reference answer) becomes its expected answer (``answers``, scored by
+``answer-containment-at-k``) and its ``reference`` (split into claims by ``slotwise
+annotate --task claims``).
 
 Registered in the ``slotwise.sources`` entry-point group as ``ragas``; needs
 ``pip install 'slotwise[ragas]'``.
@@ -60,13 +63,10 @@ def from_ragas(dataset: EvaluationDataset, *, name: str | None = None) -> Loaded
             problems.append(judged)
             continue
         relevant, outputs[sample_id] = judged
-        samples.append(
-            {
-                "id": sample_id,
-                "input": sample.user_input,
-                "expected_output": {"relevance": relevant},
-            }
-        )
+        expected: dict[str, Any] = {"relevance": relevant}
+        if sample.reference:  # the reference answer: for answer containment, and claims
+            expected.update(answers=[sample.reference], reference=sample.reference)
+        samples.append({"id": sample_id, "input": sample.user_input, "expected_output": expected})
     if problems:
         raise InputError(problems, summary=_UNSCORABLE)
     return Loaded(samples=samples, outputs=outputs, name=name or dataset.name)

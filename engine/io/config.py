@@ -1,8 +1,12 @@
-"""``slotwise.yaml``: declared datasets and metric defaults, found from the working
-directory upward."""
+"""``slotwise.yaml``: declared datasets and metric defaults. A library call reads only the
+file it is given (or the one ``SLOTWISE_CONFIG`` names); the CLI and the pytest fixture
+also find the nearest ``slotwise.yaml`` from the working directory upward
+(:meth:`Config.discover`). Results record which file, if any, set each default
+(:meth:`Config.provenance`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -13,9 +17,17 @@ from engine.errors import ConfigError, Problem
 from engine.io import schemas
 from engine.io.files import read_document
 
-__all__ = ["CONFIG_FILENAME", "DEFAULT_K", "Config", "DatasetDeclaration", "find_config"]
+__all__ = [
+    "CONFIG_ENV",
+    "CONFIG_FILENAME",
+    "DEFAULT_K",
+    "Config",
+    "DatasetDeclaration",
+    "find_config",
+]
 
 CONFIG_FILENAME = "slotwise.yaml"
+CONFIG_ENV = "SLOTWISE_CONFIG"  # names the config file a library call reads
 DEFAULT_K = 5  # metrics.retrieval.default_k when slotwise.yaml does not set it
 
 
@@ -31,12 +43,17 @@ class DatasetDeclaration:
 
 @attrs.frozen
 class Config:
-    """Resolved settings. ``Config()`` is the built-in default (k = 5, no datasets)."""
+    """Resolved settings. ``Config()`` is the built-in default (k = 5, no datasets).
+    ``origin`` says where they came from: the file's absolute path, ``"mapping"`` (a
+    mapping given in Python) or None (the built-in defaults); ``sets_k``, whether it set
+    ``default_k``."""
 
     default_k: int = DEFAULT_K
     datasets: Mapping[str, DatasetDeclaration] = attrs.field(factory=dict)
     metric_params: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
     source: Path | None = None
+    origin: str | None = None
+    sets_k: bool = False
 
     @classmethod
     def from_mapping(
@@ -58,11 +75,14 @@ class Config:
             for name, decl in data.get("datasets", {}).items()
         }
         metrics = data.get("metrics", {})
+        retrieval = metrics.get("retrieval", {})
         return cls(
-            default_k=metrics.get("retrieval", {}).get("default_k", DEFAULT_K),
+            default_k=retrieval.get("default_k", DEFAULT_K),
             datasets=datasets,
             metric_params=metrics.get("params", {}),
             source=source,
+            origin=str(source.resolve()) if source is not None else "mapping",
+            sets_k="default_k" in retrieval,
         )
 
     @classmethod
@@ -75,11 +95,37 @@ class Config:
         return cls.from_mapping(read_document(path), base=path.parent, source=path)
 
     @classmethod
+    def from_environment(cls) -> Config:
+        """What a library call uses: the file ``SLOTWISE_CONFIG`` names, else the built-in
+        defaults; no file is searched for."""
+        named = os.environ.get(CONFIG_ENV)
+        return cls.load(named) if named else cls()
+
+    @classmethod
     def discover(cls, start: Path | None = None) -> Config:
-        """Load the nearest ``slotwise.yaml`` at or above ``start`` (default: the working
-        directory), or the defaults when there is none."""
+        """What the CLI and the pytest fixture use: the file ``SLOTWISE_CONFIG`` names,
+        else the nearest ``slotwise.yaml`` at or above ``start`` (default: the working
+        directory), else the defaults."""
+        if os.environ.get(CONFIG_ENV):
+            return cls.from_environment()
         found = find_config(start)
         return cls.load(found) if found else cls()
+
+    def provenance(self) -> dict[str, Any]:
+        """For a results' provenance: ``config`` (the file's path, ``"mapping"`` or None)
+        and ``defaults``, each default in force with the value and what set it (the
+        config's origin, or ``"built-in"``)."""
+        origin = self.origin or "built-in"
+        defaults: dict[str, Any] = {
+            "default_k": {
+                "value": self.default_k,
+                "set_by": origin if self.sets_k else "built-in",
+            }
+        }
+        for alias, params in sorted(self.metric_params.items()):
+            for key, value in sorted(params.items()):
+                defaults[f"metrics.params.{alias}.{key}"] = {"value": value, "set_by": origin}
+        return {"config": self.origin, "defaults": defaults}
 
 
 def find_config(start: Path | None = None) -> Path | None:

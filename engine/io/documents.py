@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import orjson
 import pyarrow as pa
@@ -26,7 +27,15 @@ from engine.io.columns import (
     offsets_of,
     table_of,
 )
-from engine.io.files import atomic_write, base_name, format_suffix, read_document, read_jsonl
+from engine.io.files import (
+    atomic_write,
+    base_name,
+    format_suffix,
+    read_document,
+    read_jsonl,
+    read_text,
+    yaml_lines,
+)
 from engine.io.frames import Coded
 
 __all__ = [
@@ -253,13 +262,28 @@ def read_samples(path: Path) -> tuple[str, Columns]:
     )
     if isinstance(document, dict):
         envelope["samples"] = []
-    problems = list(schemas.problems(envelope, "dataset", source=source))
-    if problems:
-        raise InputError(problems, summary=f"invalid dataset {source}")
-    name = document.get("name") or base_name(path)
-    return name, parse_samples(
-        ((raw, None) for raw in document["samples"]), source, prefix="/samples"
-    )
+    try:
+        problems = list(schemas.problems(envelope, "dataset", source=source))
+        if problems:
+            raise InputError(problems, summary=f"invalid dataset {source}")
+        name = document.get("name") or base_name(path)
+        return name, parse_samples(
+            ((raw, None) for raw in document["samples"]), source, prefix="/samples"
+        )
+    except InputError as error:
+        if format_suffix(path) not in (".yaml", ".yml"):
+            raise
+        raise _with_lines(error, read_text(path)) from None
+
+
+def _with_lines(error: InputError, text: str) -> InputError:
+    """The error with each problem's line in the YAML text (found by its JSON pointer)."""
+    lines = yaml_lines(text, [p.pointer for p in error.problems if p.line is None])
+    problems = [
+        p if p.line is not None else attrs.evolve(p, line=lines.get(p.pointer))
+        for p in error.problems
+    ]
+    return InputError(problems, summary=error.summary)
 
 
 def write_samples(

@@ -11,7 +11,7 @@ import json
 import lzma
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -139,6 +139,28 @@ def read_document(path: Path) -> Any:
                 )
             ]
         ) from None
+
+
+def yaml_lines(text: str, pointers: Iterable[str]) -> dict[str, int]:
+    """The 1-based line of the YAML node at each JSON pointer (of its deepest existing
+    ancestor when the pointer goes further than the document), for error messages."""
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    found = {}
+    for pointer in pointers:
+        node = root
+        for part in filter(None, pointer.split("/")):
+            key = part.replace("~1", "/").replace("~0", "~")
+            child = None
+            if isinstance(node, yaml.MappingNode):
+                child = next((v for k, v in node.value if k.value == key), None)
+            elif isinstance(node, yaml.SequenceNode) and key.isdigit():
+                child = node.value[int(key)] if int(key) < len(node.value) else None
+            if child is None:
+                break
+            node = child
+        if node is not None:
+            found[pointer] = node.start_mark.line + 1
+    return found
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, Any]]:

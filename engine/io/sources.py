@@ -72,6 +72,7 @@ def dataset_columns(source: Any) -> Columns:
     samples already in columns."""
     if isinstance(source, Columns):
         return source
+    source = _tuples_table(source, "relevance")
     table = frames.as_table(source)
     if table is not None:
         return frames.labels_from_table(table)
@@ -93,6 +94,7 @@ def read_outputs(source: Any, *, run: bool = False) -> Columns:
     in columns."""
     if isinstance(source, Columns):
         return source
+    source = _tuples_table(source, "score")
     table = frames.as_table(source)
     if table is not None:
         return frames.run_from_table(table)
@@ -108,6 +110,26 @@ def read_outputs(source: Any, *, run: bool = False) -> Columns:
     if format_suffix(path) in (".json", ".jsonl"):
         return documents.outputs_columns(documents.read_raw_outputs(path))
     raise _unknown_format(path, OUTPUTS_SUFFIXES, "outputs")
+
+
+def _tuples_table(source: Any, value: str) -> Any:
+    """ir_measures' ``Qrel`` (``value`` relevance) or ``ScoredDoc`` (score) namedtuples,
+    in a list or any iterator, as an Arrow table of ``query_id``, ``doc_id`` and
+    ``value``, transposed column by column; any other source as it is (an iterator
+    read into a list)."""
+    if isinstance(source, Iterator):
+        source = list(source)
+    if not isinstance(source, list | tuple) or not source:
+        return source
+    fields = getattr(source[0], "_fields", ())
+    wanted = ("query_id", "doc_id", value)
+    if not set(wanted) <= set(fields):
+        return source
+    try:
+        columns = dict(zip(fields, zip(*source, strict=True), strict=False))
+    except ValueError:  # rows of different lengths: not one kind of tuple
+        return source
+    return pa.table({name: list(columns[name]) for name in wanted})
 
 
 def _from_ranx(source: Any, name: str) -> bool:

@@ -26,14 +26,14 @@ Scoring saved outputs (what ``make demo`` does)::
     slotwise run quickstart --outputs outputs/bm25.json
     slotwise run quickstart --outputs outputs/hybrid-rerank.json
 
-Calling a system directly through the Python API (from this folder, so that
-``slotwise.yaml`` is found)::
+Calling a system directly through the Python API (from this folder, where
+``Engine.from_config()`` finds ``slotwise.yaml`` as the CLI does)::
 
     import engine
     import systems
 
     results = (
-        engine.dataset("quickstart")
+        engine.Engine.from_config().dataset("quickstart")
         .with_metrics(["retrieval-recall-at-k", "retrieval-mrr", "retrieval-ndcg-at-k@10"])
         .run(systems.bm25)
     )

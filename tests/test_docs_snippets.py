@@ -1,0 +1,177 @@
+"""Every ```python block of README.md, docs/*.md and the examples' READMEs runs as written, in order, one
+document per process, like cells of a notebook (top-level ``await`` allowed; a
+``test_*`` function a block defines is called, with the ``slotwise_engine`` fixture's
+engine). Where a block is followed by an untagged block, that block is what the python
+block shows, as the REPL shows it (its prints, then the repr of a last bare
+expression), and must be what it shows, line for line. Each document runs in a copy of
+the folder it is written for, made with the repository's own files."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
+
+#: Per document: the folder it runs in ('.': the repository's examples/ under a root),
+#: and the blocks (numbered from 0) whose shown output is not compared, with why.
+DOCUMENTS: dict[str, tuple[str, dict[int, str]]] = {
+    "README.md": (".", {}),
+    "docs/getting-started.md": ("examples/quickstart", {}),
+    "docs/comparing-systems.md": ("examples/quickstart", {}),
+    "docs/embedding.md": ("examples/quickstart", {}),
+    "docs/scale.md": ("examples/quickstart", {}),
+    "docs/writing-a-metric-plugin.md": ("examples/plugin-example", {}),
+    "examples/quickstart/README.md": ("examples/quickstart", {}),
+}
+
+#: Documents whose python blocks need more than this checkout, with where they are run.
+ELSEWHERE = {
+    "examples/plugin-example/README.md": "needs the example distribution pip-installed: "
+    "tests/test_plugin_install.py (slow) installs it and scores example-junk-at-k@3",
+}
+
+DRIVER = r"""
+import ast, asyncio, contextlib, inspect, io, json, sys, traceback
+import engine
+
+blocks = json.load(open(sys.argv[1]))
+namespace = {"__name__": "__main__"}
+shown = []
+
+
+def fixture(name):
+    if name == "slotwise_engine":
+        return engine.Engine.from_config()
+    raise LookupError(f"no fixture {name!r} for a documentation snippet")
+
+
+for number, code, expect_failure in blocks:
+    tree = ast.parse(code, mode="exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    before = set(namespace)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for part, mode in ((tree, "exec"), (last, "eval")):
+            if part is None:
+                continue
+            value = eval(compile(part, f"<block {number}>", mode, flags=flags), namespace)
+            if inspect.iscoroutine(value):
+                value = asyncio.run(value)
+            if mode == "eval" and value is not None:
+                print(repr(value))
+        for name in sorted(set(namespace) - before):
+            test = namespace[name]
+            if name.startswith("test_") and inspect.isfunction(test):
+                kwargs = {p: fixture(p) for p in inspect.signature(test).parameters}
+                try:
+                    test(**kwargs)
+                except AssertionError as error:
+                    if not expect_failure:
+                        raise
+                    print(f"AssertionError: {error}")
+                else:
+                    assert not expect_failure, f"{name} was shown failing but passed"
+    shown.append(out.getvalue())
+json.dump(shown, sys.stdout)
+"""
+
+
+def _blocks(text: str) -> list[tuple[str, str | None]]:
+    """The python blocks, each with the untagged block right after it (or None)."""
+    fences = list(FENCE.finditer(text))
+    found = []
+    for index, fence in enumerate(fences):
+        if fence.group(1) != "python":
+            continue
+        after = fences[index + 1] if index + 1 < len(fences) else None
+        follows = after is not None and after.group(1) == "" and after.start() == fence.end()
+        found.append((fence.group(2), after.group(2) if follows else None))  # type: ignore[union-attr]
+    return found
+
+
+def _prepare(document: str, folder: str, tmp_path: Path) -> Path:
+    """A copy of the examples with what the document's earlier shell steps make."""
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    here = tmp_path if folder == "." else tmp_path / folder
+    cli = [sys.executable, "-m", "engine.cli"]
+    if document == "docs/comparing-systems.md":
+        for system in ("bm25", "hybrid-rerank"):
+            arguments = ["run", "quickstart", "--outputs", f"outputs/{system}.json"]
+            arguments += ["--format", "json", "--output", f"{system}.json"]
+            subprocess.run([*cli, *arguments], cwd=here, check=True, capture_output=True)
+    if document == "docs/scale.md":  # trec_eval's test files, as TREC and as Parquet
+        for name, target in (("qrels.test", "qrels.txt.gz"), ("results.test", "run.trec.gz")):
+            (here / target).write_bytes(gzip.compress((DATA / "trec_eval" / name).read_bytes()))
+        import engine
+        from engine.io import frames, trec
+
+        labels = engine.Engine(config={}).dataset(
+            trec.read_qrels(DATA / "trec_eval" / "qrels.test")
+        )
+        frames.write_table(labels.to_arrow(), here / "labels.parquet")
+        run = frames.run_table(trec.read_run(DATA / "trec_eval" / "results.test"))
+        frames.write_table(run, here / "run.parquet")
+    return here
+
+
+@pytest.mark.parametrize("document", list(DOCUMENTS))
+def test_python_blocks_run_as_written(document, tmp_path):
+    folder, uncompared = DOCUMENTS[document]
+    blocks = _blocks((ROOT / document).read_text())
+    assert blocks, f"{document} has no python block"
+    here = _prepare(document, folder, tmp_path)
+    listing = tmp_path / "blocks.json"
+    listing.write_text(
+        json.dumps(
+            [[n, code, "AssertionError" in (shown or "")] for n, (code, shown) in enumerate(blocks)]
+        )
+    )
+    env = {**os.environ, "SLOTWISE_CONFIG": ""}
+    if document == "docs/writing-a-metric-plugin.md":
+        env["PYTHONPATH"] = str(here / "src")
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(listing)],
+        cwd=here,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"{document}:\n{done.stderr[-3000:]}"
+    printed = json.loads(done.stdout)
+    for number, ((_, expected), got) in enumerate(zip(blocks, printed, strict=True)):
+        if expected is None or number in uncompared or expected.lstrip().startswith(">"):
+            continue
+        assert _lines(got) == _lines(expected), f"{document}, python block {number}"
+
+
+def _lines(text: str) -> list[str]:
+    return [line.rstrip() for line in text.strip("\n").splitlines()]
+
+
+def test_every_document_with_python_is_run():
+    """A document that gains a python block must be added to DOCUMENTS (or ELSEWHERE)."""
+    found = {
+        str(path.relative_to(ROOT))
+        for path in [
+            ROOT / "README.md",
+            *sorted((ROOT / "docs").glob("*.md")),
+            *sorted((ROOT / "examples").glob("*/README.md")),
+        ]
+        if _blocks(path.read_text())
+    }
+    assert found == set(DOCUMENTS) | set(ELSEWHERE)
