@@ -134,15 +134,20 @@ class TestOneAtATime:
         scorer.add("q0", outputs["q0"])
         scorer.add_error("q1", TimeoutError("upstream timed out"))
         scorer.add_error("q2", "no answer")
-        results = scorer.results()
+        with pytest.raises(InputError, match=r"1 of 4 samples not added yet \('q3'\)"):
+            scorer.results()  # q3 is never silently scored as an empty ranking
+        results = scorer.results(partial=True)
         assert results.diagnostics.errors == {
             "q1": "TimeoutError: upstream timed out",
             "q2": "no answer",
         }
-        assert results.diagnostics.missing_outputs == ("q3",)
+        assert results.sample_ids == ["q0", "q1", "q2"]
+        assert results.diagnostics.missing_outputs == ()
+        assert results.provenance["partial"] == {"samples_scored": 3, "samples_in_dataset": 4}
+        assert "PARTIAL: 3 of 4 samples" in results._title()
         mrr = results.values("retrieval-mrr")
         assert np.isnan(mrr[1:3]).all()  # failed: NA
-        assert mrr[3] == 0.0  # not added: scored as an empty ranking, as in evaluate()
+        assert results.summary()["retrieval-mrr"]["n"] == 1
 
 
 class TestRefusals:
@@ -178,5 +183,6 @@ class TestRefusals:
 
     def test_results_document_validates(self, scorer):
         scorer.add("q-1", ["a"])
+        scorer.add("q-2", [])
         document = json.loads(scorer.results().to_json())
-        assert document["diagnostics"]["missing_outputs"] == ["q-2"]
+        assert document["diagnostics"]["missing_outputs"] == []

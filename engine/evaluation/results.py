@@ -338,6 +338,12 @@ class Results:
         return rows
 
     def _title(self) -> str:
+        partial = self.provenance.get("partial")
+        if partial:
+            return (
+                f"{self.dataset_name or 'dataset'} (PARTIAL: {partial['samples_scored']} of "
+                f"{partial['samples_in_dataset']} samples)"
+            )
         return f"{self.dataset_name or 'dataset'} ({len(self.ids)} samples)"
 
     def table(self, exclude: Sequence[str] = ()) -> Any:

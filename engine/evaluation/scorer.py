@@ -8,10 +8,14 @@ import threading
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
+import pyarrow as pa
+
 from engine.errors import InputError, MetricRequirementError, Problem
 from engine.evaluation.batch import Shape
-from engine.evaluation.pipeline import ChunkTask, aligned, score_chunk
+from engine.evaluation.pipeline import ChunkTask, score_chunk
 from engine.io import documents
+from engine.io.columns import LABEL_KINDS, Columns
 
 if TYPE_CHECKING:
     from engine.evaluation.api import Evaluation
@@ -66,7 +70,18 @@ class Scorer:
         self._lock = threading.Lock()
         self._outcomes = Outcomes("record")
         self._rows = {sample_id: row for row, sample_id in enumerate(evaluation.dataset.ids)}
-        self._shape = Shape.of(evaluation.dataset.columns)
+        self._shape = Shape.of(evaluation.dataset.columns)  # labels' widths, largest label
+
+    def _sample(self, row: int) -> Columns:
+        """The dataset's row ``row`` with a vocabulary of only the documents it names, so
+        that joining it with an output costs the same whatever the dataset's size."""
+        one = self.evaluation.dataset.columns.slice(row, 1)
+        names = [name for name in (*LABEL_KINDS, "groups") if one.has(name)]
+        used = np.unique(np.concatenate([one.doc_codes(n)[0] for n in names] or [[]]))
+        used = used.astype(np.int64)
+        remap = np.empty(len(one.docs), dtype=np.int32)  # only ``used`` is read: no fill
+        remap[used] = np.arange(used.size, dtype=np.int32)
+        return one.recoded(one.docs.take(pa.array(used)), remap)
 
     def __len__(self) -> int:
         """How many samples have an output or an error so far."""
@@ -81,11 +96,11 @@ class Scorer:
         sample_id = str(sample_id)
         with self._lock:
             row = self._check_new(sample_id)
+        actual_output = documents.plain_output(actual_output)
         documents.parse_outputs([(sample_id, actual_output, None)])
-        dataset = self.evaluation.dataset.columns.slice(row, 1)
-        joined, _ = aligned(dataset, documents.outputs_columns({sample_id: actual_output}))
+        joined = self._sample(row).beside(documents.outputs_columns({sample_id: actual_output}))
         plan = self.evaluation.plan
-        scores = score_chunk(ChunkTask(joined, plan, self._shape.merge(Shape.of(joined))))
+        scores = score_chunk(ChunkTask(joined, plan, self._shape))
         if scores.problems:
             raise MetricRequirementError(
                 list(scores.problems), summary="the sample lacks what the metrics require"
@@ -111,16 +126,33 @@ class Scorer:
             self._check_new(sample_id)
             self._outcomes.errors[sample_id] = reason
 
-    def results(self) -> Results:
-        """Everything added so far, scored as :meth:`Evaluation.run` would score it: the
-        same values, summaries, confidence intervals, diagnostics and provenance; samples
-        not added yet count as missing outputs."""
+    def results(self, *, partial: bool = False) -> Results:
+        """Every sample's outcome scored as :meth:`Evaluation.run` would score it: the same
+        values, summaries, confidence intervals, diagnostics and provenance.
+
+        Before every sample is added this refuses (:class:`InputError` naming how many
+        are missing), so that a sample not added yet is never scored as an empty ranking;
+        ``partial=True`` scores only the samples added so far (outputs and error rows),
+        padded and labelled as among the whole dataset, and marks the results partial
+        (``provenance["partial"]``: samples scored and samples in the dataset)."""
         with self._lock:
             outcomes = Outcomes("record")
             order = sorted(self._outcomes.outputs, key=self._rows.__getitem__)
             outcomes.outputs = {i: self._outcomes.outputs[i] for i in order}
             outcomes.errors = dict(self._outcomes.errors)
-        return self.evaluation.score_outcomes(outcomes, self.strict)
+        added = len(outcomes.outputs) + len(outcomes.errors)
+        if added == len(self._rows):
+            return self.evaluation.score_outcomes(outcomes, self.strict)
+        if not partial:
+            waiting = [i for i in self._rows if i not in outcomes.outputs and i not in outcomes.errors]
+            shown = ", ".join(map(repr, waiting[:3])) + (", ..." if len(waiting) > 3 else "")
+            message = (
+                f"{len(waiting)} of {len(self._rows)} samples not added yet ({shown}): add them, "
+                "or call results(partial=True) to score only the samples added so far"
+            )
+            raise InputError([Problem(message)], summary="incomplete run")
+        rows = sorted(self._rows[i] for i in (*outcomes.outputs, *outcomes.errors))
+        return self.evaluation.score_outcomes(outcomes, self.strict, only=rows)
 
     def _check_new(self, sample_id: str) -> int:
         """The sample's row in the dataset; an unknown or already added id is an error."""

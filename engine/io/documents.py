@@ -294,6 +294,30 @@ def write_samples(
 # -- outputs ---------------------------------------------------------------------------------
 
 
+#: What a system may return as one sample's output, in words (for error messages).
+ACCEPTED_OUTPUTS = (
+    "a list, tuple or 1-D numpy array of document ids (str or int, numpy ints included; "
+    'or {"id": ..., "text": ...} items), rank 1 first, or a mapping {"retrieved": [...], '
+    '"pool": [...], "cited": [...]}'
+)
+
+
+def plain_output(actual: Any) -> Any:
+    """A system's output with the sequence types of Python and numpy made plain lists
+    (a tuple, a numpy array of ids, numpy integer or string ids), so that what a vector
+    store returns validates as ranked ids; anything else is returned as is."""
+    if isinstance(actual, Mapping) and "retrieved" in actual:
+        retrieved = plain_output(actual["retrieved"])
+        return actual if retrieved is actual["retrieved"] else {**actual, "retrieved": retrieved}
+    if isinstance(actual, np.ndarray) and actual.ndim == 1:
+        return actual.tolist()  # numpy scalars become int / str
+    if isinstance(actual, tuple | list) and any(isinstance(i, np.generic) for i in actual):
+        return [i.item() if isinstance(i, np.generic) else i for i in actual]
+    if isinstance(actual, tuple):
+        return list(actual)
+    return actual
+
+
 def parse_outputs(
     items: Iterable[tuple[Any, Any, int | None]], source: str | None = None
 ) -> dict[str, Any]:
