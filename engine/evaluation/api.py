@@ -399,9 +399,7 @@ class Evaluation:
         errors = dict(outputs.diagnostics.errors) if isinstance(outputs, Results) else None
         if keep_outputs and kept is None:
             kept = {i: output.to_json() for i, output in outputs_of(columns).items()}
-        return self._score(
-            columns, strict=strict, chunk_size=chunk_size, keep=kept, errors=errors
-        )
+        return self._score(columns, strict=strict, chunk_size=chunk_size, keep=kept, errors=errors)
 
     def run(
         self,
@@ -498,7 +496,10 @@ class Evaluation:
         self, outcomes: Outcomes, strict: bool, only: Sequence[int] | None = None
     ) -> Results:
         """Score what a system returned, its failures as error rows, its outputs kept;
-        ``only``: the dataset rows to score (a partial run), padded as the whole dataset."""
+        ``only``: the dataset rows to score (a partial run), padded as the whole dataset.
+        When every output failed validation this raises instead (see
+        :meth:`Outcomes.check_any_valid`)."""
+        outcomes.check_any_valid()
         columns = documents.outputs_columns(outcomes.outputs)
         return self._score(
             columns, strict=strict, errors=outcomes.errors, keep=outcomes.outputs, only=only

@@ -33,6 +33,7 @@ class Outcomes:
         self.on_error = on_error
         self.outputs: dict[str, Any] = {}
         self.errors: dict[str, str] = {}
+        self.first_invalid: Problem | None = None  # the first output that failed validation
 
     def add(self, sample_id: str, done: Future[Any] | asyncio.Future[Any]) -> None:
         """Record one finished call; with ``on_error="raise"``, its error is raised."""
@@ -43,15 +44,40 @@ class Outcomes:
                 raise
             self.errors[sample_id] = f"{type(error).__name__}: {error}"
             return
+        actual = documents.plain_output(actual)
         try:
             documents.parse_outputs([(sample_id, actual, None)])
         except InputError as invalid:
             if self.on_error == "raise":
                 raise
             reasons = "; ".join(str(p) for p in invalid.problems)
-            self.errors[sample_id] = "invalid output: " + reasons
+            self.errors[sample_id] = f"invalid output ({type(actual).__name__}): {reasons}"
+            if self.first_invalid is None:
+                self.first_invalid = Problem(
+                    f"the system returned {type(actual).__name__} {_shown(actual)}; accepted: "
+                    f"{documents.ACCEPTED_OUTPUTS}",
+                    sample_id=sample_id,
+                    pointer="/actual_output",
+                )
             return
         self.outputs[sample_id] = actual
+
+    def check_any_valid(self) -> None:
+        """A run whose every output failed validation is a broken harness, not a result:
+        raise :class:`InputError` naming the first bad output, its type and the accepted
+        types."""
+        if self.first_invalid is not None and not self.outputs:
+            invalid = sum(e.startswith("invalid output") for e in self.errors.values())
+            raise InputError(
+                [self.first_invalid],
+                summary=f"every output failed validation ({invalid} invalid, "
+                f"{len(self.errors) - invalid} failed calls); the first",
+            )
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class Scorer:
@@ -144,7 +170,9 @@ class Scorer:
         if added == len(self._rows):
             return self.evaluation.score_outcomes(outcomes, self.strict)
         if not partial:
-            waiting = [i for i in self._rows if i not in outcomes.outputs and i not in outcomes.errors]
+            waiting = [
+                i for i in self._rows if i not in outcomes.outputs and i not in outcomes.errors
+            ]
             shown = ", ".join(map(repr, waiting[:3])) + (", ..." if len(waiting) > 3 else "")
             message = (
                 f"{len(waiting)} of {len(self._rows)} samples not added yet ({shown}): add them, "
