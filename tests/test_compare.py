@@ -342,6 +342,7 @@ class TestNotebook:
                 f"[{s['ci'][0]:.4f}, {s['ci'][1]:.4f}]",
                 str(s["n"]),
                 str(s["na"]),
+                str(s["errors"]),
             ]
             for label, s in bm25.summary().items()
         ]
