@@ -53,21 +53,24 @@ def assert_no_regression(
     alpha: float = 0.05,
     metrics: Sequence[str] | None = None,
     test: Test = "randomization",
+    allow_failures: bool = False,
 ) -> None:
     """Fail (``AssertionError``) when ``results`` fell below ``baseline`` (results, or a
     results file) on a metric they share (or on ``metrics``), by the gate of ``slotwise
     compare --fail-on-regression``: significantly worse after Holm's correction at
-    ``alpha``, or worse by more than ``max_drop`` whatever the p. The message names each
-    regressed metric with both means, n and the reason."""
+    ``alpha``, worse by more than ``max_drop`` whatever the p, or (unless
+    ``allow_failures``) failing on more samples than the baseline (error rows, a metric
+    failing). The message names each regressed metric with both means, n and the reason."""
     __tracebackhide__ = True  # pytest shows the message, not this frame
     before = baseline if isinstance(baseline, Results) else read_results(baseline)
     comparison = compare(
         [before, results], names=["baseline", "current"], metrics=metrics, alpha=alpha, test=test
     )
-    found = comparison.regressions(max_drop=max_drop)
+    found = comparison.regressions(max_drop=max_drop, allow_failures=allow_failures)
     if found:
         lines = "\n".join(f"  {regression}" for regression in found)
-        raise AssertionError(f"retrieval regressed ({gate_rule(alpha, max_drop)}):\n{lines}")
+        rule = gate_rule(alpha, max_drop, allow_failures)
+        raise AssertionError(f"retrieval regressed ({rule}):\n{lines}")
 
 
 def make_batch(
