@@ -87,6 +87,30 @@ class TestOneAtATime:
             ]
             assert mismatched == [], sample_id
 
+    def test_every_label_kind_of_the_kit_fixture(self, eng):
+        """The conformance kit's samples (graded and binary labels, both utility forms,
+        answers, groups, texts, pools, citations, metadata.k, repeated ids, an empty and
+        a missing output) score through ``add`` as in the whole batch, for every built-in
+        metric they allow: each sample is joined with its own documents only."""
+        from engine.testing import OUTPUTS, SAMPLES
+
+        dataset = eng.dataset(samples=list(SAMPLES))
+        metrics = _applicable(eng, dataset, OUTPUTS)
+        assert {"udcg", "retrieval-err-at-k", "answer-containment-at-k"} <= set(metrics)
+        evaluation = dataset.with_metrics(metrics)
+        whole = evaluation.evaluate(OUTPUTS)
+        scorer = evaluation.scorer()
+        for row, sample_id in enumerate(whole.sample_ids):
+            if sample_id not in OUTPUTS:
+                continue
+            scores = scorer.add(sample_id, OUTPUTS[sample_id])
+            mismatched = [
+                label
+                for label in whole.labels
+                if not _same(scores[label], float(whole.values(label)[row]))
+            ]
+            assert mismatched == [], sample_id
+
     def test_results_equal_run_bit_for_bit(self, eng):
         """Added in a shuffled order from eight threads, the results are those of
         ``run``: values, summaries with CIs, diagnostics, provenance, kept outputs."""

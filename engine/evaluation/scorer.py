@@ -8,14 +8,17 @@ import threading
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Literal
 
+import attrs
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.errors import InputError, MetricRequirementError, Problem
 from engine.evaluation.batch import Shape
 from engine.evaluation.pipeline import ChunkTask, score_chunk
 from engine.io import documents
-from engine.io.columns import LABEL_KINDS, Columns
+from engine.io.columns import LABEL_KINDS, Columns, label_lists, lengths, list_array, offsets_of
 
 if TYPE_CHECKING:
     from engine.evaluation.api import Evaluation
@@ -97,17 +100,20 @@ class Scorer:
         self._outcomes = Outcomes("record")
         self._rows = {sample_id: row for row, sample_id in enumerate(evaluation.dataset.ids)}
         self._shape = Shape.of(evaluation.dataset.columns)  # labels' widths, largest label
+        self._local = _Local.of(evaluation.dataset.columns)
 
-    def _sample(self, row: int) -> Columns:
-        """The dataset's row ``row`` with a vocabulary of only the documents it names, so
-        that joining it with an output costs the same whatever the dataset's size."""
-        one = self.evaluation.dataset.columns.slice(row, 1)
-        names = [name for name in (*LABEL_KINDS, "groups") if one.has(name)]
-        used = np.unique(np.concatenate([one.doc_codes(n)[0] for n in names] or [[]]))
-        used = used.astype(np.int64)
-        remap = np.empty(len(one.docs), dtype=np.int32)  # only ``used`` is read: no fill
-        remap[used] = np.arange(used.size, dtype=np.int32)
-        return one.recoded(one.docs.take(pa.array(used)), remap)
+    def _joined(self, row: int, actual: Any) -> Columns:
+        """The dataset's row ``row`` with ``actual`` beside it, coded into a vocabulary of
+        only the documents they name: the cost of one sample, whatever the dataset's size."""
+        start, end = self._local.bounds[row], self._local.bounds[row + 1]
+        docs = self._local.docs.take(pa.array(self._local.codes[start:end]))
+        codes = {doc: code for code, doc in enumerate(docs.to_pylist())}
+        columns = documents.output_columns(actual, codes)
+        new = list(codes)[end - start :]
+        table = self._local.table.slice(row, 1)
+        for name in ("retrieved", "texts", "pool", "cited"):
+            table = table.append_column(name, columns[name])
+        return Columns(table, pa.concat_arrays([docs, pa.array(new, docs.type)]))
 
     def __len__(self) -> int:
         """How many samples have an output or an error so far."""
@@ -124,7 +130,7 @@ class Scorer:
             row = self._check_new(sample_id)
         actual_output = documents.plain_output(actual_output)
         documents.parse_outputs([(sample_id, actual_output, None)])
-        joined = self._sample(row).beside(documents.outputs_columns({sample_id: actual_output}))
+        joined = self._joined(row, actual_output)
         plan = self.evaluation.plan
         scores = score_chunk(ChunkTask(joined, plan, self._shape))
         if scores.problems:
@@ -196,3 +202,60 @@ class Scorer:
                 summary="sample added twice",
             )
         return row
+
+
+@attrs.frozen
+class _Local:
+    """A dataset's sample columns with each row's documents coded 0, 1, ... in that row
+    alone: row ``r``'s local code ``c`` is document ``docs[codes[bounds[r] + c]]``. Built
+    once, in whole-array operations, so a row can be taken with its own small vocabulary."""
+
+    table: pa.Table
+    docs: pa.Array
+    codes: npt.NDArray[np.int64]
+    bounds: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, columns: Columns) -> _Local:
+        names = [name for name in (*LABEL_KINDS, "groups") if columns.has(name)]
+        found = {name: _owned_codes(columns.column(name)) for name in names}
+        keys = [(owners << 32) | codes for owners, codes in found.values()]
+        unique = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+        bounds = np.searchsorted(unique, np.arange(len(columns) + 1, dtype=np.int64) << 32)
+        table = columns.table
+        for name, key in zip(names, keys, strict=True):
+            local = np.searchsorted(unique, key) - bounds[key >> 32]
+            column = _with_codes(columns.column(name), local.astype(np.int32))
+            table = table.set_column(table.column_names.index(name), name, column)
+        return cls(table, columns.docs.cast(pa.string()), unique & 0xFFFFFFFF, bounds)
+
+
+def _owned_codes(column: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Every document code of a label or ``groups`` column, and the row it is in."""
+    flat = pc.list_flatten(column)
+    owners = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
+    if flat.type.get_field_index("doc") >= 0:
+        codes = flat.field("doc")
+    else:  # groups: the member lists of each row's groups
+        members = flat.field("docs")
+        owners = owners[pc.list_parent_indices(members).to_numpy(zero_copy_only=False)]
+        codes = pc.list_flatten(members)
+    as_int = codes.to_numpy(zero_copy_only=False).astype(np.int64)
+    return owners.astype(np.int64), as_int
+
+
+def _with_codes(column: pa.Array, codes: npt.NDArray[np.int32]) -> pa.Array:
+    """A label or ``groups`` column with its document codes replaced, in order."""
+    offsets = offsets_of(lengths(column))
+    mask = column.is_null().to_numpy(zero_copy_only=False)
+    flat = pc.list_flatten(column)
+    if flat.type.get_field_index("doc") >= 0:
+        return label_lists(offsets, codes, flat.field("label"), mask)
+    members = flat.field("docs")
+    inner = list_array(
+        offsets_of(lengths(members)),
+        pa.array(codes, pa.int32()),
+        members.is_null().to_numpy(zero_copy_only=False),
+    )
+    entries = pa.StructArray.from_arrays([flat.field("group"), inner], names=["group", "docs"])
+    return list_array(offsets, entries, mask)

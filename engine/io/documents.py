@@ -311,6 +311,8 @@ def plain_output(actual: Any) -> Any:
         return actual if retrieved is actual["retrieved"] else {**actual, "retrieved": retrieved}
     if isinstance(actual, np.ndarray) and actual.ndim == 1:
         return actual.tolist()  # numpy scalars become int / str
+    if type(actual) is list and set(map(type, actual)) <= {str, int, dict}:
+        return actual  # the common case, checked at C speed
     if isinstance(actual, tuple | list) and any(isinstance(i, np.generic) for i in actual):
         return [i.item() if isinstance(i, np.generic) else i for i in actual]
     if isinstance(actual, tuple):
@@ -387,6 +389,33 @@ def outputs_columns(outputs: Mapping[str, Any]) -> Columns:
             offsets_of([len(x or ()) for x in column]), pa.array(part, pa.int32()), mask
         )
     return Columns(table_of(columns, OUTPUT_COLUMNS, len(retrieved)), vocabulary)
+
+
+def output_columns(actual: Any, codes: dict[str, int]) -> dict[str, pa.Array]:
+    """One validated output as one-row output columns (no ``id``), its document ids coded
+    through ``codes`` (id -> code), which gains the ids it lacks, numbered on: for joining
+    one output with one sample without recoding the sample."""
+    items, pool, cites = (
+        (actual["retrieved"], actual.get("pool"), actual.get("cited"))
+        if isinstance(actual, Mapping)
+        else (actual, None, None)
+    )
+    if set(map(type, items)) <= {str}:  # bare string ids: no texts
+        ids, text = items, []
+    else:
+        ids = [str(i["id"]) if isinstance(i, Mapping) else str(i) for i in items]
+        text = [i.get("text") if isinstance(i, Mapping) else None for i in items]
+    columns = {
+        "texts": pa.array(
+            [text if any(t is not None for t in text) else None], OUTPUT_COLUMNS["texts"]
+        )
+    }
+    for name, values in (("retrieved", ids), ("pool", pool), ("cited", cites)):
+        found = [] if values is None else [codes.setdefault(str(d), len(codes)) for d in values]
+        columns[name] = list_array(
+            [0, len(found)], pa.array(found, pa.int32()), None if values is not None else [True]
+        )
+    return columns
 
 
 def _ranked_columns(outputs: Mapping[str, Sequence[str]]) -> Columns:
