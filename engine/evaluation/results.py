@@ -205,7 +205,7 @@ class Results:
         interval of the mean of the non-NA values (``[lo, hi]``; None when n < 2), seeded
         (see :mod:`engine.evaluation.statistics`)."""
         intervals = self._intervals(level, resamples, seed)
-        found = {}
+        found: dict[str, dict[str, Any]] = {}
         for label in self.labels:
             n, na = self.counts[label]
             errors = self.errors(label)
