@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -21,7 +22,7 @@ from engine.io import documents
 from engine.io.columns import LABEL_KINDS, Columns, label_lists, lengths, list_array, offsets_of
 
 if TYPE_CHECKING:
-    from engine.evaluation.api import Evaluation
+    from engine.evaluation.api import Dataset, Evaluation
     from engine.evaluation.results import Results
 
 __all__ = ["OnError", "Outcomes", "Scorer"]
@@ -100,17 +101,17 @@ class Scorer:
         self._outcomes = Outcomes("record")
         self._rows = {sample_id: row for row, sample_id in enumerate(evaluation.dataset.ids)}
         self._shape = Shape.of(evaluation.dataset.columns)  # labels' widths, largest label
-        self._local = _Local.of(evaluation.dataset.columns)
 
     def _joined(self, row: int, actual: Any) -> Columns:
         """The dataset's row ``row`` with ``actual`` beside it, coded into a vocabulary of
         only the documents they name: the cost of one sample, whatever the dataset's size."""
-        start, end = self._local.bounds[row], self._local.bounds[row + 1]
-        docs = self._local.docs.take(pa.array(self._local.codes[start:end]))
+        local = _local_of(self.evaluation.dataset)
+        start, end = local.bounds[row], local.bounds[row + 1]
+        docs = local.docs.take(pa.array(local.codes[start:end]))
         codes = {doc: code for code, doc in enumerate(docs.to_pylist())}
         columns = documents.output_columns(actual, codes)
         new = list(codes)[end - start :]
-        table = self._local.table.slice(row, 1)
+        table = local.table.slice(row, 1)
         for name in ("retrieved", "texts", "pool", "cited"):
             table = table.append_column(name, columns[name])
         return Columns(table, pa.concat_arrays([docs, pa.array(new, docs.type)]))
@@ -204,6 +205,20 @@ class Scorer:
         return row
 
 
+_LOCAL: weakref.WeakKeyDictionary[Dataset, _Local] = weakref.WeakKeyDictionary()
+_LOCAL_LOCK = threading.Lock()
+
+
+def _local_of(dataset: Dataset) -> _Local:
+    """The dataset's :class:`_Local` form, built on first use and shared by its scorers
+    (a harness may make one scorer per sample, as the Inspect integration does)."""
+    with _LOCAL_LOCK:
+        found = _LOCAL.get(dataset)
+        if found is None:
+            found = _LOCAL[dataset] = _Local.of(dataset.columns)
+    return found
+
+
 @attrs.frozen
 class _Local:
     """A dataset's sample columns with each row's documents coded 0, 1, ... in that row
@@ -220,7 +235,8 @@ class _Local:
         names = [name for name in (*LABEL_KINDS, "groups") if columns.has(name)]
         found = {name: _owned_codes(columns.column(name)) for name in names}
         keys = [(owners << 32) | codes for owners, codes in found.values()]
-        unique = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+        ordered = np.sort(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+        unique = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))[: ordered.size]]
         bounds = np.searchsorted(unique, np.arange(len(columns) + 1, dtype=np.int64) << 32)
         table = columns.table
         for name, key in zip(names, keys, strict=True):
