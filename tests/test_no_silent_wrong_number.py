@@ -121,6 +121,7 @@ class TestBadOutputs:
             (lambda i: ("x", f"d{i}"), 0.5),  # a tuple: ranked ids, relevant at rank 2
             (lambda i: np.array(["x", f"d{i}"]), 0.5),  # a numpy array of str ids
             (lambda i: {"retrieved": ("x", "y", f"d{i}")}, 1 / 3),
+            (lambda i: {"retrieved": np.array(["x", f"d{i}"]), "pool": np.array(["x"])}, 0.5),
         ],
     )
     def test_sequences_are_ranked_ids(self, evaluation, system, mrr):

@@ -302,13 +302,16 @@ ACCEPTED_OUTPUTS = (
 )
 
 
+OUTPUT_LISTS = ("retrieved", "pool", "cited")
+
+
 def plain_output(actual: Any) -> Any:
     """A system's output with the sequence types of Python and numpy made plain lists
     (a tuple, a numpy array of ids, numpy integer or string ids), so that what a vector
     store returns validates as ranked ids; anything else is returned as is."""
     if isinstance(actual, Mapping) and "retrieved" in actual:
-        retrieved = plain_output(actual["retrieved"])
-        return actual if retrieved is actual["retrieved"] else {**actual, "retrieved": retrieved}
+        plain = {k: plain_output(v) if k in OUTPUT_LISTS else v for k, v in actual.items()}
+        return actual if all(plain[k] is actual[k] for k in plain) else plain
     if isinstance(actual, np.ndarray) and actual.ndim == 1:
         return actual.tolist()  # numpy scalars become int / str
     if type(actual) is list and set(map(type, actual)) <= {str, int, dict}:
