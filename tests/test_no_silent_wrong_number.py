@@ -228,6 +228,16 @@ class TestCrashingMetric:
         assert document["diagnostics"]["metric_errors"][0]["metric"] == "crashing-test"
         assert results._summary_rows()[1][1] == "FAILED"
 
+    def test_a_scorer_returns_the_others_and_records_it(self, eng, evaluation):
+        eng.register_metric(_Crashing)
+        scorer = evaluation.dataset.with_metrics(["retrieval-mrr", "crashing-test"]).scorer()
+        for i in range(COUNT):
+            scores = scorer.add(f"q{i}", ["x", f"d{i}"])
+        assert scores["retrieval-mrr"] == 0.5 and math.isnan(scores["crashing-test"])
+        results = scorer.results()
+        assert "division by zero" in results.diagnostics.metric_errors["crashing-test"]
+        assert results.summary()["retrieval-mrr"]["mean"] == 0.5
+
     def test_the_cli_exits_3(self, tmp_path, monkeypatch, capsys):
         """MRR raising (injected) while precision@1 works: its values written, exit 3."""
 

@@ -20,6 +20,7 @@ from engine.evaluation.batch import Shape
 from engine.evaluation.pipeline import ChunkTask, score_chunk
 from engine.io import documents
 from engine.io.columns import LABEL_KINDS, Columns, label_lists, lengths, list_array, offsets_of
+from engine.logs import log
 
 if TYPE_CHECKING:
     from engine.evaluation.api import Dataset, Evaluation
@@ -123,7 +124,8 @@ class Scorer:
 
     def add(self, sample_id: str, actual_output: Any) -> dict[str, float]:
         """Validate one sample's output, record it, and return its scores by metric label
-        (NaN where a metric has no value). An invalid output, an id not in the dataset or
+        (NaN where a metric has no value, or failed: logged, and recorded by
+        :meth:`results`). An invalid output, an id not in the dataset or
         already added, or (``strict``) a ranking that repeats an id raises
         :class:`InputError` and records nothing."""
         sample_id = str(sample_id)
@@ -138,6 +140,8 @@ class Scorer:
             raise MetricRequirementError(
                 list(scores.problems), summary="the sample lacks what the metrics require"
             )
+        for label, reason in scores.failures.items():  # NaN here; recorded by results()
+            log.warning("metric.failed", metric=label, sample_id=sample_id, error=reason)
         if self.strict and scores.duplicates[0]:
             problem = Problem(
                 "the ranked list repeats a document id",
