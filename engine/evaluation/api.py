@@ -413,9 +413,12 @@ class Evaluation:
         """Call ``system(sample.input)`` for every sample and score the outputs: on a
         thread pool, or, for an ``async def`` system, concurrently on an event loop (inside
         a running loop, ``await`` :meth:`arun` instead). At most ``concurrency`` calls are
-        in flight. A failing call (or an invalid output) becomes an error row with NA
-        scores (``on_error="record"``) or stops the run (``"raise"``). The raw outputs are
-        kept in the results so they can be re-scored without calling the system again."""
+        in flight. An output is a list, tuple or 1-D numpy array of ids, or a mapping
+        ``{"retrieved", "pool", "cited"}`` (``documents.ACCEPTED_OUTPUTS``). A failing call
+        (or an invalid output) becomes an error row with NA scores (``on_error="record"``)
+        or stops the run (``"raise"``); when every output is invalid the run raises
+        :class:`InputError` naming the first. The raw outputs are kept in the results so
+        they can be re-scored without calling the system again."""
         _check_on_error(on_error)
         if _is_async(system):
             try:
