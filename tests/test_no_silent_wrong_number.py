@@ -88,6 +88,9 @@ class TestFailingRetriever:
         assert comparison.dropped_lines() == [
             "retrieval-mrr: 30 sample(s) left out: 30 failed on either side"
         ]
+        assert "- retrieval-mrr: 30 sample(s) left out: 30 failed on either side" in (
+            comparison.to_markdown()
+        )
         entry = comparison.to_dict()["comparisons"][0]
         assert entry["dropped_because"] == {"failed": 30, "na": 0, "unpaired": 0}
         assert [r.reason for r in comparison.regressions()] != []

@@ -325,7 +325,8 @@ class Comparison:
         )
 
     def to_markdown(self) -> str:
-        """A GitHub-flavoured Markdown table with a caption line."""
+        """A GitHub-flavoured Markdown table with a caption line, and a note per metric
+        that left pairs out (how many, and why)."""
         columns = self._columns()
         lines = [
             f"_{self._caption()}_",
@@ -336,6 +337,9 @@ class Comparison:
         for row in self.rows:
             cells = [c.replace("|", "\\|") for c in self._cells(row)]
             lines.append("| " + " | ".join(cells) + " |")
+        dropped = self.dropped_lines()
+        if dropped:
+            lines += ["", *(f"- {line}" for line in dropped)]
         return "\n".join(lines) + "\n"
 
     def to_latex(self) -> str:
