@@ -111,6 +111,23 @@ class TestOneAtATime:
             ]
             assert mismatched == [], sample_id
 
+    def test_trec_eval_collection_against_its_reference(self, eng, trec_collection):
+        """trec_eval's test collection, one query at a time: each value equals trec_eval's
+        own (out.test.aq, 4 decimals) and the whole batch's, bit for bit."""
+        qrels, run, reference = trec_collection
+        evaluation = eng.dataset(qrels).with_metrics(["retrieval-map", "retrieval-ndcg-at-k@10"])
+        whole = evaluation.evaluate(run)
+        scorer = evaluation.scorer()
+        for row, qid in enumerate(whole.sample_ids):
+            scores = scorer.add(qid, run.get(qid, []))
+            for label, measure in (
+                ("retrieval-map", "map"),
+                ("retrieval-ndcg-at-k@10", "ndcg_cut_10"),
+            ):
+                assert _same(scores[label], float(whole.values(label)[row])), (qid, label)
+                if qid in reference[measure]:
+                    assert round(scores[label], 4) == reference[measure][qid], (qid, measure)
+
     def test_results_equal_run_bit_for_bit(self, eng):
         """Added in a shuffled order from eight threads, the results are those of
         ``run``: values, summaries with CIs, diagnostics, provenance, kept outputs."""
