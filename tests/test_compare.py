@@ -334,7 +334,7 @@ class TestNotebook:
         bm25, _ = quickstart_results
         table = _parsed(bm25._repr_html_())
         assert table.caption == "quickstart (46 samples)"
-        assert table.rows[0] == ["metric", "mean", "95% CI", "n", "na"]
+        assert table.rows[0] == ["metric", "mean", "95% CI", "n", "na", "errors"]
         expected = [
             [
                 label,
@@ -342,6 +342,7 @@ class TestNotebook:
                 f"[{s['ci'][0]:.4f}, {s['ci'][1]:.4f}]",
                 str(s["n"]),
                 str(s["na"]),
+                str(s["errors"]),
             ]
             for label, s in bm25.summary().items()
         ]
@@ -356,7 +357,7 @@ class TestNotebook:
         )
         markup = results._repr_html_()
         assert "<b>" not in markup and "&lt;b&gt;&amp;" in markup
-        assert _parsed(markup).rows[1] == ["ra-nwg-at-k", "NA", "-", "0", "1"]
+        assert _parsed(markup).rows[1] == ["ra-nwg-at-k", "NA", "-", "0", "1", "0"]
 
     def test_comparison_table_marks_the_winners(self, quickstart_results):
         bm25, hybrid = quickstart_results

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 import threading
 import time
 
@@ -137,6 +138,8 @@ class TestRun:
             "mean": 1.0,
             "n": 2,
             "na": 2,
+            "errors": 2,
+            "error_rate": 0.5,
             "ci": [1.0, 1.0],
         }
         assert results.diagnostics.errors["1"] == "TimeoutError: upstream timed out"
@@ -295,6 +298,8 @@ class TestResults:
             "mean": 2.0,
             "n": 3,
             "na": 2,
+            "errors": 0,  # NA, but nothing failed
+            "error_rate": 0.0,
             "ci": [0.0, 4.0],  # bootstrap of the non-NA values 0, 2, 4
         }
 
@@ -314,7 +319,8 @@ class TestResults:
 
 class TestScoreFailures:
     def test_plugin_raising_in_score_is_named(self, eng):
-        """A metric that raises inside score() fails with its label and distribution."""
+        """A metric that raises inside score() is that metric's failure, named with its
+        label and distribution: its values NA with the reason, the others' returned."""
         import attrs
 
         @attrs.frozen
@@ -327,12 +333,24 @@ class TestScoreFailures:
                 raise ZeroDivisionError("oops")
 
         eng.register_metric(Exploding)
-        with pytest.raises(
-            engine.MetricScoreError,
-            match=r"'exploding-test' \(distribution <in-process>\).*ZeroDivisionError: oops",
-        ) as info:
-            eng.dataset(samples=SEED).with_metrics(["exploding-test"]).evaluate(SEED_RUN)
-        assert isinstance(info.value.__cause__, ZeroDivisionError)
+        results = (
+            eng.dataset(samples=SEED)
+            .with_metrics(["exploding-test", "retrieval-mrr"])
+            .evaluate(SEED_RUN)
+        )
+        reason = results.diagnostics.metric_errors["exploding-test"]
+        assert re.search(
+            r"'exploding-test' \(distribution <in-process>\).*ZeroDivisionError: oops", reason
+        )
+        summary = results.summary()
+        assert summary["exploding-test"]["mean"] is None
+        assert summary["exploding-test"]["error"] == reason
+        assert summary["exploding-test"]["errors"] == len(SEED)
+        assert np.isnan(results.values("exploding-test")).all()
+        assert (
+            summary["retrieval-mrr"]["n"] == len(SEED) and summary["retrieval-mrr"]["errors"] == 0
+        )
+        assert results.failed
 
     def test_wrong_shape_is_rejected(self, eng):
         """A metric returning the wrong shape is an error, not a silently wrong number."""
@@ -348,8 +366,9 @@ class TestScoreFailures:
                 return np.zeros(len(batch) + 1)
 
         eng.register_metric(Short)
-        with pytest.raises(engine.MetricScoreError, match="shape"):
-            eng.dataset(samples=SEED).with_metrics(["short-test"]).evaluate(SEED_RUN)
+        results = eng.dataset(samples=SEED).with_metrics(["short-test"]).evaluate(SEED_RUN)
+        assert "expected one float per sample" in results.diagnostics.metric_errors["short-test"]
+        assert results.summary()["short-test"]["mean"] is None
 
 
 class TestReports:

@@ -199,6 +199,8 @@ class TestCoverageRecall:
             "mean": 1.0,
             "n": 1,
             "na": 1,
+            "errors": 0,  # NA by definition, not a failure
+            "error_rate": 0.0,
             "ci": None,
         }
 

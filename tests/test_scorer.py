@@ -87,6 +87,47 @@ class TestOneAtATime:
             ]
             assert mismatched == [], sample_id
 
+    def test_every_label_kind_of_the_kit_fixture(self, eng):
+        """The conformance kit's samples (graded and binary labels, both utility forms,
+        answers, groups, texts, pools, citations, metadata.k, repeated ids, an empty and
+        a missing output) score through ``add`` as in the whole batch, for every built-in
+        metric they allow: each sample is joined with its own documents only."""
+        from engine.testing import OUTPUTS, SAMPLES
+
+        dataset = eng.dataset(samples=list(SAMPLES))
+        metrics = _applicable(eng, dataset, OUTPUTS)
+        assert {"udcg", "retrieval-err-at-k", "answer-containment-at-k"} <= set(metrics)
+        evaluation = dataset.with_metrics(metrics)
+        whole = evaluation.evaluate(OUTPUTS)
+        scorer = evaluation.scorer()
+        for row, sample_id in enumerate(whole.sample_ids):
+            if sample_id not in OUTPUTS:
+                continue
+            scores = scorer.add(sample_id, OUTPUTS[sample_id])
+            mismatched = [
+                label
+                for label in whole.labels
+                if not _same(scores[label], float(whole.values(label)[row]))
+            ]
+            assert mismatched == [], sample_id
+
+    def test_trec_eval_collection_against_its_reference(self, eng, trec_collection):
+        """trec_eval's test collection, one query at a time: each value equals trec_eval's
+        own (out.test.aq, 4 decimals) and the whole batch's, bit for bit."""
+        qrels, run, reference = trec_collection
+        evaluation = eng.dataset(qrels).with_metrics(["retrieval-map", "retrieval-ndcg-at-k@10"])
+        whole = evaluation.evaluate(run)
+        scorer = evaluation.scorer()
+        for row, qid in enumerate(whole.sample_ids):
+            scores = scorer.add(qid, run.get(qid, []))
+            for label, measure in (
+                ("retrieval-map", "map"),
+                ("retrieval-ndcg-at-k@10", "ndcg_cut_10"),
+            ):
+                assert _same(scores[label], float(whole.values(label)[row])), (qid, label)
+                if qid in reference[measure]:
+                    assert round(scores[label], 4) == reference[measure][qid], (qid, measure)
+
     def test_results_equal_run_bit_for_bit(self, eng):
         """Added in a shuffled order from eight threads, the results are those of
         ``run``: values, summaries with CIs, diagnostics, provenance, kept outputs."""
@@ -134,15 +175,20 @@ class TestOneAtATime:
         scorer.add("q0", outputs["q0"])
         scorer.add_error("q1", TimeoutError("upstream timed out"))
         scorer.add_error("q2", "no answer")
-        results = scorer.results()
+        with pytest.raises(InputError, match=r"1 of 4 samples not added yet \('q3'\)"):
+            scorer.results()  # q3 is never silently scored as an empty ranking
+        results = scorer.results(partial=True)
         assert results.diagnostics.errors == {
             "q1": "TimeoutError: upstream timed out",
             "q2": "no answer",
         }
-        assert results.diagnostics.missing_outputs == ("q3",)
+        assert results.sample_ids == ["q0", "q1", "q2"]
+        assert results.diagnostics.missing_outputs == ()
+        assert results.provenance["partial"] == {"samples_scored": 3, "samples_in_dataset": 4}
+        assert "PARTIAL: 3 of 4 samples" in results._title()
         mrr = results.values("retrieval-mrr")
         assert np.isnan(mrr[1:3]).all()  # failed: NA
-        assert mrr[3] == 0.0  # not added: scored as an empty ranking, as in evaluate()
+        assert results.summary()["retrieval-mrr"]["n"] == 1
 
 
 class TestRefusals:
@@ -178,5 +224,6 @@ class TestRefusals:
 
     def test_results_document_validates(self, scorer):
         scorer.add("q-1", ["a"])
+        scorer.add("q-2", [])
         document = json.loads(scorer.results().to_json())
-        assert document["diagnostics"]["missing_outputs"] == ["q-2"]
+        assert document["diagnostics"]["missing_outputs"] == []

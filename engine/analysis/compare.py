@@ -5,7 +5,12 @@ regression gate.
 
 Pairing policy: samples are matched by id; a metric's test uses the samples present in
 both results with neither value NA, and reports that count as ``n`` (and how many were
-left out as ``dropped``). Means in a comparison are over those pairs.
+left out as ``dropped``, split by why: a failure on either side, another NA, or an id in
+one results only). Means in a comparison are over those pairs.
+
+Failures are never dropped silently: each row carries how many samples failed in each
+system (error rows, or the metric raising), and the regression gate counts a rise in
+failures as a regression unless told to allow it.
 """
 
 from __future__ import annotations
@@ -42,7 +47,10 @@ __all__ = [
 ]
 
 COMPARISON_SCHEMA_ID = "slotwise.comparison/v1"
-PAIRING = "samples matched by id; pairs where either value is NA are left out"
+PAIRING = (
+    "samples matched by id; pairs where either value is NA are left out (counted by why: "
+    "failed, NA, unpaired); a rise in failures is a regression unless allowed"
+)
 
 
 # -- the comparison --------------------------------------------------------------------
@@ -78,6 +86,21 @@ class PairRow:
     p_holm: float
     significant: bool
     movers: tuple[Mover, ...]
+    failed_a: int = 0  # samples of ``a`` NA because something failed (error rows, the metric)
+    failed_b: int = 0
+    dropped_failed: int = 0  # pairs left out because either side failed
+    dropped_na: int = 0  # ... because either side is NA for another reason
+    dropped_unpaired: int = 0  # ids in one of the two results only
+
+    @property
+    def dropped_reasons(self) -> str:
+        """Why ``dropped`` pairs were left out, in words."""
+        parts = [
+            (self.dropped_failed, "failed on either side"),
+            (self.dropped_na, "NA on either side"),
+            (self.dropped_unpaired, "in one results only"),
+        ]
+        return ", ".join(f"{count} {why}" for count, why in parts if count)
 
     @property
     def improvement(self) -> float:
@@ -109,10 +132,15 @@ class Regression:
         return self.reason
 
 
-def gate_rule(alpha: float, max_drop: float | None) -> str:
+def gate_rule(alpha: float, max_drop: float | None, allow_failures: bool = False) -> str:
     """What the regression gate counts as a regression, in words."""
     rule = f"significant drop after Holm at alpha={alpha:g}"
-    return rule + (f", or any drop > {max_drop:g}" if max_drop is not None else "")
+    rule += f", or any drop > {max_drop:g}" if max_drop is not None else ""
+    return rule + ("" if allow_failures else ", or more failed samples than the baseline")
+
+
+#: How the option that lets failures rise is named, in the gate's messages.
+ALLOW_FAILURES = "allow_failures=True (CLI: --allow-failures)"
 
 
 def _clean(value: float | None) -> float | None:
@@ -185,15 +213,36 @@ class Comparison:
         raise KeyError(f"no comparison of {label!r} for {a} -> {b}")
 
     def regressions(
-        self, *, max_drop: float | None = None, baseline: str | None = None
+        self,
+        *,
+        max_drop: float | None = None,
+        baseline: str | None = None,
+        allow_failures: bool = False,
     ) -> list[Regression]:
         """Metrics on which a system is worse than ``baseline`` (default: the first system),
         respecting each metric's direction: significantly worse after Holm's correction at
-        ``alpha``, or worse by more than ``max_drop`` (an absolute amount) whatever the p."""
+        ``alpha``, or worse by more than ``max_drop`` (an absolute amount) whatever the p,
+        or (unless ``allow_failures``) failing on more samples than the baseline: a
+        failed sample is NA and left out of the pairs, so it could not lower the mean."""
         baseline = baseline or self.systems[0]
         found = []
         for row in self.rows:
-            if row.a != baseline or row.n == 0:
+            if row.a != baseline:
+                continue
+            if row.failed_b > row.failed_a and not allow_failures:
+                found.append(
+                    Regression(
+                        row=row,
+                        reason=(
+                            f"{row.label}: {row.b} failed on {row.failed_b} sample(s), "
+                            f"{row.a} on {row.failed_a} (error rows or the metric failing; "
+                            f"left out of the n={row.n} pairs); pass {ALLOW_FAILURES} "
+                            "to allow more failures"
+                        ),
+                    )
+                )
+                continue
+            if row.n == 0:
                 continue
             drop = -row.improvement
             if drop <= 0:
@@ -276,7 +325,8 @@ class Comparison:
         )
 
     def to_markdown(self) -> str:
-        """A GitHub-flavoured Markdown table with a caption line."""
+        """A GitHub-flavoured Markdown table with a caption line, and a note per metric
+        that left pairs out (how many, and why)."""
         columns = self._columns()
         lines = [
             f"_{self._caption()}_",
@@ -287,6 +337,9 @@ class Comparison:
         for row in self.rows:
             cells = [c.replace("|", "\\|") for c in self._cells(row)]
             lines.append("| " + " | ".join(cells) + " |")
+        dropped = self.dropped_lines()
+        if dropped:
+            lines += ["", *(f"- {line}" for line in dropped)]
         return "\n".join(lines) + "\n"
 
     def to_latex(self) -> str:
@@ -338,6 +391,13 @@ class Comparison:
                     "b": r.b,
                     "n": r.n,
                     "dropped": r.dropped,
+                    "dropped_because": {
+                        "failed": r.dropped_failed,
+                        "na": r.dropped_na,
+                        "unpaired": r.dropped_unpaired,
+                    },
+                    "failed_a": r.failed_a,
+                    "failed_b": r.failed_b,
                     "mean_a": _clean(r.mean_a),
                     "mean_b": _clean(r.mean_b),
                     "difference": _clean(r.difference),
@@ -355,6 +415,17 @@ class Comparison:
                 for r in self.rows
             ],
         }
+
+    def dropped_lines(self) -> list[str]:
+        """Per row that left pairs out: how many and why, for the console."""
+        lines = []
+        for row in self.rows:
+            if row.dropped:
+                pair = f" ({row.a} → {row.b})" if len(self.systems) > 2 else ""
+                lines.append(
+                    f"{row.label}{pair}: {row.dropped} sample(s) left out: {row.dropped_reasons}"
+                )
+        return lines
 
     def mover_lines(self, count: int = 3) -> list[str]:
         """Per row, the samples that moved most (``id +delta``), for the console."""
@@ -476,6 +547,7 @@ def compare(
         for label in labels:
             x, y = left.values(label)[li], right.values(label)[ri]
             keep = ~(np.isnan(x) | np.isnan(y))
+            failed = left.failed_samples(label)[li] | right.failed_samples(label)[ri]
             outcome = paired_test(
                 x[keep],
                 y[keep],
@@ -506,6 +578,11 @@ def compare(
                     "b": names[j],
                     "n": outcome.n,
                     "dropped": union - outcome.n,
+                    "failed_a": left.errors(label),
+                    "failed_b": right.errors(label),
+                    "dropped_failed": int(failed.sum()),
+                    "dropped_na": int((~keep & ~failed).sum()),
+                    "dropped_unpaired": union - len(shared),
                     "mean_a": outcome.mean_a,
                     "mean_b": outcome.mean_b,
                     "difference": outcome.difference,

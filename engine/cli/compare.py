@@ -66,6 +66,13 @@ def add(commands: Any) -> dict[str, Handler]:
         help="with --fail-on-regression: also fail when a metric drops by more than this "
         "absolute amount, significant or not",
     )
+    comparing.add_argument(
+        "--allow-failures",
+        action="store_true",
+        help="with --fail-on-regression: do not fail when a later system failed on more "
+        "samples than the baseline (error rows, or a metric failing; by default a rise in "
+        "failures is a regression, as failed samples are left out of the pairs)",
+    )
 
     return {"compare": _compare}
 
@@ -93,8 +100,8 @@ def _compare(args: argparse.Namespace) -> int:
     _emit(comparison, args.format, args.output, args.movers)
     if not args.fail_on_regression:
         return 0
-    found = comparison.regressions(max_drop=args.max_drop)
-    rule = gate_rule(args.alpha, args.max_drop)
+    found = comparison.regressions(max_drop=args.max_drop, allow_failures=args.allow_failures)
+    rule = gate_rule(args.alpha, args.max_drop, args.allow_failures)
     if found:
         print(f"regression gate FAILED ({rule}):", file=sys.stderr)
         for regression in found:
@@ -112,10 +119,7 @@ def _emit(comparison: Comparison, fmt: str, output: Path | None, movers: int) ->
         lines = []
         if comparison.skipped:
             lines.append(f"not in every file, not compared: {', '.join(comparison.skipped)}")
-        dropped = {(r.label, r.a, r.b): r.dropped for r in comparison.rows if r.dropped}
-        for (label, a, b), count in dropped.items():
-            pair = f" ({a} → {b})" if len(comparison.systems) > 2 else ""
-            lines.append(f"{label}{pair}: {count} sample(s) left out (NA or missing on one side)")
+        lines += comparison.dropped_lines()
         moved = comparison.mover_lines(movers) if movers > 0 else []
         if moved:
             lines += ["moved most (b - a):", *(f"  {line}" for line in moved)]

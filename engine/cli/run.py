@@ -26,7 +26,11 @@ from engine.io import trec
 from engine.io.config import CONFIG_FILENAME
 from engine.io.sinks import FORMATS
 
-__all__ = ["add", "run_tables"]
+__all__ = ["EXIT_FAILED", "add", "run_tables"]
+
+#: ``slotwise run``'s exit code when a metric failed while scoring: the other metrics'
+#: values were written, the failed one's are NA with the reason in the results.
+EXIT_FAILED = 3
 
 
 def add(commands: Any) -> dict[str, Handler]:
@@ -169,7 +173,7 @@ def _run(args: argparse.Namespace) -> int:
         outputs, strict=args.strict, chunk_size=chunked, keep_outputs=args.keep_outputs
     )
     _emit(results, args.format, args.output, by=args.by)
-    return 0
+    return _status(results)
 
 
 def _run_ppi(engine: Engine, dataset: Any, specs: list[Any], outputs: Any, args: Any) -> int:
@@ -213,9 +217,17 @@ def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
     if rows:
         if args.output is not None:
             print(f"wrote {args.output}", file=sys.stderr)
-        return 0
+        return _status(results)
     _emit(results, "table", args.output)
-    return 0
+    return _status(results)
+
+
+def _status(results: Results) -> int:
+    """:data:`EXIT_FAILED` when a metric failed (its values NA, recorded in the results),
+    after everything else was written; else 0."""
+    for label, reason in results.diagnostics.metric_errors.items():
+        print(f"slotwise: metric {label} FAILED, its values are NA: {reason}", file=sys.stderr)
+    return EXIT_FAILED if results.failed else 0
 
 
 def _dataset_name(engine: Engine, name: str | None) -> str:

@@ -466,9 +466,11 @@ class Evaluation:
         return self.dataset.engine
 
     def at_k(self, ks: Sequence[int]) -> Evaluation:
-        """The same evaluation with every metric that has a ``k`` parameter evaluated at
-        each of ``ks`` (labels ``alias@K``), in one pass: the curve Metric@K. Metrics
-        without ``k`` are kept once; a sample's ``metadata.k`` still overrides K."""
+        """The same evaluation with every metric that has a ``k`` parameter left unset
+        evaluated at each of ``ks`` (labels ``alias@K``), in one pass: the curve Metric@K.
+        A metric given its own cutoff (``retrieval-ndcg-at-k@10``) keeps it, as the CLI's
+        ``--k`` does; metrics without ``k`` are kept once; a sample's ``metadata.k`` still
+        overrides K."""
         if isinstance(ks, int) or not ks:
             raise TypeError("at_k takes a non-empty list of cutoffs, e.g. at_k([1, 3, 5, 10])")
         cutoffs = list(dict.fromkeys(ks))
@@ -477,7 +479,8 @@ class Evaluation:
         expanded: dict[str, Metric] = {}
         for metric in self.metrics:
             has_k = any(f.name == "k" for f in attrs.fields(type(metric)))  # type: ignore[arg-type]
-            variants = [attrs.evolve(metric, k=k) for k in cutoffs] if has_k else [metric]  # type: ignore[misc]
+            unset = has_k and getattr(metric, "k", None) is None
+            variants = [attrs.evolve(metric, k=k) for k in cutoffs] if unset else [metric]  # type: ignore[misc]
             for instance in variants:
                 expanded.setdefault(metric_label(instance), instance)
         return attrs.evolve(self, plan=self.engine.plan(list(expanded.values())))
@@ -500,13 +503,15 @@ class Evaluation:
         than 16,384 samples are scored in chunks of 16,384 unless a metric makes a
         run-level report (``summarize``).
         ``keep_outputs`` keeps the outputs in the results (as ``run`` does), so they can be
-        re-scored and explained (``results.explain``) from the results alone.
+        re-scored and explained (``results.explain``) from the results alone. Re-scored
+        results keep their error rows (failed calls) as errors, NA, not empty rankings.
         """
         columns = _outputs(outputs)
         kept = outputs.outputs if isinstance(outputs, Results) else None
+        errors = dict(outputs.diagnostics.errors) if isinstance(outputs, Results) else None
         if keep_outputs and kept is None:
             kept = {i: output.to_json() for i, output in outputs_of(columns).items()}
-        return self._score(columns, strict=strict, chunk_size=chunk_size, keep=kept)
+        return self._score(columns, strict=strict, chunk_size=chunk_size, keep=kept, errors=errors)
 
     def ppi(
         self,
@@ -571,9 +576,12 @@ class Evaluation:
         """Call ``system(sample.input)`` for every sample and score the outputs: on a
         thread pool, or, for an ``async def`` system, concurrently on an event loop (inside
         a running loop, ``await`` :meth:`arun` instead). At most ``concurrency`` calls are
-        in flight. A failing call (or an invalid output) becomes an error row with NA
-        scores (``on_error="record"``) or stops the run (``"raise"``). The raw outputs are
-        kept in the results so they can be re-scored without calling the system again."""
+        in flight. An output is a list, tuple or 1-D numpy array of ids, or a mapping
+        ``{"retrieved", "pool", "cited"}`` (``documents.ACCEPTED_OUTPUTS``). A failing call
+        (or an invalid output) becomes an error row with NA scores (``on_error="record"``)
+        or stops the run (``"raise"``); when every output is invalid the run raises
+        :class:`InputError` naming the first. The raw outputs are kept in the results so
+        they can be re-scored without calling the system again."""
         _check_on_error(on_error)
         if _is_async(system):
             try:
@@ -650,10 +658,18 @@ class Evaluation:
         once, ``results()`` the whole evaluation, as if every output were scored together."""
         return Scorer(self, strict=strict)
 
-    def score_outcomes(self, outcomes: Outcomes, strict: bool) -> Results:
-        """Score what a system returned, its failures as error rows, its outputs kept."""
+    def score_outcomes(
+        self, outcomes: Outcomes, strict: bool, only: Sequence[int] | None = None
+    ) -> Results:
+        """Score what a system returned, its failures as error rows, its outputs kept;
+        ``only``: the dataset rows to score (a partial run), padded as the whole dataset.
+        When every output failed validation this raises instead (see
+        :meth:`Outcomes.check_any_valid`)."""
+        outcomes.check_any_valid()
         columns = documents.outputs_columns(outcomes.outputs)
-        return self._score(columns, strict=strict, errors=outcomes.errors, keep=outcomes.outputs)
+        return self._score(
+            columns, strict=strict, errors=outcomes.errors, keep=outcomes.outputs, only=only
+        )
 
     def _score(
         self,
@@ -663,9 +679,15 @@ class Evaluation:
         chunk_size: int | None = None,
         errors: Mapping[str, str] | None = None,
         keep: Mapping[str, Any] | None = None,
+        only: Sequence[int] | None = None,
     ) -> Results:
         dataset, executor = self.dataset, self.engine.executor
         joined, unknown = aligned(dataset.columns, outputs)
+        shape, extra = None, {}
+        if only is not None:  # a partial run: padded as the whole dataset, labelled so
+            shape = Shape.of(joined)
+            joined = joined.take(np.asarray(only, dtype=np.int64))
+            extra = {"partial": {"samples_scored": len(joined), "samples_in_dataset": len(dataset)}}
         if chunk_size is None and (
             executor.name not in IN_PROCESS
             or (len(joined) > DEFAULT_CHUNK_SIZE and not self.plan.reports)
@@ -677,14 +699,15 @@ class Evaluation:
             self.plan,
             chunks,
             Source(
-                dataset.name, lambda: dataset.hash, len(dataset), unknown, dict(errors or {}), keep
+                dataset.name, lambda: dataset.hash, len(joined), unknown, dict(errors or {}), keep
             ),
-            shape=Shape.of(joined) if len(chunks) > 1 else None,
+            shape=shape or (Shape.of(joined) if len(chunks) > 1 else None),
             executor=executor,
             strict=strict,
             provenance={
                 **self.engine.provenance(dataset.source),
                 **({"chunk_size": size, "executor": executor.name} if size is not None else {}),
+                **extra,
             },
         )
         cutoffs = {k for m in self.metrics if isinstance(k := getattr(m, "k", None), int)}

@@ -175,6 +175,7 @@ class ChunkScores:
     has_output: BoolArray
     no_relevant: BoolArray
     problems: tuple[Problem, ...] = ()
+    failures: Mapping[str, str] = attrs.field(factory=dict)  # label -> why it raised
 
 
 def call_score(metric: Metric, label: str, distribution: str | None, batch: Batch) -> FloatArray:
@@ -211,11 +212,16 @@ def score_chunk(task: ChunkTask) -> ChunkScores:
         return ChunkScores(
             {}, {}, {}, batch.duplicates_dropped, batch.has_output, no_relevant, tuple(problems)
         )
-    values, details, reports = {}, {}, {}
+    values, details, reports, failures = {}, {}, {}, {}
     for metric, label, distribution in zip(
         plan.metrics, plan.labels, plan.distributions, strict=True
     ):
-        values[label] = call_score(metric, label, distribution, batch)
+        try:
+            values[label] = call_score(metric, label, distribution, batch)
+        except MetricScoreError as error:  # that metric's failure: NA, the others go on
+            values[label] = np.full(len(batch), np.nan)
+            failures[label] = str(error)
+            continue
         explained = getattr(metric, "details", lambda b: None)(batch)
         if explained is not None:
             details[label] = list(explained)
@@ -223,7 +229,13 @@ def score_chunk(task: ChunkTask) -> ChunkScores:
         if report is not None:
             reports[label] = dict(report)
     return ChunkScores(
-        values, details, reports, batch.duplicates_dropped, batch.has_output, no_relevant
+        values,
+        details,
+        reports,
+        batch.duplicates_dropped,
+        batch.has_output,
+        no_relevant,
+        failures=failures,
     )
 
 
@@ -266,6 +278,8 @@ class _Collected:
         self.reports: Mapping[str, Mapping[str, Any]] = {}
         self.chunks = 0
         self.rows = 0
+        self.metric_errors: dict[str, str] = {}  # label -> the first reason it failed
+        self.failed = dict.fromkeys(plan.labels, 0)  # per label: samples NA from a failure
 
     def add(self, columns: Columns, scores: ChunkScores) -> RowChunk | None:
         """Take one chunk's scores; returns its rows (None when it had input problems)."""
@@ -287,6 +301,11 @@ class _Collected:
                 scores.values[label], dtype=np.float64
             )  # writable (Ray returns read-only arrays)
             column[failed] = np.nan
+            if label in scores.failures:
+                self.metric_errors.setdefault(label, scores.failures[label])
+                self.failed[label] += len(ids)
+            else:
+                self.failed[label] += int(failed.sum())
             if not self.keep:
                 self.tallies[label].add(column)
             values[label] = column
@@ -411,6 +430,8 @@ def _results(
         )
     if unknown:
         log.warning("outputs.unknown_ids", count=len(unknown), examples=list(unknown[:5]))
+    for label, reason in collected.metric_errors.items():
+        log.warning("metric.failed", metric=label, error=reason)
     if collected.chunks > 1 and plan.reports:
         log.warning(
             "evaluation.reports_omitted", reason="run-level reports need every sample in one chunk"
@@ -442,6 +463,7 @@ def _results(
             no_relevant=tuple(collected.no_relevant),
             unknown_output_ids=tuple(unknown),
             errors=dict(source.errors),
+            metric_errors=dict(collected.metric_errors),
         ),
         provenance={
             "slotwise": VERSION,
@@ -457,6 +479,7 @@ def _results(
         metadata=metadata if metadata is not None and metadata.null_count < len(metadata) else None,
         intervals=intervals,
         samples=source.samples,
+        failures=dict(collected.failed),
     )
 
 

@@ -69,6 +69,7 @@ class Diagnostics:
     no_relevant: tuple[str, ...] = ()
     unknown_output_ids: tuple[str, ...] = ()
     errors: Mapping[str, str] = attrs.field(factory=dict)
+    metric_errors: Mapping[str, str] = attrs.field(factory=dict)  # label -> why it raised
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +78,7 @@ class Diagnostics:
             "no_relevant": list(self.no_relevant),
             "unknown_output_ids": list(self.unknown_output_ids),
             "errors": [{"id": i, "error": e} for i, e in self.errors.items()],
+            "metric_errors": [{"metric": m, "error": e} for m, e in self.metric_errors.items()],
         }
 
     def lines(self) -> list[str]:
@@ -104,6 +106,8 @@ class Diagnostics:
             found.append(
                 f"{len(self.errors)} sample(s) failed and are NA: {_few(list(self.errors))}"
             )
+        for label, reason in self.metric_errors.items():
+            found.append(f"metric {label} FAILED and is NA: {reason}")
         return found
 
 
@@ -160,6 +164,32 @@ class Results:
     metadata: pa.Array | None = None  # per sample, canonical JSON text (or null)
     intervals: Mapping[str, Interval] | None = None  # the default CIs, once computed
     samples: int | None = None  # how many samples were scored (default: len(ids))
+    failures: Mapping[str, int] | None = None  # per label, samples NA from a failure
+
+    @property
+    def failed(self) -> bool:
+        """Whether anything failed: a system call (an error row) or a metric."""
+        return bool(self.diagnostics.errors or self.diagnostics.metric_errors)
+
+    def errors(self, label: str) -> int:
+        """How many samples of ``label`` are NA because something failed: the system's
+        call (an error row) or the metric itself."""
+        if self.failures is not None and label in self.failures:
+            return self.failures[label]
+        if label in self.diagnostics.metric_errors:
+            return self.counts[label][1]
+        if self.scores is not None:
+            failed = set(self.diagnostics.errors)
+            return sum(i in failed for i in self.sample_ids)
+        return len(self.diagnostics.errors)
+
+    def failed_samples(self, label: str) -> npt.NDArray[np.bool_]:
+        """Per sample, whether its ``label`` value is NA because something failed."""
+        values = self.values(label)
+        if label in self.diagnostics.metric_errors:
+            return np.isnan(values)
+        failed = set(self.diagnostics.errors)
+        return np.fromiter((i in failed for i in self.sample_ids), np.bool_, len(values))
 
     @property
     def dataset_hash(self) -> str:
@@ -192,19 +222,27 @@ class Results:
         self, *, level: float = 0.95, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
     ) -> dict[str, dict[str, Any]]:
         """Per metric label: ``mean`` (the metric's aggregate; None if all NA), ``n``,
-        ``na`` and ``ci``, the percentile Poisson bootstrap interval of the mean of the
-        non-NA values (``[lo, hi]``; None when n < 2), seeded (see
-        :mod:`engine.evaluation.statistics`)."""
+        ``na``, ``errors`` (how many of the NA are failures: error rows, or the metric
+        itself raising), ``error_rate`` (errors / samples scored), ``error`` (why the
+        metric failed, only when it did) and ``ci``, the percentile Poisson bootstrap
+        interval of the mean of the non-NA values (``[lo, hi]``; None when n < 2), seeded
+        (see :mod:`engine.evaluation.statistics`)."""
         intervals = self._intervals(level, resamples, seed)
-        return {
-            label: {
+        found: dict[str, dict[str, Any]] = {}
+        for label in self.labels:
+            n, na = self.counts[label]
+            errors = self.errors(label)
+            found[label] = {
                 "mean": _number(self.aggregates[label]),
-                "n": self.counts[label][0],
-                "na": self.counts[label][1],
+                "n": n,
+                "na": na,
+                "errors": errors,
+                "error_rate": errors / (n + na) if n + na else None,
                 "ci": None if intervals[label] is None else list(intervals[label]),  # type: ignore[arg-type]
             }
-            for label in self.labels
-        }
+            if label in self.diagnostics.metric_errors:
+                found[label]["error"] = self.diagnostics.metric_errors[label]
+        return found
 
     def _intervals(self, level: float, resamples: int, seed: int) -> Mapping[str, Interval]:
         default = (level, resamples, seed) == (0.95, DEFAULT_RESAMPLES, DEFAULT_SEED)
@@ -358,18 +396,29 @@ class Results:
         return lines
 
     def _summary_rows(self, exclude: Sequence[str] = ()) -> list[list[str]]:
-        """The summary as text cells: metric, mean, 95% CI, n, na."""
+        """The summary as text cells: metric, mean, 95% CI, n, na, errors (with the rate)."""
         rows = []
         for label, stats in self.summary().items():
             if label in exclude:
                 continue
             mean = "NA" if stats["mean"] is None else f"{stats['mean']:.4f}"
+            if "error" in stats:
+                mean = "FAILED"
             ci = "-" if stats["ci"] is None else f"[{stats['ci'][0]:.4f}, {stats['ci'][1]:.4f}]"
-            rows.append([label, mean, ci, str(stats["n"]), str(stats["na"])])
+            errors = (
+                "0" if not stats["errors"] else f"{stats['errors']} ({stats['error_rate']:.1%})"
+            )
+            rows.append([label, mean, ci, str(stats["n"]), str(stats["na"]), errors])
         return rows
 
     def _title(self) -> str:
         count = len(self.ids) if self.samples is None else self.samples
+        partial = self.provenance.get("partial")
+        if partial:
+            return (
+                f"{self.dataset_name or 'dataset'} (PARTIAL: {partial['samples_scored']} of "
+                f"{partial['samples_in_dataset']} samples)"
+            )
         return f"{self.dataset_name or 'dataset'} ({count} samples)"
 
     def na_notes(self, exclude: Sequence[str] = ()) -> list[str]:
@@ -416,7 +465,7 @@ class Results:
         return html_table(self._title(), _SUMMARY_COLUMNS, self._summary_rows()) + notes
 
 
-_SUMMARY_COLUMNS = ("metric", "mean", "95% CI", "n", "na")
+_SUMMARY_COLUMNS = ("metric", "mean", "95% CI", "n", "na", "errors")
 
 
 def _documented_na(alias: str) -> str:
@@ -490,7 +539,7 @@ def results_from_dict(document: Mapping[str, Any], source: str | None = None) ->
         for r in records
     }
     summary = document["summary"]
-    aggregates, counts, intervals = {}, {}, {}
+    aggregates, counts, intervals, failures = {}, {}, {}, {}
     for r in records:
         values = scores[r.label]
         present = values[~np.isnan(values)]
@@ -506,6 +555,8 @@ def results_from_dict(document: Mapping[str, Any], source: str | None = None) ->
         )
         ci = stats.get("ci")
         intervals[r.label] = None if ci is None else (float(ci[0]), float(ci[1]))
+        if "errors" in stats:
+            failures[r.label] = int(stats["errors"])
     raw = document["diagnostics"]
     diagnostics = Diagnostics(
         missing_outputs=tuple(raw.get("missing_outputs", ())),
@@ -513,6 +564,7 @@ def results_from_dict(document: Mapping[str, Any], source: str | None = None) ->
         no_relevant=tuple(raw.get("no_relevant", ())),
         unknown_output_ids=tuple(raw.get("unknown_output_ids", ())),
         errors={e["id"]: e["error"] for e in raw.get("errors", ())},
+        metric_errors={e["metric"]: e["error"] for e in raw.get("metric_errors", ())},
     )
     details = {
         r.label: [s.get("details", {}).get(r.label) for s in samples]
@@ -535,6 +587,7 @@ def results_from_dict(document: Mapping[str, Any], source: str | None = None) ->
         outputs=document.get("outputs"),
         metadata=pa.array(metadata, pa.string()) if any(m is not None for m in metadata) else None,
         intervals=intervals,
+        failures=failures or None,
     )
 
 

@@ -5,16 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Literal
 
+import attrs
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from engine.errors import InputError, MetricRequirementError, Problem
 from engine.evaluation.batch import Shape
-from engine.evaluation.pipeline import ChunkTask, aligned, score_chunk
+from engine.evaluation.pipeline import ChunkTask, score_chunk
 from engine.io import documents
+from engine.io.columns import LABEL_KINDS, Columns, label_lists, lengths, list_array, offsets_of
+from engine.logs import log
 
 if TYPE_CHECKING:
-    from engine.evaluation.api import Evaluation
+    from engine.evaluation.api import Dataset, Evaluation
     from engine.evaluation.results import Results
 
 __all__ = ["OnError", "Outcomes", "Scorer"]
@@ -29,6 +38,7 @@ class Outcomes:
         self.on_error = on_error
         self.outputs: dict[str, Any] = {}
         self.errors: dict[str, str] = {}
+        self.first_invalid: Problem | None = None  # the first output that failed validation
 
     def add(self, sample_id: str, done: Future[Any] | asyncio.Future[Any]) -> None:
         """Record one finished call; with ``on_error="raise"``, its error is raised."""
@@ -39,15 +49,40 @@ class Outcomes:
                 raise
             self.errors[sample_id] = f"{type(error).__name__}: {error}"
             return
+        actual = documents.plain_output(actual)
         try:
             documents.parse_outputs([(sample_id, actual, None)])
         except InputError as invalid:
             if self.on_error == "raise":
                 raise
             reasons = "; ".join(str(p) for p in invalid.problems)
-            self.errors[sample_id] = "invalid output: " + reasons
+            self.errors[sample_id] = f"invalid output ({type(actual).__name__}): {reasons}"
+            if self.first_invalid is None:
+                self.first_invalid = Problem(
+                    f"the system returned {type(actual).__name__} {_shown(actual)}; accepted: "
+                    f"{documents.ACCEPTED_OUTPUTS}",
+                    sample_id=sample_id,
+                    pointer="/actual_output",
+                )
             return
         self.outputs[sample_id] = actual
+
+    def check_any_valid(self) -> None:
+        """A run whose every output failed validation is a broken harness, not a result:
+        raise :class:`InputError` naming the first bad output, its type and the accepted
+        types."""
+        if self.first_invalid is not None and not self.outputs:
+            invalid = sum(e.startswith("invalid output") for e in self.errors.values())
+            raise InputError(
+                [self.first_invalid],
+                summary=f"every output failed validation ({invalid} invalid, "
+                f"{len(self.errors) - invalid} failed calls); the first",
+            )
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class Scorer:
@@ -66,7 +101,21 @@ class Scorer:
         self._lock = threading.Lock()
         self._outcomes = Outcomes("record")
         self._rows = {sample_id: row for row, sample_id in enumerate(evaluation.dataset.ids)}
-        self._shape = Shape.of(evaluation.dataset.columns)
+        self._shape = Shape.of(evaluation.dataset.columns)  # labels' widths, largest label
+
+    def _joined(self, row: int, actual: Any) -> Columns:
+        """The dataset's row ``row`` with ``actual`` beside it, coded into a vocabulary of
+        only the documents they name: the cost of one sample, whatever the dataset's size."""
+        local = _local_of(self.evaluation.dataset)
+        start, end = local.bounds[row], local.bounds[row + 1]
+        docs = local.docs.take(pa.array(local.codes[start:end]))
+        codes = {doc: code for code, doc in enumerate(docs.to_pylist())}
+        columns = documents.output_columns(actual, codes)
+        new = list(codes)[end - start :]
+        table = local.table.slice(row, 1)
+        for name in ("retrieved", "texts", "pool", "cited"):
+            table = table.append_column(name, columns[name])
+        return Columns(table, pa.concat_arrays([docs, pa.array(new, docs.type)]))
 
     def __len__(self) -> int:
         """How many samples have an output or an error so far."""
@@ -75,21 +124,24 @@ class Scorer:
 
     def add(self, sample_id: str, actual_output: Any) -> dict[str, float]:
         """Validate one sample's output, record it, and return its scores by metric label
-        (NaN where a metric has no value). An invalid output, an id not in the dataset or
+        (NaN where a metric has no value, or failed: logged, and recorded by
+        :meth:`results`). An invalid output, an id not in the dataset or
         already added, or (``strict``) a ranking that repeats an id raises
         :class:`InputError` and records nothing."""
         sample_id = str(sample_id)
         with self._lock:
             row = self._check_new(sample_id)
+        actual_output = documents.plain_output(actual_output)
         documents.parse_outputs([(sample_id, actual_output, None)])
-        dataset = self.evaluation.dataset.columns.slice(row, 1)
-        joined, _ = aligned(dataset, documents.outputs_columns({sample_id: actual_output}))
+        joined = self._joined(row, actual_output)
         plan = self.evaluation.plan
-        scores = score_chunk(ChunkTask(joined, plan, self._shape.merge(Shape.of(joined))))
+        scores = score_chunk(ChunkTask(joined, plan, self._shape))
         if scores.problems:
             raise MetricRequirementError(
                 list(scores.problems), summary="the sample lacks what the metrics require"
             )
+        for label, reason in scores.failures.items():  # NaN here; recorded by results()
+            log.warning("metric.failed", metric=label, sample_id=sample_id, error=reason)
         if self.strict and scores.duplicates[0]:
             problem = Problem(
                 "the ranked list repeats a document id",
@@ -111,16 +163,35 @@ class Scorer:
             self._check_new(sample_id)
             self._outcomes.errors[sample_id] = reason
 
-    def results(self) -> Results:
-        """Everything added so far, scored as :meth:`Evaluation.run` would score it: the
-        same values, summaries, confidence intervals, diagnostics and provenance; samples
-        not added yet count as missing outputs."""
+    def results(self, *, partial: bool = False) -> Results:
+        """Every sample's outcome scored as :meth:`Evaluation.run` would score it: the same
+        values, summaries, confidence intervals, diagnostics and provenance.
+
+        Before every sample is added this refuses (:class:`InputError` naming how many
+        are missing), so that a sample not added yet is never scored as an empty ranking;
+        ``partial=True`` scores only the samples added so far (outputs and error rows),
+        padded and labelled as among the whole dataset, and marks the results partial
+        (``provenance["partial"]``: samples scored and samples in the dataset)."""
         with self._lock:
             outcomes = Outcomes("record")
             order = sorted(self._outcomes.outputs, key=self._rows.__getitem__)
             outcomes.outputs = {i: self._outcomes.outputs[i] for i in order}
             outcomes.errors = dict(self._outcomes.errors)
-        return self.evaluation.score_outcomes(outcomes, self.strict)
+        added = len(outcomes.outputs) + len(outcomes.errors)
+        if added == len(self._rows):
+            return self.evaluation.score_outcomes(outcomes, self.strict)
+        if not partial:
+            waiting = [
+                i for i in self._rows if i not in outcomes.outputs and i not in outcomes.errors
+            ]
+            shown = ", ".join(map(repr, waiting[:3])) + (", ..." if len(waiting) > 3 else "")
+            message = (
+                f"{len(waiting)} of {len(self._rows)} samples not added yet ({shown}): add them, "
+                "or call results(partial=True) to score only the samples added so far"
+            )
+            raise InputError([Problem(message)], summary="incomplete run")
+        rows = sorted(self._rows[i] for i in (*outcomes.outputs, *outcomes.errors))
+        return self.evaluation.score_outcomes(outcomes, self.strict, only=rows)
 
     def _check_new(self, sample_id: str) -> int:
         """The sample's row in the dataset; an unknown or already added id is an error."""
@@ -136,3 +207,75 @@ class Scorer:
                 summary="sample added twice",
             )
         return row
+
+
+_LOCAL: weakref.WeakKeyDictionary[Dataset, _Local] = weakref.WeakKeyDictionary()
+_LOCAL_LOCK = threading.Lock()
+
+
+def _local_of(dataset: Dataset) -> _Local:
+    """The dataset's :class:`_Local` form, built on first use and shared by its scorers
+    (a harness may make one scorer per sample, as the Inspect integration does)."""
+    with _LOCAL_LOCK:
+        found = _LOCAL.get(dataset)
+        if found is None:
+            found = _LOCAL[dataset] = _Local.of(dataset.columns)
+    return found
+
+
+@attrs.frozen
+class _Local:
+    """A dataset's sample columns with each row's documents coded 0, 1, ... in that row
+    alone: row ``r``'s local code ``c`` is document ``docs[codes[bounds[r] + c]]``. Built
+    once, in whole-array operations, so a row can be taken with its own small vocabulary."""
+
+    table: pa.Table
+    docs: pa.Array
+    codes: npt.NDArray[np.int64]
+    bounds: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, columns: Columns) -> _Local:
+        names = [name for name in (*LABEL_KINDS, "groups") if columns.has(name)]
+        found = {name: _owned_codes(columns.column(name)) for name in names}
+        keys = [(owners << 32) | codes for owners, codes in found.values()]
+        ordered = np.sort(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+        unique = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))[: ordered.size]]
+        bounds = np.searchsorted(unique, np.arange(len(columns) + 1, dtype=np.int64) << 32)
+        table = columns.table
+        for name, key in zip(names, keys, strict=True):
+            local = np.searchsorted(unique, key) - bounds[key >> 32]
+            column = _with_codes(columns.column(name), local.astype(np.int32))
+            table = table.set_column(table.column_names.index(name), name, column)
+        return cls(table, columns.docs.cast(pa.string()), unique & 0xFFFFFFFF, bounds)
+
+
+def _owned_codes(column: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Every document code of a label or ``groups`` column, and the row it is in."""
+    flat = pc.list_flatten(column)
+    owners = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
+    if flat.type.get_field_index("doc") >= 0:
+        codes = flat.field("doc")
+    else:  # groups: the member lists of each row's groups
+        members = flat.field("docs")
+        owners = owners[pc.list_parent_indices(members).to_numpy(zero_copy_only=False)]
+        codes = pc.list_flatten(members)
+    as_int = codes.to_numpy(zero_copy_only=False).astype(np.int64)
+    return owners.astype(np.int64), as_int
+
+
+def _with_codes(column: pa.Array, codes: npt.NDArray[np.int32]) -> pa.Array:
+    """A label or ``groups`` column with its document codes replaced, in order."""
+    offsets = offsets_of(lengths(column))
+    mask = column.is_null().to_numpy(zero_copy_only=False)
+    flat = pc.list_flatten(column)
+    if flat.type.get_field_index("doc") >= 0:
+        return label_lists(offsets, codes, flat.field("label"), mask)
+    members = flat.field("docs")
+    inner = list_array(
+        offsets_of(lengths(members)),
+        pa.array(codes, pa.int32()),
+        members.is_null().to_numpy(zero_copy_only=False),
+    )
+    entries = pa.StructArray.from_arrays([flat.field("group"), inner], names=["group", "docs"])
+    return list_array(offsets, entries, mask)

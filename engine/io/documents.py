@@ -318,6 +318,35 @@ def write_samples(
 # -- outputs ---------------------------------------------------------------------------------
 
 
+#: What a system may return as one sample's output, in words (for error messages).
+ACCEPTED_OUTPUTS = (
+    "a list, tuple or 1-D numpy array of document ids (str or int, numpy ints included; "
+    'or {"id": ..., "text": ...} items), rank 1 first, or a mapping {"retrieved": [...], '
+    '"pool": [...], "cited": [...]}'
+)
+
+
+OUTPUT_LISTS = ("retrieved", "pool", "cited")
+
+
+def plain_output(actual: Any) -> Any:
+    """A system's output with the sequence types of Python and numpy made plain lists
+    (a tuple, a numpy array of ids, numpy integer or string ids), so that what a vector
+    store returns validates as ranked ids; anything else is returned as is."""
+    if isinstance(actual, Mapping) and "retrieved" in actual:
+        plain = {k: plain_output(v) if k in OUTPUT_LISTS else v for k, v in actual.items()}
+        return actual if all(plain[k] is actual[k] for k in plain) else plain
+    if isinstance(actual, np.ndarray) and actual.ndim == 1:
+        return actual.tolist()  # numpy scalars become int / str
+    if type(actual) is list and set(map(type, actual)) <= {str, int, dict}:
+        return actual  # the common case, checked at C speed
+    if isinstance(actual, tuple | list) and any(isinstance(i, np.generic) for i in actual):
+        return [i.item() if isinstance(i, np.generic) else i for i in actual]
+    if isinstance(actual, tuple):
+        return list(actual)
+    return actual
+
+
 def parse_outputs(
     items: Iterable[tuple[Any, Any, int | None]], source: str | None = None
 ) -> dict[str, Any]:
@@ -387,6 +416,33 @@ def outputs_columns(outputs: Mapping[str, Any]) -> Columns:
             offsets_of([len(x or ()) for x in column]), pa.array(part, pa.int32()), mask
         )
     return Columns(table_of(columns, OUTPUT_COLUMNS, len(retrieved)), vocabulary)
+
+
+def output_columns(actual: Any, codes: dict[str, int]) -> dict[str, pa.Array]:
+    """One validated output as one-row output columns (no ``id``), its document ids coded
+    through ``codes`` (id -> code), which gains the ids it lacks, numbered on: for joining
+    one output with one sample without recoding the sample."""
+    items, pool, cites = (
+        (actual["retrieved"], actual.get("pool"), actual.get("cited"))
+        if isinstance(actual, Mapping)
+        else (actual, None, None)
+    )
+    if set(map(type, items)) <= {str}:  # bare string ids: no texts
+        ids, text = items, []
+    else:
+        ids = [str(i["id"]) if isinstance(i, Mapping) else str(i) for i in items]
+        text = [i.get("text") if isinstance(i, Mapping) else None for i in items]
+    columns = {
+        "texts": pa.array(
+            [text if any(t is not None for t in text) else None], OUTPUT_COLUMNS["texts"]
+        )
+    }
+    for name, values in (("retrieved", ids), ("pool", pool), ("cited", cites)):
+        found = [] if values is None else [codes.setdefault(str(d), len(codes)) for d in values]
+        columns[name] = list_array(
+            [0, len(found)], pa.array(found, pa.int32()), None if values is not None else [True]
+        )
+    return columns
 
 
 def _ranked_columns(outputs: Mapping[str, Sequence[str]]) -> Columns:
