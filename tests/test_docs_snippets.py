@@ -39,6 +39,10 @@ DOCUMENTS: dict[str, tuple[str, dict[int, str]]] = {
 ELSEWHERE = {
     "examples/plugin-example/README.md": "needs the example distribution pip-installed: "
     "tests/test_plugin_install.py (slow) installs it and scores example-junk-at-k@3",
+    "docs/annotation.md": "calls a hosted judge (an API key): tests/test_annotate_holes.py "
+    "makes the same pool / fill_holes calls against a local OpenAI-compatible server",
+    "docs/ppi.md": "needs a judge's labels of every pooled pair: tests/test_ppi.py calls "
+    "evaluation.ppi with and without a baseline on data it labels itself",
 }
 
 DRIVER = r"""
