@@ -26,7 +26,9 @@ SIZES = (25, 50, 100, 200, 500, 1000)
 TRUTH = 0.4  # the mean of Beta(2, 3)
 
 
-def simulate(n: int, bias: float, noise: float, datasets: int, big_n: int, seed: int) -> list[float]:
+def simulate(
+    n: int, bias: float, noise: float, datasets: int, big_n: int, seed: int
+) -> list[float]:
     """Coverage (PPI++, human-only) and mean width ratio over ``datasets`` datasets,
     simulated 1,000 at a time (one vectorised call each)."""
     rng = np.random.default_rng(seed)

@@ -100,10 +100,9 @@ class TestPool:
         assert pooled.unknown == 1
         assert pooled.texts(np.array([d == "y" for d in pooled.docs.to_pylist()])) == ["Y"]
 
-    def test_pooling_100k_queries_takes_seconds(self) -> None:
-        """100,000 queries x 3 runs x 20 retrieved passages with texts, depth 10: the pair
-        list in < 5 s (docs/annotation.md has the measured time). The runs are built as
-        columns directly (reading 6 million JSON items would dominate the test)."""
+    def test_pooling_100k_queries(self) -> None:
+        """100,000 queries x 3 runs x 20 retrieved passages with texts, depth 10: every
+        pair once, the labelled ones marked. The runs are built as columns directly."""
         queries, retrieved, vocabulary = 100_000, 20, 500
         rng = np.random.default_rng(0)
         labels = [
@@ -133,11 +132,7 @@ class TestPool:
             )
             for _ in range(3)
         ]
-        started = time.perf_counter()
-        pooled = pool(columns, runs, depth=10)
-        seconds = time.perf_counter() - started
-        print(f"pooled {len(pooled)} pairs in {seconds:.2f} s")
-        assert seconds < 5
+        pooled = pool(columns, runs, depth=10)  # its time: benchmarks/pooling.py
         assert 2_000_000 < len(pooled) <= 3_000_000
         assert int(pooled.labelled.sum()) > 0 and pooled.has_text.all()
 

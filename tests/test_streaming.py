@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -288,17 +287,14 @@ class TestScale:
         """Hundreds of thousands (millions, when slow tests run) of tiny queries stream
         through with the in-memory aggregates."""
         qrels, run = _tiny_trec(tmp_path, queries)
-        started = time.perf_counter()
         streamed = eng.evaluate_stream(
             ["retrieval-ndcg-at-k@10", "retrieval-map"], qrels=qrels, run=run,
             chunk_size=65536, progress=False,
         )  # fmt: skip
-        elapsed = time.perf_counter() - started
         assert streamed.samples == queries
         whole = eng.evaluate_trec(qrels, run, ["retrieval-ndcg-at-k@10", "retrieval-map"])
         assert streamed.summary() == whole.summary()
         assert all(stats["n"] == queries for stats in streamed.summary().values())
-        assert elapsed < 30 * queries / 200_000
 
     def test_memory_stays_bounded(
         self, eng: engine.Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -47,6 +47,7 @@ __all__ = [
     "Coded",
     "Where",
     "as_table",
+    "flat",
     "labels_columns",
     "labels_from_dicts",
     "labels_from_table",
@@ -66,6 +67,17 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 _WORDED = 50  # problems worded per kind; the rest are counted
+
+
+def flat(column: pa.ChunkedArray, dtype: Any) -> npt.NDArray[Any]:
+    """A numeric column without nulls as one writable numpy array, filled block by block
+    (no concatenated copy in Arrow first)."""
+    out = np.empty(len(column), dtype=dtype)
+    start = 0
+    for chunk in column.chunks:
+        out[start : start + len(chunk)] = chunk.to_numpy(zero_copy_only=False)
+        start += len(chunk)
+    return out
 
 
 @attrs.frozen
@@ -110,15 +122,12 @@ class Coded:
         if len(chunks) < 2 or not pa.types.is_dictionary(column.type):
             return cls.of(column)
         sizes = np.array([len(chunk.dictionary) for chunk in chunks], dtype=np.int64)
-        codes = np.concatenate(
-            [
-                chunk.indices.to_numpy(zero_copy_only=False).astype(np.int32) + np.int32(start)
-                for chunk, start in zip(chunks, offsets_of(sizes)[:-1].tolist(), strict=True)
-            ]
-        )
+        codes = flat(pa.chunked_array([chunk.indices for chunk in chunks]), np.int32)
+        bounds = offsets_of([len(chunk) for chunk in chunks])
+        for start, end, shift in zip(bounds[:-1], bounds[1:], offsets_of(sizes)[:-1], strict=True):
+            codes[start:end] += np.int32(shift)
         ids = pa.concat_arrays([chunk.dictionary.cast(pa.string()) for chunk in chunks])
         spans = np.zeros(len(queries.ids), dtype=np.int64)  # per query: blocks it is in
-        bounds = offsets_of([len(chunk) for chunk in chunks])
         for start, end in itertools.pairwise(bounds.tolist()):
             spans += np.bincount(queries.codes[start:end], minlength=spans.size) > 0
         again = np.flatnonzero((spans > 1)[queries.codes])

@@ -33,7 +33,7 @@ import pyarrow.csv as csv
 from engine.errors import InputError, Problem
 from engine.io.columns import Columns, lengths, string_bytes
 from engine.io.files import COMPRESSIONS, AtomicFile, arrow_input, open_binary
-from engine.io.frames import Coded, Where, labels_columns, retrieved_twice, run_columns
+from engine.io.frames import Coded, Where, flat, labels_columns, retrieved_twice, run_columns
 
 __all__ = [
     "read_qrels",
@@ -48,7 +48,7 @@ __all__ = [
 
 _ID = pa.dictionary(pa.int32(), pa.string())
 _BLOCK = 1 << 24  # bytes per streamed block
-_CSV_BLOCK = 1 << 24  # bytes per block of pyarrow's CSV reader (parsed and coded in parallel)
+_CSV_BLOCK = 1 << 22  # bytes per block of pyarrow's CSV reader (parsed and coded in parallel)
 
 
 class _Format:
@@ -237,15 +237,17 @@ def _columnar(
         )
     except (pa.ArrowInvalid, OSError, InputError):
         return None
-    numbers = table.column(layout.number).to_numpy()
+    numbers = flat(table.column(layout.number), np.float64)
     if not np.isfinite(numbers).all():
         return None
-    queries = Coded.of(table.column("query"))
+    query_column, doc_column = table.column("query"), table.column("doc")
+    del table  # the numbers' blocks are no longer needed
+    queries = Coded.of(query_column)
     if pc.any(pc.starts_with(queries.ids, "#")).as_py():
         return None  # a comment line that happens to have the right number of fields
     if layout.kind == "run":  # ranked ids need telling apart within a query only
-        return queries, Coded.per_query(table.column("doc"), queries), numbers
-    return queries, Coded.of(table.column("doc")), numbers
+        return queries, Coded.per_query(doc_column, queries), numbers
+    return queries, Coded.of(doc_column), numbers
 
 
 def _by_line(
