@@ -204,7 +204,8 @@ class Columns:
         if name not in self.table.column_names:
             kind = SAMPLE_COLUMNS.get(name) or OUTPUT_COLUMNS[name]
             return pa.nulls(len(self), kind)
-        return self.table.column(name).combine_chunks()
+        column = self.table.column(name)
+        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
     def slice(self, start: int, length: int) -> Columns:
         return Columns(self.table.slice(start, length), self.docs)
