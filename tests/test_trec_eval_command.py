@@ -98,16 +98,20 @@ def test_max_docs_cuts_each_ranking(collection, capsys):
 
 
 def test_query_set_and_complete(tmp_path, capsys):
-    """Without -c: only queries in both files (q3 has no run, q9 no judgements); with -c
-    every judged query, q3 scoring as an empty ranking: map (1 + 1/2 + 0) / 3."""
+    """Without -c trec_eval 10 stops (status 4) at a qrels query the run lacks (q3), having
+    printed the queries before it with -q; q9 (no judgements) is ignored. With -c every
+    judged query, q3 scoring as an empty ranking: map (1 + 1/2 + 0) / 3."""
     qrels = tmp_path / "qrels"
     qrels.write_text("q1 0 a 1\nq2 0 b 1\nq3 0 c 1\n")
     run = tmp_path / "run"
     run.write_text("q1 Q0 a 1 2 r\nq2 Q0 x 1 2 r\nq2 Q0 b 2 1 r\nq9 Q0 a 1 1 r\n")
-    assert _run(capsys, "-m", "num_q", "-m", "map", str(qrels), str(run)) == [
-        "num_q                 \tall\t2",
-        "map                   \tall\t0.7500",
+    assert main(["trec-eval", "-q", "-m", "map", str(qrels), str(run)]) == 4
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [
+        "map                   \tq1\t1.0000",
+        "map                   \tq2\t0.5000",
     ]
+    assert "result qid 'q3' not found" in captured.err
     assert _run(capsys, "-c", "-m", "num_q", "-m", "map", str(qrels), str(run)) == [
         "num_q                 \tall\t3",
         "map                   \tall\t0.5000",
@@ -144,17 +148,17 @@ def test_ndcg_gain_map(tmp_path, capsys):
     plain = (1 + 2 / log2(4)) / (4 + 2 / log2(3) + 1 / log2(4))
     for measure, expected in [("ndcg.1=3,2=9,4=4.5,x=7", mapped), ("ndcg", plain)]:
         [line] = _run(capsys, "-m", measure, str(qrels), str(run))
-        assert line == f"{'ndcg':<22}\tall\t{expected:6.4f}"
+        name = "ndcg" if measure == "ndcg" else measure.replace(".", "_", 1)
+        assert line == f"{name:<22}\tall\t{expected:6.4f}"
 
 
 @pytest.mark.parametrize(
     ("measure", "message"),
     [
-        ("ndgc_cut.10", "did you mean ndcg_cut"),
         ("map.5", "takes no parameters"),
         ("map.1=3", "takes no parameters"),
         ("P.x", "not a number"),
-        ("ndcg.1=x", "not a level=gain pair"),
+        ("ndcg.1=x", "not a number"),
         ("ndcg.2", "not a level=gain pair"),
     ],
 )
@@ -162,6 +166,13 @@ def test_bad_measures_exit_2(collection, capsys, measure, message):
     qrels, run, _ = collection
     assert main(["trec-eval", "-m", measure, qrels, run]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_unknown_measure_exits_1(collection, capsys):
+    """As trec_eval: an illegal measure is status 1, with the closest names."""
+    qrels, run, _ = collection
+    assert main(["trec-eval", "-m", "ndgc_cut.10", qrels, run]) == 1
+    assert "did you mean ndcg_cut" in capsys.readouterr().err
 
 
 def test_compressed_run_reads_the_same(collection, capsys, tmp_path):

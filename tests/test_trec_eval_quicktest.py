@@ -36,12 +36,9 @@ CASES = _quicktest()
 
 #: Expected files slotwise does not reproduce yet (strict: an unexpected pass fails).
 NOT_YET: dict[str, str] = {
-    "out.test.aql": "relstring.20",
     "out.test.prefs": "-R prefs",
     "out.test.qrels_prefs": "-R qrels_prefs",
     "out.test.qrels_jg": "-R qrels_jg",
-    "out.test.meas_params": "measure parameters",
-    "out.test.aqZ": "-Z",
 }
 
 

@@ -8,10 +8,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.analysis.trec_eval import MEASURE_SETS, MEASURES, Options, parse_measures, trec_eval
-from engine.cli.common import Handler, positive_int
+from engine.analysis import trec_eval_files as files
+from engine.analysis.trec_eval import (
+    MEASURE_SETS,
+    MEASURES,
+    Options,
+    Stop,
+    parse_measures,
+    relevance_level,
+    trec_eval,
+    zscored,
+)
+from engine.cli.common import Handler
 from engine.evaluation.api import Engine
-from engine.io import trec
 
 __all__ = ["add"]
 
@@ -20,56 +29,93 @@ def add(commands: Any) -> dict[str, Handler]:
     command = commands.add_parser(
         "trec-eval",
         help="trec_eval's command line and output (a faster drop-in)",
-        description="Evaluate a TREC run against qrels and print what trec_eval prints: "
-        "'measure<TAB>query<TAB>value' lines, per query with -q, then the 'all' summary. "
-        f"Measures: {', '.join(MEASURES)}; sets: {', '.join(MEASURE_SETS)} "
+        description="Evaluate a TREC run against qrels and print what trec_eval 10 prints: "
+        "'measure<TAB>query<TAB>value' lines, per query with -q, then the 'all' summary; "
+        "its exit statuses too (1 a bad measure, 2 a bad file or parameter, 4 a query it "
+        f"cannot evaluate). Measures: {', '.join(MEASURES)}; sets: {', '.join(MEASURE_SETS)} "
         "(default: official).",
     )
     command.add_argument("qrels", type=Path, help="TREC qrels file (qid iter docno rel)")
-    command.add_argument("run", type=Path, help="TREC run file (qid Q0 docno rank score tag)")
+    command.add_argument("run", help="TREC run file (qid Q0 docno rank score tag); - for stdin")
     command.add_argument("-q", action="store_true", help="print every query's values too")
     command.add_argument(
         "-c",
         action="store_true",
         help="average over every query of the qrels (a query the run lacks scores as an "
-        "empty ranking); default: the queries of both files",
+        "empty ranking); without it a qrels query the run lacks stops trec_eval (status 4)",
     )
     command.add_argument("-n", action="store_true", help="no summary ('all') lines")
     command.add_argument(
         "-J", action="store_true", help="score judged documents only: unjudged ones are removed"
     )
     command.add_argument(
-        "-M", type=positive_int, metavar="N", help="score the first N documents of each ranking"
+        "-M", type=_depth, metavar="N", help="score the first N documents of each ranking"
     )
     command.add_argument(
         "-l",
-        type=float,
-        default=1.0,
+        default="1",
         metavar="N",
-        help="the least label that counts as relevant (default 1)",
+        help="the least label that counts as relevant, an integer (default 1; 1.5 reads as 1)",
+    )
+    command.add_argument(
+        "-Z",
+        type=Path,
+        metavar="FILE",
+        help="print z-scores: each query's value v as (v - mean) / stddev, with the mean and "
+        "stddev of FILE's 'qid measure mean stddev' lines",
     )
     command.add_argument(
         "-m",
         action="append",
         default=[],
         metavar="MEASURE",
-        help="a measure, with parameters (P.5,10; ndcg_cut.10; iprec_at_recall..10,.25), or a "
-        "set (official, all_trec, set); repeatable",
+        help="a measure, with parameters (P.5,10; ndcg_cut.10; iprec_at_recall..10,.25; "
+        "utility.2,-1,0,0; ndcg.1=3,2=9; rbp.p=0.8), or a set (official, all_trec, set); "
+        "repeatable",
     )
     return {"trec-eval": _trec_eval}
 
 
+def _depth(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+    return value
+
+
 def _trec_eval(args: argparse.Namespace) -> int:
+    try:
+        return _evaluate(args)
+    except Stop as stop:
+        print(f"slotwise trec-eval: {stop.message}", file=sys.stderr)
+        return stop.status
+
+
+def _evaluate(args: argparse.Namespace) -> int:
     requests = parse_measures(args.m)
+    level = relevance_level(args.l)
+    qrels = files.read_qrels(args.qrels)
+    run, runid = files.read_run(args.run)
+    zscores = files.read_zscores(args.Z) if args.Z is not None else None
+    options = Options(complete=args.c, max_docs=args.M, level=float(level), judged_only=args.J)
+    stopped = files.first_stop(qrels, run, args.c)
+    if stopped is not None:
+        qid, stop = stopped
+        qrels = files.before(qrels, qid)
+        if args.q and len(qrels):
+            report = trec_eval(Engine(config={}, executor="threads"), qrels, run, requests, options)
+            report = zscored(report, zscores.table) if zscores is not None else report
+            sys.stdout.flush()
+            report.write(sys.stdout.buffer, per_query=True, summary=False)
+            sys.stdout.buffer.flush()
+        raise stop
     engine = Engine(config={}, executor="threads")
-    report = trec_eval(
-        engine,
-        trec.read_qrels(args.qrels),
-        trec.read_run(args.run),
-        requests,
-        Options(complete=args.c, max_docs=args.M, level=args.l, judged_only=args.J),
-        runid=trec.run_tag(args.run),
-    )
+    report = trec_eval(engine, qrels, run, requests, options, runid=runid)
+    if zscores is not None:
+        report = zscored(report, zscores.table)
     sys.stdout.flush()
     report.write(sys.stdout.buffer, per_query=args.q, summary=not args.n)
     sys.stdout.buffer.flush()

@@ -1,0 +1,129 @@
+"""What ``slotwise trec-eval`` reads beyond slotwise's TREC readers, as trec_eval 10 reads
+it: the run from standard input (``-``), the checks trec_eval makes of qrels and run before
+and while it evaluates (with its exit statuses), and ``-Z``'s z-score file."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import attrs
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.analysis.trec_eval import Stop
+from engine.io import trec
+from engine.io.columns import Columns
+
+__all__ = ["ZScores", "first_stop", "read_qrels", "read_run", "read_zscores"]
+
+
+def read_qrels(path: Path) -> Columns:
+    """The qrels, refusing what trec_eval cannot evaluate or reads by accident: an empty
+    file or one without a judgement (status 2), a label that is not an integer (trec_eval
+    reads ``1.5`` as 1 and ``rel`` as 0; slotwise refuses both, status 2)."""
+    if path.is_file() and path.stat().st_size == 0:
+        raise Stop(f"cannot read qrels file '{path}': it is empty", 2)
+    qrels = trec.read_qrels(path)
+    labels = pc.list_flatten(qrels.column("relevance")).field("label").to_numpy()
+    if labels.size == 0:
+        raise Stop(f"qrels file '{path}' has no judgement", 2)
+    fractional = labels != np.floor(labels)
+    if fractional.any():
+        value = labels[np.flatnonzero(fractional)[0]]
+        raise Stop(f"qrels file '{path}': label {value!r} is not an integer", 2)
+    return qrels
+
+
+def read_run(name: str) -> tuple[Columns, str]:
+    """The run and its tag (trec_eval's runid: the last line's); ``-`` reads standard
+    input, as trec_eval does. An empty run, or one without a ranked document, is refused
+    (status 2)."""
+    if name != "-":
+        return _read_run(Path(name), name)
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "run"
+        path.write_bytes(sys.stdin.buffer.read())
+        return _read_run(path, "-")
+
+
+def _read_run(path: Path, name: str) -> tuple[Columns, str]:
+    if path.is_file() and path.stat().st_size == 0:
+        raise Stop(f"cannot read results file '{name}': it is empty", 2)
+    run = trec.read_run(path)
+    if len(pc.list_flatten(run.column("retrieved"))) == 0:
+        raise Stop(f"results file '{name}' has no ranked document", 2)
+    return run, trec.run_tag(path)
+
+
+def first_stop(qrels: Columns, run: Columns, complete: bool) -> tuple[str, Stop] | None:
+    """Where trec_eval 10 stops evaluating, taking the qrels queries in id order: the first
+    query the run lacks, unless ``complete`` (status 4, "result qid not found"), or the
+    first whose every label is negative (status 4 where trec_eval reports it cannot
+    calculate a measure, or crashes). None when it evaluates every query."""
+    ids = qrels.ids
+    order = pc.sort_indices(ids).to_numpy()
+    labels = qrels.column("relevance")
+    top = pc.list_value_length(labels).to_numpy(zero_copy_only=False) > 0
+    maxima = np.full(len(qrels), -np.inf)
+    flat = pc.list_flatten(labels).field("label").to_numpy()
+    rows = np.repeat(np.arange(len(qrels)), pc.list_value_length(labels).fill_null(0).to_numpy())
+    np.maximum.at(maxima, rows, flat)
+    negative = top & (maxima < 0)
+    missing = np.zeros(len(qrels), dtype=bool)
+    if not complete:
+        missing = ~pc.is_in(ids, value_set=run.ids).to_numpy(zero_copy_only=False)
+    bad = (negative | missing)[order]
+    if not bad.any():
+        return None
+    position = int(np.argmax(bad))
+    row = int(order[position])
+    qid = ids[row].as_py()
+    if missing[row]:
+        message = f"result qid '{qid}' not found in the run (give -c to score it as empty)"
+    else:
+        message = f"query '{qid}' has no label >= 0: trec_eval cannot evaluate it"
+    return qid, Stop(message, 4, printed=position)
+
+
+def before(qrels: Columns, qid: str) -> Columns:
+    """The qrels queries whose id sorts (byte by byte) before ``qid``."""
+    keep = pc.less(qrels.ids, pa.scalar(qid, pa.string())).to_numpy(zero_copy_only=False)
+    return qrels.take(np.flatnonzero(keep))
+
+
+@attrs.frozen
+class ZScores:
+    """``-Z``'s file: per query and measure name, the mean and standard deviation that
+    turn a value into a z-score."""
+
+    table: dict[tuple[str, str], tuple[float, float]]
+
+    def queries(self) -> set[str]:
+        return {qid for qid, _ in self.table}
+
+
+def read_zscores(path: Path) -> ZScores:
+    """Lines ``qid measure mean stddev`` (trec_eval's get_zscores); ``#`` lines and blank
+    lines are skipped. A malformed line is refused (status 2)."""
+    table = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise Stop(f"cannot read z-score file '{path}': {error.strerror}", 2) from None
+    for number, line in enumerate(text.splitlines(), start=1):
+        fields = line.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        try:
+            if len(fields) != 4:
+                raise ValueError
+            table[fields[0], fields[1]] = (float(fields[2]), float(fields[3]))
+        except ValueError:
+            raise Stop(
+                f"z-score file '{path}' line {number}: expected 'qid measure mean stddev'", 2
+            ) from None
+    return ZScores(table)
+
