@@ -201,3 +201,69 @@ def test_random_collections_byte_for_byte_large(
 ) -> None:
     files = write_collection(tmp_path, seed, queries=300)
     assert _differences(trec_eval_binary, tmp_path, files, OPTIONS, capsysbinary) == []
+
+
+def test_run_from_stdin(trec_eval_binary: Path, tmp_path: Path, monkeypatch, capsysbinary) -> None:
+    """``-`` reads the run from standard input, as trec_eval does."""
+    import io
+
+    files = write_collection(tmp_path, 4, queries=10)
+    args = ["-q", "-m", "all_trec", str(files.qrels), "-"]
+    done = subprocess.run(
+        [str(trec_eval_binary), *args], input=files.run.read_bytes(), capture_output=True
+    )
+
+    class Stdin:
+        buffer = io.BytesIO(files.run.read_bytes())
+
+    monkeypatch.setattr("sys.stdin", Stdin())
+    assert run_slotwise(args, capsysbinary) == (done.returncode, done.stdout)
+    assert done.returncode == 0 and done.stdout
+
+
+@pytest.mark.parametrize(
+    ("qrels", "run"),
+    [
+        ("a 0 d1 1\nb 0 d1 1\nc 0 d1 1\n", "a Q0 d1 1 1 t\nc Q0 d1 1 1 t\n"),
+        ("a 0 d1 1\n", ""),  # an empty run
+        ("", "a Q0 d1 1 1 t\n"),  # empty qrels
+    ],
+    ids=["a-qrels-query-without-a-run", "empty-run", "empty-qrels"],
+)
+def test_statuses_as_trec_eval(
+    qrels: str, run: str, trec_eval_binary: Path, tmp_path: Path, capsysbinary
+) -> None:
+    """Status 4 and the queries before it printed (-c: scored); status 2 for an empty
+    file."""
+    (tmp_path / "qrels").write_text(qrels)
+    (tmp_path / "run").write_text(run)
+    for option in (["-q"], ["-q", "-c"]):
+        args = [*option, str(tmp_path / "qrels"), str(tmp_path / "run")]
+        assert run_slotwise(args, capsysbinary) == run_binary(trec_eval_binary, args, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("qrels", "run", "args", "message"),
+    [
+        ("a 0 d1 1.5\n", "a Q0 d1 1 1 t\n", [], "not an integer"),  # trec_eval: 1
+        ("a 0 d1 rel\n", "a Q0 d1 1 1 t\n", [], "not a finite number"),  # trec_eval: 0
+        ("a 0 d1 1\n", "a Q0 d1 1 abc t\n", [], "not a finite number"),  # trec_eval: 0
+        ("a 0 d1 1\n", "a Q0 d1 1 1e400 t\n", [], "not a finite number"),  # trec_eval: inf
+        ("a 0 d1 1\nb 0 d1 -2\n", "a Q0 d1 1 1 t\n", ["-c"], "no label >= 0"),  # crashes
+        ("a 0 d1 1\nb 0 d1 -1\n", "a Q0 d1 1 1 t\n", ["-c"], "no label >= 0"),  # stale memory
+        ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-l", "-1"], "integer >= 0"),
+        ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "map.5"], "takes no parameters"),
+        ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "ndcg.1=x"], "not a number"),
+        ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "rbp.1=2"], "rbp takes no gains"),
+        ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "iprec_at_recall.1.5"], "[0, 1]"),
+    ],
+)
+def test_deliberate_refusals(
+    qrels: str, run: str, args: list[str], message: str, tmp_path: Path, capsys
+) -> None:
+    """What trec_eval accepts by accident (docs/cli.md): refused with a message."""
+    (tmp_path / "qrels").write_text(qrels)
+    (tmp_path / "run").write_text(run)
+    status = main(["trec-eval", *args, str(tmp_path / "qrels"), str(tmp_path / "run")])
+    assert status in (2, 4)
+    assert message in capsys.readouterr().err

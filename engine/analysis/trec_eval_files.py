@@ -22,8 +22,8 @@ __all__ = ["ZScores", "first_stop", "read_qrels", "read_run", "read_zscores"]
 
 def read_qrels(path: Path) -> Columns:
     """The qrels, refusing what trec_eval cannot evaluate or reads by accident: an empty
-    file or one without a judgement (status 2), a label that is not an integer (trec_eval
-    reads ``1.5`` as 1 and ``rel`` as 0; slotwise refuses both, status 2)."""
+    file or one without a judgement, a label that is not an integer (trec_eval reads
+    ``1.5`` as 1 and ``rel`` as 0), a query without a label >= 0: status 2."""
     if path.is_file() and path.stat().st_size == 0:
         raise Stop(f"cannot read qrels file '{path}': it is empty", 2)
     qrels = trec.read_qrels(path)
@@ -34,6 +34,16 @@ def read_qrels(path: Path) -> Columns:
     if fractional.any():
         value = labels[np.flatnonzero(fractional)[0]]
         raise Stop(f"qrels file '{path}': label {value!r} is not an integer", 2)
+    sizes = pc.list_value_length(qrels.column("relevance")).fill_null(0).to_numpy()
+    maxima = np.full(sizes.size, -np.inf)
+    np.maximum.at(maxima, np.repeat(np.arange(sizes.size), sizes), labels)
+    if (maxima < 0).any():
+        qid = qrels.ids[int(np.flatnonzero(maxima < 0)[0])].as_py()
+        raise Stop(
+            f"qrels file '{path}': query '{qid}' has no label >= 0 (trec_eval then reads "
+            "memory it never set, or crashes)",
+            2,
+        )
     return qrels
 
 
@@ -59,32 +69,19 @@ def _read_run(path: Path, name: str) -> tuple[Columns, str]:
 
 
 def first_stop(qrels: Columns, run: Columns, complete: bool) -> tuple[str, Stop] | None:
-    """Where trec_eval 10 stops evaluating, taking the qrels queries in id order: the first
-    query the run lacks, unless ``complete`` (status 4, "result qid not found"), or the
-    first whose every label is negative (status 4 where trec_eval reports it cannot
-    calculate a measure, or crashes). None when it evaluates every query."""
+    """Where trec_eval 10 stops evaluating, taking the qrels queries in id order: unless
+    ``complete``, at the first query the run lacks (status 4, "result qid not found").
+    None when it evaluates every query."""
+    if complete:
+        return None
     ids = qrels.ids
     order = pc.sort_indices(ids).to_numpy()
-    labels = qrels.column("relevance")
-    top = pc.list_value_length(labels).to_numpy(zero_copy_only=False) > 0
-    maxima = np.full(len(qrels), -np.inf)
-    flat = pc.list_flatten(labels).field("label").to_numpy()
-    rows = np.repeat(np.arange(len(qrels)), pc.list_value_length(labels).fill_null(0).to_numpy())
-    np.maximum.at(maxima, rows, flat)
-    negative = top & (maxima < 0)
-    missing = np.zeros(len(qrels), dtype=bool)
-    if not complete:
-        missing = ~pc.is_in(ids, value_set=run.ids).to_numpy(zero_copy_only=False)
-    bad = (negative | missing)[order]
-    if not bad.any():
+    missing = ~pc.is_in(ids, value_set=run.ids).to_numpy(zero_copy_only=False)[order]
+    if not missing.any():
         return None
-    position = int(np.argmax(bad))
-    row = int(order[position])
-    qid = ids[row].as_py()
-    if missing[row]:
-        message = f"result qid '{qid}' not found in the run (give -c to score it as empty)"
-    else:
-        message = f"query '{qid}' has no label >= 0: trec_eval cannot evaluate it"
+    position = int(np.argmax(missing))
+    qid = ids[int(order[position])].as_py()
+    message = f"result qid '{qid}' not found in the run (give -c to score it as empty)"
     return qid, Stop(message, 4, printed=position)
 
 
@@ -126,4 +123,3 @@ def read_zscores(path: Path) -> ZScores:
                 f"z-score file '{path}' line {number}: expected 'qid measure mean stddev'", 2
             ) from None
     return ZScores(table)
-
