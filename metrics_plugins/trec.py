@@ -19,8 +19,8 @@ from metrics_plugins.retrieval import (
     ROUNDINGS,
     BoolArray,
     FloatArray,
-    IntArray,
     GainMap,
+    IntArray,
     _divide,
     _eleven_points,
     _found_within,
@@ -297,14 +297,10 @@ class RPrecisionMultiple(_Ranked):
         return _divide(found.astype(np.float64), cutoff.astype(np.float64))
 
 
-def _gain_field() -> GainMap | None:
-    """A ``gains`` parameter as retrieval-ndcg-at-k's: labels to gains of their own
-    (trec_eval's ``G.1=3,2=9``); the other labels keep their own gain."""
-    return attrs.field(default=None, converter=_gain_map, kw_only=True)  # type: ignore[no-any-return]
-
-
 def _gain_arrays(batch: Batch, gains: GainMap | None) -> tuple[FloatArray, FloatArray]:
-    """(gain at each rank, the ideal gains sorted descending) with ``gains`` applied."""
+    """(gain at each rank, the ideal gains sorted descending) with ``gains`` applied: a
+    ``gains`` parameter (as retrieval-ndcg-at-k's; trec_eval's ``G.1=3,2=9``) maps labels
+    to gains of their own, the other labels keep their own gain."""
     if gains is None:
         return batch.gains, batch.ideal_gains
     mapped = _gains(batch.label_values, "linear", gains)
@@ -319,7 +315,7 @@ class NDCGRel(_Ranked):
     retrieved, DCG / IDCG of the whole ranking for each one missed (trec_eval ndcg_rel)."""
 
     alias: ClassVar[str] = "retrieval-ndcg-rel"
-    gains: GainMap | None = _gain_field()
+    gains: GainMap | None = attrs.field(default=None, converter=_gain_map, kw_only=True)
 
     def score(self, batch: Batch) -> FloatArray:
         gains, ideal_gains = _gain_arrays(batch, self.gains)
@@ -343,7 +339,7 @@ class RNDCG(_Ranked):
 
     alias: ClassVar[str] = "retrieval-rndcg"
     relevance_threshold: float = _threshold()
-    gains: GainMap | None = _gain_field()
+    gains: GainMap | None = attrs.field(default=None, converter=_gain_map, kw_only=True)
 
     def score(self, batch: Batch) -> FloatArray:
         _, ideal = _gain_arrays(batch, self.gains)
@@ -389,7 +385,7 @@ class G(_Ranked):
     summed over the ideal total gain (trec_eval G)."""
 
     alias: ClassVar[str] = "retrieval-g"
-    gains: GainMap | None = _gain_field()
+    gains: GainMap | None = attrs.field(default=None, converter=_gain_map, kw_only=True)
 
     def score(self, batch: Batch) -> FloatArray:
         gains, ideal_gains = _gain_arrays(batch, self.gains)
