@@ -183,3 +183,20 @@ def test_compressed_run_reads_the_same(collection, capsys, tmp_path):
     packed = tmp_path / "results.test.gz"
     packed.write_bytes(gzip.compress(Path(run).read_bytes()))
     assert _run(capsys, "-q", "-m", "all_trec", qrels, str(packed)) == expected
+
+
+def test_all_line_adds_as_trec_eval(tmp_path, capsys):
+    """Reciprocal ranks 1/3, 1/4, 1/6, 1/8: the exact mean 0.21875 rounds to 0.2188, but
+    trec_eval adds the doubles one by one (1/3 + 1/4 + 1/6 + 1/8 = 0.8749999999999999)
+    and prints 0.2187; slotwise trec-eval too, while the API keeps the exact mean."""
+    assert 1 / 3 + 1 / 4 + 1 / 6 + 1 / 8 < 0.875
+    qrels = tmp_path / "qrels"
+    qrels.write_text("".join(f"q{i} 0 r 1\n" for i in range(4)))
+    run = tmp_path / "run"
+    lines = []
+    for i, rank in enumerate((3, 4, 6, 8)):
+        lines += [f"q{i} Q0 {'r' if j == rank else f'n{j}'} {j} {10 - j} t\n" for j in range(1, 9)]
+    run.write_text("".join(lines))
+    assert _run(capsys, "-m", "recip_rank", str(qrels), str(run)) == [
+        "recip_rank            \tall\t0.2187"
+    ]
