@@ -224,16 +224,25 @@ pytrec_eval.RelevanceEvaluator(qrels, pytrec_eval.supported_measures).evaluate(r
 """
 
 
-def trec_eval_step(qrels: Path, run: Path, repeat: int) -> dict[str, float]:
-    """(f) `slotwise trec-eval -q -m all_trec` and pytrec_eval with every measure it
-    supports, parse + evaluate, fresh processes: median seconds of each."""
+def trec_eval_step(qrels: Path, run: Path, repeat: int, folder: Path) -> dict[str, float]:
+    """(f) `slotwise trec-eval -q -m all_trec`, pytrec_eval with every measure it supports
+    (parse + evaluate) and, where a C compiler is present, the trec_eval 10 binary built
+    from tests/data/trec_eval-10 (trec_eval_binary.py) with the same options; fresh
+    processes: median seconds of each."""
+    from trec_eval_binary import build
+
     slotwise = str(Path(sys.executable).with_name("slotwise"))
-    ours = [slotwise, "trec-eval", "-q", "-m", "all_trec", str(qrels), str(run)]
-    theirs = [sys.executable, "-c", PYTREC_ALL_TREC, str(qrels), str(run)]
-    times: dict[str, list[float]] = {"slotwise": [], "pytrec_eval": []}
+    commands = {
+        "slotwise": [slotwise, "trec-eval", "-q", "-m", "all_trec", str(qrels), str(run)],
+        "pytrec_eval": [sys.executable, "-c", PYTREC_ALL_TREC, str(qrels), str(run)],
+    }
+    binary = build(folder / "trec_eval-build")
+    if binary is not None:
+        commands["trec_eval"] = [str(binary), "-q", "-m", "all_trec", str(qrels), str(run)]
+    times: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(repeat):
-        times["slotwise"].append(in_process_child(*ours)["seconds"])
-        times["pytrec_eval"].append(in_process_child(*theirs)["seconds"])
+        for name, command in commands.items():
+            times[name].append(in_process_child(*command)["seconds"])
         print(
             f"  trec-eval {times['slotwise'][-1]:.2f} s vs {times['pytrec_eval'][-1]:.2f} s",
             file=sys.stderr,
@@ -362,7 +371,7 @@ def main() -> None:
                 file=sys.stderr,
             )
         prepared.clear()
-        trec_eval = trec_eval_step(qrels_path, run_path, args.repeat)
+        trec_eval = trec_eval_step(qrels_path, run_path, args.repeat, Path(folder))
         stream = {}
         if args.stream_queries:
             big = write_big_files(args.stream_queries, args.docs, Path(folder))
@@ -422,7 +431,13 @@ def main() -> None:
         f"(f) `slotwise trec-eval -q -m all_trec` (parse, evaluate, print every line) "
         f"{trec_eval['slotwise']:.2f} s vs pytrec_eval with every measure it supports (parse + "
         f"evaluate) {trec_eval['pytrec_eval']:.2f} s, fresh processes: ratio "
-        f"{trec_eval['slotwise'] / trec_eval['pytrec_eval']:.2f}."
+        f"{trec_eval['slotwise'] / trec_eval['pytrec_eval']:.2f}"
+        + (
+            f"; the trec_eval 10 binary {trec_eval['trec_eval']:.2f} s: ratio "
+            f"{trec_eval['slotwise'] / trec_eval['trec_eval']:.2f}."
+            if "trec_eval" in trec_eval
+            else " (no C compiler: trec_eval not built)."
+        )
     )
     say()
     if stream:

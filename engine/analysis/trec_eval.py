@@ -395,20 +395,20 @@ class Report:
         """Write the output as trec_eval prints it: with ``per_query`` every query's lines
         (in query id order; only the first ``queries`` when given), then the ``all``
         lines unless ``summary`` is False."""
+        order = self._order()
         if per_query and self.query_ids:
-            self._write_per_query(stream, queries)
+            self._write_per_query(stream, order[:queries])
         if summary:
-            lines = ((self._name(line), self._summary(line)) for line in self.lines)
+            lines = ((self._name(line), self._summary(line, order)) for line in self.lines)
             text = "".join(
                 _print(name, "all", value) + "\n" for name, value in lines if value is not None
             )
             stream.write(text.encode())
 
-    def _write_per_query(self, stream: BinaryIO, queries: int | None) -> None:
+    def _write_per_query(self, stream: BinaryIO, order: npt.NDArray[np.int64]) -> None:
         """Every query's lines, assembled as bytes in blocks of queries: each measure's
         values are formatted once as a column of cells, sorted by query id, and a block's
         lines are laid out side by side in a byte matrix, then packed."""
-        order = self._order()[:queries]
         ids = pa.array(self.query_ids, pa.string())
         query = _sorted(_string_cells(ids, b"\t"), order)
         segments: list[bytes | Cells] = []
@@ -440,7 +440,7 @@ class Report:
         """The queries in trec_eval's order: by query id, byte by byte."""
         return pc.sort_indices(pa.array(self.query_ids, pa.string())).to_numpy()
 
-    def _summary(self, line: Line) -> str | None:
+    def _summary(self, line: Line, order: npt.NDArray[np.int64]) -> str | None:
         if line.name == "runid":
             return self.runid
         if line.name == "num_q":
@@ -449,7 +449,7 @@ class Report:
             return _value(self.num_rel_judged, self._integer(line))
         if line.measure.summary == "none" or not self.query_ids:
             return None
-        column = self.values[line.name][self._order()]
+        column = self.values[line.name][order]
         if line.measure.summary == "gm":  # (z-scores are of the logarithms already)
             logs = column if self.zscores else np.log(np.maximum(column, MIN_GEO_MEAN))
             return _value(math.exp(_added(logs) / logs.size), False)
