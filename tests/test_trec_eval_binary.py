@@ -267,3 +267,43 @@ def test_deliberate_refusals(
     status = main(["trec-eval", *args, str(tmp_path / "qrels"), str(tmp_path / "run")])
     assert status in (2, 4)
     assert message in capsys.readouterr().err
+
+
+def write_judgment_groups(files: Files, seed: int) -> Path:
+    """A ``-R qrels_jg`` file from the collection's qrels: each query judged by 1 to 3
+    groups (named ``0``..``2``, the second field), each group's labels a perturbation."""
+    rng = random.Random(seed)
+    lines = []
+    for line in files.qrels.read_text(encoding="utf-8").splitlines():
+        fields = line.split()
+        if len(fields) != 4 or line.startswith("#"):
+            continue
+        groups = 1 + sum(ord(c) for c in fields[0]) % 3
+        for group in range(groups):
+            label = int(fields[3]) if group == 0 else max(0, int(fields[3]) + rng.randint(-1, 1))
+            lines.append(f"{fields[0]} {group} {fields[2]} {label}\n")
+    rng.shuffle(lines)
+    path = files.qrels.with_name("qrels_jg")
+    path.write_text("".join(lines), encoding="utf-8")
+    return path
+
+
+JUDGMENT_GROUP_OPTIONS = (
+    ("-q", "-R", "qrels_jg", "-m", "qrels_jg"),
+    ("-q", "-c", "-R", "qrels_jg", "-m", "qrels_jg"),
+    ("-q", "-J", "-R", "qrels_jg", "-m", "qrels_jg"),
+    ("-q", "-M", "5", "-l", "2", "-R", "qrels_jg", "-m", "qrels_jg"),
+    ("-q", "-R", "qrels_jg", "-m", "P_avgjg.3,7", "-m", "Rprec_mult_avgjg.0.5"),
+    ("-q", "-R", "qrels_jg", "-m", "map"),  # status 4: map needs -R qrels
+    ("-q", "-m", "map_avgjg"),  # status 4: needs -R qrels_jg
+)
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_judgment_groups_byte_for_byte(
+    seed: int, trec_eval_binary: Path, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    files = write_collection(tmp_path, seed, queries=25)
+    grouped = Files(write_judgment_groups(files, seed), files.run, files.complete)
+    found = _differences(trec_eval_binary, tmp_path, grouped, JUDGMENT_GROUP_OPTIONS, capsysbinary)
+    assert found == []

@@ -38,7 +38,6 @@ CASES = _quicktest()
 NOT_YET: dict[str, str] = {
     "out.test.prefs": "-R prefs",
     "out.test.qrels_prefs": "-R qrels_prefs",
-    "out.test.qrels_jg": "-R qrels_jg",
 }
 
 

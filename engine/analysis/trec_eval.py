@@ -32,12 +32,14 @@ from engine.evaluation.pipeline import aligned
 from engine.io.columns import Columns, list_array, offsets_of
 
 __all__ = [
+    "GROUP_SEPARATOR",
     "MEASURES",
     "MEASURE_SETS",
     "Options",
     "Report",
     "Request",
     "Stop",
+    "judgment_groups",
     "parse_measures",
     "relevance_level",
     "trec_eval",
@@ -128,6 +130,16 @@ MEASURES: dict[str, Measure] = {
     "num_nonrel_judged_ret": Measure(
         "retrieval-num-nonrel-judged-ret(relevance_threshold={l})", summary="sum", integer=True
     ),
+    # -R qrels_jg: each averages the measure over the query's judgment groups
+    "map_avgjg": Measure("retrieval-map(relevance_threshold={l})"),
+    "P_avgjg": Measure(
+        "retrieval-precision-at-k(k={p}, relevance_threshold={l})", "cut_long", CUTOFFS
+    ),
+    "Rprec_mult_avgjg": Measure(
+        "retrieval-rprec-mult(multiplier={p}, relevance_threshold={l})",
+        "cut_double",
+        tuple(f"{m / 10:.2f}" for m in range(2, 21, 2)),
+    ),
     "rbp": Measure("retrieval-rbp({p})", "pairs"),
     "rbp_resid": Measure("retrieval-rbp-resid({p})", "pairs"),
     "unj": Measure("retrieval-unjudged-at-k(k={p})", "cut_long", ("5", "10", "20")),
@@ -147,9 +159,40 @@ _OFFICIAL = [
     "iprec_at_recall",
     "P",
 ]
+_JUDGMENT_GROUPS = ("map_avgjg", "P_avgjg", "Rprec_mult_avgjg")
+
+#: trec_eval 10 measures and sets slotwise trec-eval does not provide (refused, status 2).
+NOT_PROVIDED = {
+    **dict.fromkeys(
+        [
+            "all_prefs",
+            "prefs",
+            "prefs_num_prefs_poss",
+            "prefs_num_prefs_ful",
+            "prefs_num_prefs_ful_ret",
+            "prefs_simp",
+            "prefs_pair",
+            "prefs_avgjg",
+            "prefs_avgjg_Rnonrel",
+            "prefs_simp_ret",
+            "prefs_pair_ret",
+            "prefs_avgjg_ret",
+            "prefs_avgjg_Rnonrel_ret",
+            "prefs_simp_imp",
+            "prefs_pair_imp",
+            "prefs_avgjg_imp",
+        ],
+        "the preference measures (-R prefs, -R qrels_prefs) are not provided yet",
+    ),
+    **dict.fromkeys(
+        ["dcg", "ideal_dcg", "ndcg_p", "yaap"], "a measure outside all_trec, not provided yet"
+    ),
+}
+
 MEASURE_SETS: dict[str, tuple[str, ...]] = {
     "official": tuple(_OFFICIAL),
-    "all_trec": tuple(MEASURES),
+    "all_trec": tuple(name for name in MEASURES if name not in _JUDGMENT_GROUPS),
+    "qrels_jg": ("runid", "num_q", *_JUDGMENT_GROUPS),
     "set": tuple(
         [
             "runid",
@@ -201,6 +244,8 @@ def parse_measures(args: Sequence[str]) -> list[Request]:
             marked.update(MEASURE_SETS[name])
         elif name in MEASURES:
             marked.add(name)
+        elif name in NOT_PROVIDED:
+            raise Stop(f"trec_eval's {name}: {NOT_PROVIDED[name]}", 2)
         else:
             raise Stop(f"illegal measure {name!r} ({_closest(name)})", 1)
         if dot:
@@ -485,6 +530,32 @@ def zscored(report: Report, table: Mapping[tuple[str, str], tuple[float, float]]
         ok = known & ((deviation != 0) | (column == mean))
         values[line.name] = np.where(ok, z, MISSING_ZSCORE)
     return attrs.evolve(report, values=values, zscores=True)
+
+
+#: Joins a query id and a judgment group in the id of a ``-R qrels_jg`` sample: it sorts
+#: before any character of an id, so samples sort by query, then judgment group.
+GROUP_SEPARATOR = "\x1f"
+
+
+def judgment_groups(report: Report) -> Report:
+    """The report of ``-R qrels_jg``: ``report`` scores one sample per query and judgment
+    group (ids ``query<GROUP_SEPARATOR>group``); each query's value is its groups' values
+    added in id order, over their number (when more than one), as trec_eval's
+    ``*_avgjg`` measures make it."""
+    order = report._order()
+    by_query = np.array([report.query_ids[i].split(GROUP_SEPARATOR)[0] for i in order])
+    values_in_order = {name: column[order] for name, column in report.values.items()}
+    starts = np.flatnonzero(np.r_[True, by_query[1:] != by_query[:-1]])
+    counts = np.diff(np.r_[starts, by_query.size])
+    values = {}
+    for name, column in values_in_order.items():
+        total = np.zeros(starts.size)
+        for j in range(int(counts.max(initial=0))):
+            present = counts > j
+            total[present] += column[starts[present] + j]
+        values[name] = np.where(counts > 1, total / np.maximum(counts, 1), total)
+    ids = tuple(str(q) for q in by_query[starts])
+    return attrs.evolve(report, query_ids=ids, values=values)
 
 
 def _added(values: FloatArray) -> float:

@@ -13,11 +13,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.analysis.trec_eval import Stop
+from engine.analysis.trec_eval import GROUP_SEPARATOR, Stop
 from engine.io import trec
 from engine.io.columns import Columns
 
-__all__ = ["ZScores", "first_stop", "read_qrels", "read_run", "read_zscores"]
+__all__ = [
+    "ZScores",
+    "before",
+    "by_judgment_group",
+    "first_stop",
+    "read_qrels",
+    "read_qrels_jg",
+    "read_run",
+    "read_zscores",
+]
 
 
 def read_qrels(path: Path) -> Columns:
@@ -47,6 +56,42 @@ def read_qrels(path: Path) -> Columns:
     return qrels
 
 
+def read_qrels_jg(path: Path) -> Columns:
+    """A ``-R qrels_jg`` file (``qid group docno rel``: the second field names the
+    judgment group) as qrels of one sample per query and group, with ids
+    ``qid<GROUP_SEPARATOR>group``, checked as :func:`read_qrels` checks qrels."""
+    try:
+        text = path.read_bytes()
+    except OSError as error:
+        raise Stop(f"cannot read qrels file '{path}': {error.strerror}", 2) from None
+    lines = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        fields = raw.split()
+        if not fields or fields[0].startswith(b"#"):
+            continue
+        if len(fields) != 4:
+            raise Stop(f"qrels file '{path}' line {number}: expected 'qid group docno rel'", 2)
+        qid, group, doc, label = fields
+        lines.append(b"%s%s%s 0 %s %s\n" % (qid, GROUP_SEPARATOR.encode(), group, doc, label))
+    with tempfile.TemporaryDirectory() as directory:
+        grouped = Path(directory) / path.name
+        grouped.write_bytes(b"".join(lines))
+        return read_qrels(grouped)
+
+
+def by_judgment_group(run: Columns, qrels: Columns) -> Columns:
+    """The run's ranking of each query repeated for each of its judgment groups (the
+    samples of :func:`read_qrels_jg`), under their ids; groups of a query the run lacks
+    have none."""
+    queries = pa.array([q.split(GROUP_SEPARATOR)[0] for q in qrels.ids.to_pylist()], pa.string())
+    rows = pc.index_in(queries, value_set=run.ids).to_numpy(zero_copy_only=False)
+    present = ~np.isnan(rows.astype(np.float64))
+    taken = run.take(rows[present].astype(np.int64))
+    column = taken.table.column_names.index("id")
+    table = taken.table.set_column(column, "id", qrels.ids.filter(pa.array(present)))
+    return Columns(table, taken.docs)
+
+
 def read_run(name: str) -> tuple[Columns, str]:
     """The run and its tag (trec_eval's runid: the last line's); ``-`` reads standard
     input, as trec_eval does. An empty run, or one without a ranked document, is refused
@@ -68,13 +113,12 @@ def _read_run(path: Path, name: str) -> tuple[Columns, str]:
     return run, trec.run_tag(path)
 
 
-def first_stop(qrels: Columns, run: Columns, complete: bool) -> tuple[str, Stop] | None:
-    """Where trec_eval 10 stops evaluating, taking the qrels queries in id order: unless
-    ``complete``, at the first query the run lacks (status 4, "result qid not found").
-    None when it evaluates every query."""
+def first_stop(ids: pa.Array, run: Columns, complete: bool) -> tuple[str, Stop] | None:
+    """Where trec_eval 10 stops evaluating, taking the qrels queries (``ids``) in id order:
+    unless ``complete``, at the first query the run lacks (status 4, "result qid not
+    found"). None when it evaluates every query."""
     if complete:
         return None
-    ids = qrels.ids
     order = pc.sort_indices(ids).to_numpy()
     missing = ~pc.is_in(ids, value_set=run.ids).to_numpy(zero_copy_only=False)[order]
     if not missing.any():

@@ -8,12 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from engine.analysis import trec_eval_files as files
 from engine.analysis.trec_eval import (
+    GROUP_SEPARATOR,
     MEASURE_SETS,
     MEASURES,
     Options,
     Stop,
+    judgment_groups,
     parse_measures,
     relevance_level,
     trec_eval,
@@ -58,6 +62,13 @@ def add(commands: Any) -> dict[str, Handler]:
         help="the least label that counts as relevant, an integer (default 1; 1.5 reads as 1)",
     )
     command.add_argument(
+        "-R",
+        default="qrels",
+        metavar="FORMAT",
+        help="the qrels' format: qrels (default) or qrels_jg ('qid group docno rel': the "
+        "*_avgjg measures average over each query's judgment groups)",
+    )
+    command.add_argument(
         "-Z",
         type=Path,
         metavar="FILE",
@@ -86,6 +97,24 @@ def _depth(text: str) -> int:
     return value
 
 
+_GROUPED = {"runid", "num_q", "map_avgjg", "P_avgjg", "Rprec_mult_avgjg"}
+
+
+def _format(name: str, measures: list[str]) -> bool:
+    """Whether the qrels are judgment groups (``-R qrels_jg``); as trec_eval, a measure of
+    the other format cannot be calculated (status 4), an unknown format is status 2."""
+    if name in ("prefs", "qrels_prefs"):
+        raise Stop(f"-R {name}: the preference formats are not provided yet", 2)
+    if name not in ("qrels", "qrels_jg"):
+        raise Stop(f"illegal rel_format '{name}' (qrels or qrels_jg)", 2)
+    grouped = name == "qrels_jg"
+    wrong = [m for m in measures if (m in _GROUPED) != grouped and m not in ("runid", "num_q")]
+    if wrong:
+        need = "-R qrels" if grouped else "-R qrels_jg"
+        raise Stop(f"can't calculate measure '{wrong[0]}': it needs {need}", 4)
+    return grouped
+
+
 def _trec_eval(args: argparse.Namespace) -> int:
     try:
         return _evaluate(args)
@@ -97,16 +126,20 @@ def _trec_eval(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     requests = parse_measures(args.m)
     level = relevance_level(args.l)
-    qrels = files.read_qrels(args.qrels)
+    grouped = _format(args.R, [request.name for request in requests])
+    qrels = files.read_qrels_jg(args.qrels) if grouped else files.read_qrels(args.qrels)
     run, runid = files.read_run(args.run)
     zscores = files.read_zscores(args.Z) if args.Z is not None else None
     options = Options(complete=args.c, max_docs=args.M, level=float(level), judged_only=args.J)
-    stopped = files.first_stop(qrels, run, args.c)
+    queries = pa.array(sorted({q.split(GROUP_SEPARATOR)[0] for q in qrels.ids.to_pylist()}))
+    stopped = files.first_stop(queries if grouped else qrels.ids, run, args.c)
+    run = files.by_judgment_group(run, qrels) if grouped else run
     if stopped is not None:
         qid, stop = stopped
         qrels = files.before(qrels, qid)
         if args.q and len(qrels):
             report = trec_eval(Engine(config={}, executor="threads"), qrels, run, requests, options)
+            report = judgment_groups(report) if grouped else report
             report = zscored(report, zscores.table) if zscores is not None else report
             sys.stdout.flush()
             report.write(sys.stdout.buffer, per_query=True, summary=False)
@@ -114,6 +147,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise stop
     engine = Engine(config={}, executor="threads")
     report = trec_eval(engine, qrels, run, requests, options, runid=runid)
+    report = judgment_groups(report) if grouped else report
     if zscores is not None:
         report = zscored(report, zscores.table)
     sys.stdout.flush()
