@@ -227,17 +227,22 @@ def test_run_from_stdin(trec_eval_binary: Path, tmp_path: Path, monkeypatch, cap
         ("a 0 d1 1\nb 0 d1 1\nc 0 d1 1\n", "a Q0 d1 1 1 t\nc Q0 d1 1 1 t\n"),
         ("a 0 d1 1\n", ""),  # an empty run
         ("", "a Q0 d1 1 1 t\n"),  # empty qrels
+        (  # 1e400 is +inf to trec_eval (and Python): ranked first, tied with inf
+            "a 0 d1 1\na 0 d3 1\nb 0 d2 1\n",
+            "a Q0 d1 1 1e400 t\na Q0 d2 1 5 t\na Q0 d3 1 inf t\na Q0 d4 1 -1e400 t\n"
+            "b Q0 d1 1 -inf t\nb Q0 d2 1 -1e999 t\nb Q0 d3 1 0 t\n",
+        ),
     ],
-    ids=["a-qrels-query-without-a-run", "empty-run", "empty-qrels"],
+    ids=["a-qrels-query-without-a-run", "empty-run", "empty-qrels", "infinite-scores"],
 )
 def test_statuses_as_trec_eval(
     qrels: str, run: str, trec_eval_binary: Path, tmp_path: Path, capsysbinary
 ) -> None:
     """Status 4 and the queries before it printed (-c: scored); status 2 for an empty
-    file."""
+    file; infinite scores ranked as trec_eval ranks them."""
     (tmp_path / "qrels").write_text(qrels)
     (tmp_path / "run").write_text(run)
-    for option in (["-q"], ["-q", "-c"]):
+    for option in (["-q"], ["-q", "-c"], ["-q", "-m", "relstring", "-m", "recip_rank"]):
         args = [*option, str(tmp_path / "qrels"), str(tmp_path / "run")]
         assert run_slotwise(args, capsysbinary) == run_binary(trec_eval_binary, args, tmp_path)
 
@@ -248,7 +253,6 @@ def test_statuses_as_trec_eval(
         ("a 0 d1 1.5\n", "a Q0 d1 1 1 t\n", [], "not an integer"),  # trec_eval: 1
         ("a 0 d1 rel\n", "a Q0 d1 1 1 t\n", [], "not a finite number"),  # trec_eval: 0
         ("a 0 d1 1\n", "a Q0 d1 1 abc t\n", [], "not a finite number"),  # trec_eval: 0
-        ("a 0 d1 1\n", "a Q0 d1 1 1e400 t\n", [], "not a finite number"),  # trec_eval: inf
         ("a 0 d1 1\nb 0 d1 -2\n", "a Q0 d1 1 1 t\n", ["-c"], "no label >= 0"),  # crashes
         ("a 0 d1 1\nb 0 d1 -1\n", "a Q0 d1 1 1 t\n", ["-c"], "no label >= 0"),  # stale memory
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-l", "-1"], "integer >= 0"),

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.analysis.trec_eval import GROUP_SEPARATOR, Stop
+from engine.errors import InputError
 from engine.io import trec
 from engine.io.columns import Columns
 
@@ -107,10 +108,37 @@ def read_run(name: str) -> tuple[Columns, str]:
 def _read_run(path: Path, name: str) -> tuple[Columns, str]:
     if path.is_file() and path.stat().st_size == 0:
         raise Stop(f"cannot read results file '{name}': it is empty", 2)
-    run = trec.read_run(path)
+    try:
+        run = trec.read_run(path)
+    except InputError as error:
+        if not all("is not a finite number" in p.message for p in error.problems):
+            raise
+        run = _infinite_scores(path, error)
     if len(pc.list_flatten(run.column("retrieved"))) == 0:
         raise Stop(f"results file '{name}' has no ranked document", 2)
     return run, trec.run_tag(path)
+
+
+def _infinite_scores(path: Path, error: InputError) -> Columns:
+    """A run some of whose scores overflow to infinity (``1e400``, which trec_eval reads as
+    +inf and ranks first): each score is replaced by its place among the run's distinct
+    scores, which keeps trec_eval's order and ties, and the run read again. Any other
+    score that is not a number (NaN, ``abc``) is refused, ``error`` naming it."""
+    lines = [line.split() for line in path.read_bytes().splitlines()]
+    scored = [f for f in lines if f and not f[0].startswith(b"#") and len(f) >= 6]
+    try:
+        scores = np.array([float(f[4]) for f in scored])
+    except ValueError:
+        raise error from None
+    if np.isnan(scores).any():
+        raise error
+    places = np.searchsorted(np.unique(scores), scores)
+    for fields, place in zip(scored, places.tolist(), strict=True):
+        fields[4] = str(place).encode()
+    with tempfile.TemporaryDirectory() as directory:
+        ranked = Path(directory) / "run"
+        ranked.write_bytes(b"".join(b" ".join(f) + b"\n" for f in lines if f))
+        return trec.read_run(ranked)
 
 
 def first_stop(ids: pa.Array, run: Columns, complete: bool) -> tuple[str, Stop] | None:
