@@ -213,12 +213,11 @@ MEASURE_SETS: dict[str, tuple[str, ...]] = {
 
 class Stop(InputError):
     """trec_eval would stop here, with exit ``status``: 1 a bad command line, 2 a bad
-    file or measure parameter, 4 a query it cannot evaluate. ``printed`` is how many
-    queries (in trec_eval's order) it evaluated, and printed with ``-q``, before."""
+    file or measure parameter, 4 a query it cannot evaluate."""
 
-    def __init__(self, message: str, status: int, printed: int = 0) -> None:
+    def __init__(self, message: str, status: int) -> None:
         super().__init__([Problem(message)], summary="trec_eval stops")
-        self.message, self.status, self.printed = message, status, printed
+        self.message, self.status = message, status
 
 
 @attrs.frozen

@@ -151,10 +151,9 @@ def first_stop(ids: pa.Array, run: Columns, complete: bool) -> tuple[str, Stop] 
     missing = ~pc.is_in(ids, value_set=run.ids).to_numpy(zero_copy_only=False)[order]
     if not missing.any():
         return None
-    position = int(np.argmax(missing))
-    qid = ids[int(order[position])].as_py()
+    qid = ids[int(order[int(np.argmax(missing))])].as_py()
     message = f"result qid '{qid}' not found in the run (give -c to score it as empty)"
-    return qid, Stop(message, 4, printed=position)
+    return qid, Stop(message, 4)
 
 
 def before(qrels: Columns, qid: str) -> Columns:
