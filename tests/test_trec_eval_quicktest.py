@@ -34,24 +34,12 @@ def _quicktest() -> list[tuple[list[str], str]]:
 
 CASES = _quicktest()
 
-#: Expected files slotwise does not reproduce yet (strict: an unexpected pass fails).
-NOT_YET: dict[str, str] = {
-    "out.test.prefs": "-R prefs",
-    "out.test.qrels_prefs": "-R qrels_prefs",
-}
-
-
-def _case(args: list[str], expected: str) -> object:
-    reason = NOT_YET.get(Path(expected).name)
-    marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
-    return pytest.param(args, expected, marks=marks, id=" ".join(args))
-
 
 def test_the_makefile_has_fifteen_comparisons() -> None:
     assert len(CASES) == 15
 
 
-@pytest.mark.parametrize(("args", "expected"), [_case(*case) for case in CASES])
+@pytest.mark.parametrize(("args", "expected"), CASES, ids=[" ".join(a) for a, _ in CASES])
 def test_slotwise_trec_eval_passes_quicktest(
     args: list[str],
     expected: str,

@@ -40,6 +40,7 @@ __all__ = [
     "Request",
     "Stop",
     "judgment_groups",
+    "measure_lines",
     "parse_measures",
     "relevance_level",
     "trec_eval",
@@ -130,6 +131,27 @@ MEASURES: dict[str, Measure] = {
     "num_nonrel_judged_ret": Measure(
         "retrieval-num-nonrel-judged-ret(relevance_threshold={l})", summary="sum", integer=True
     ),
+    # -R prefs, -R qrels_prefs: preferences (engine/analysis/trec_eval_prefs.py)
+    **{
+        name: Measure(None, summary="sum", integer=True)
+        for name in ("prefs_num_prefs_poss", "prefs_num_prefs_ful", "prefs_num_prefs_ful_ret")
+    },
+    **{
+        name: Measure(None)
+        for name in (
+            "prefs_simp",
+            "prefs_pair",
+            "prefs_avgjg",
+            "prefs_avgjg_Rnonrel",
+            "prefs_simp_ret",
+            "prefs_pair_ret",
+            "prefs_avgjg_ret",
+            "prefs_avgjg_Rnonrel_ret",
+            "prefs_simp_imp",
+            "prefs_pair_imp",
+            "prefs_avgjg_imp",
+        )
+    },
     # -R qrels_jg: each averages the measure over the query's judgment groups
     "map_avgjg": Measure("retrieval-map(relevance_threshold={l})"),
     "P_avgjg": Measure(
@@ -161,37 +183,20 @@ _OFFICIAL = [
 ]
 _JUDGMENT_GROUPS = ("map_avgjg", "P_avgjg", "Rprec_mult_avgjg")
 
-#: trec_eval 10 measures and sets slotwise trec-eval does not provide (refused, status 2).
-NOT_PROVIDED = {
-    **dict.fromkeys(
-        [
-            "all_prefs",
-            "prefs",
-            "prefs_num_prefs_poss",
-            "prefs_num_prefs_ful",
-            "prefs_num_prefs_ful_ret",
-            "prefs_simp",
-            "prefs_pair",
-            "prefs_avgjg",
-            "prefs_avgjg_Rnonrel",
-            "prefs_simp_ret",
-            "prefs_pair_ret",
-            "prefs_avgjg_ret",
-            "prefs_avgjg_Rnonrel_ret",
-            "prefs_simp_imp",
-            "prefs_pair_imp",
-            "prefs_avgjg_imp",
-        ],
-        "the preference measures (-R prefs, -R qrels_prefs) are not provided yet",
-    ),
-    **dict.fromkeys(
-        ["dcg", "ideal_dcg", "ndcg_p", "yaap"], "a measure outside all_trec, not provided yet"
-    ),
-}
+PREFERENCES = tuple(name for name in MEASURES if name.startswith("prefs_"))
+
+#: trec_eval 10 measures slotwise trec-eval does not provide (refused, status 2).
+NOT_PROVIDED = dict.fromkeys(
+    ["dcg", "ideal_dcg", "ndcg_p", "yaap"], "a measure outside all_trec, not provided yet"
+)
 
 MEASURE_SETS: dict[str, tuple[str, ...]] = {
     "official": tuple(_OFFICIAL),
-    "all_trec": tuple(name for name in MEASURES if name not in _JUDGMENT_GROUPS),
+    "all_trec": tuple(
+        name for name in MEASURES if name not in _JUDGMENT_GROUPS and name not in PREFERENCES
+    ),
+    "all_prefs": ("runid", "num_q", *PREFERENCES),
+    "prefs": ("runid", "num_q", *PREFERENCES[:6]),
     "qrels_jg": ("runid", "num_q", *_JUDGMENT_GROUPS),
     "set": tuple(
         [
@@ -274,6 +279,11 @@ class Line:
     numbers: tuple[float, ...] = ()
     key: str = ""  # the measure's name in MEASURES
     gains: tuple[tuple[int, float], ...] = ()  # level=gain parameters
+
+
+def measure_lines(requests: Sequence[Request], level: float) -> list[Line]:
+    """Every printed measure of the requests, in order (``-l`` ``level``)."""
+    return _lines(requests, level)
 
 
 def _lines(requests: Sequence[Request], level: float) -> list[Line]:

@@ -85,7 +85,7 @@ def by_judgment_group(run: Columns, qrels: Columns) -> Columns:
     samples of :func:`read_qrels_jg`), under their ids; groups of a query the run lacks
     have none."""
     queries = pa.array([q.split(GROUP_SEPARATOR)[0] for q in qrels.ids.to_pylist()], pa.string())
-    rows = pc.index_in(queries, value_set=run.ids).to_numpy(zero_copy_only=False)
+    rows = pc.index_in(queries, value_set=run).to_numpy(zero_copy_only=False)
     present = ~np.isnan(rows.astype(np.float64))
     taken = run.take(rows[present].astype(np.int64))
     column = taken.table.column_names.index("id")
@@ -141,14 +141,14 @@ def _infinite_scores(path: Path, error: InputError) -> Columns:
         return trec.read_run(ranked)
 
 
-def first_stop(ids: pa.Array, run: Columns, complete: bool) -> tuple[str, Stop] | None:
+def first_stop(ids: pa.Array, run: pa.Array, complete: bool) -> tuple[str, Stop] | None:
     """Where trec_eval 10 stops evaluating, taking the qrels queries (``ids``) in id order:
-    unless ``complete``, at the first query the run lacks (status 4, "result qid not
-    found"). None when it evaluates every query."""
+    unless ``complete``, at the first query the run (its query ids: ``run``) lacks
+    (status 4, "result qid not found"). None when it evaluates every query."""
     if complete:
         return None
     order = pc.sort_indices(ids).to_numpy()
-    missing = ~pc.is_in(ids, value_set=run.ids).to_numpy(zero_copy_only=False)[order]
+    missing = ~pc.is_in(ids, value_set=run).to_numpy(zero_copy_only=False)[order]
     if not missing.any():
         return None
     qid = ids[int(order[int(np.argmax(missing))])].as_py()

@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine.analysis import trec_eval_files as files
+from engine.analysis import trec_eval_prefs as preferences
 from engine.analysis.trec_eval import (
     GROUP_SEPARATOR,
     MEASURE_SETS,
@@ -97,22 +98,53 @@ def _depth(text: str) -> int:
     return value
 
 
-_GROUPED = {"runid", "num_q", "map_avgjg", "P_avgjg", "Rprec_mult_avgjg"}
+#: The measures each -R format can calculate (runid and num_q: every format).
+_KINDS = {
+    "qrels_jg": ("qrels_jg", set(MEASURE_SETS["qrels_jg"])),
+    "prefs": ("prefs", set(MEASURE_SETS["all_prefs"])),
+    "qrels_prefs": ("prefs", set(MEASURE_SETS["all_prefs"])),
+}
 
 
-def _format(name: str, measures: list[str]) -> bool:
-    """Whether the qrels are judgment groups (``-R qrels_jg``); as trec_eval, a measure of
-    the other format cannot be calculated (status 4), an unknown format is status 2."""
-    if name in ("prefs", "qrels_prefs"):
-        raise Stop(f"-R {name}: the preference formats are not provided yet", 2)
-    if name not in ("qrels", "qrels_jg"):
-        raise Stop(f"illegal rel_format '{name}' (qrels or qrels_jg)", 2)
-    grouped = name == "qrels_jg"
-    wrong = [m for m in measures if (m in _GROUPED) != grouped and m not in ("runid", "num_q")]
+def _format(name: str, measures: list[str]) -> str:
+    """The kind of qrels ``-R`` names (``qrels``, ``qrels_jg`` or ``prefs``); as trec_eval,
+    a measure of another format cannot be calculated (status 4), an unknown format is
+    status 2."""
+    if name not in ("qrels", *_KINDS):
+        raise Stop(f"illegal rel_format '{name}' (qrels, qrels_jg, prefs or qrels_prefs)", 2)
+    kind, own = _KINDS.get(name, ("qrels", set()))
+    special = set().union(*(names for _, names in _KINDS.values())) - {"runid", "num_q"}
+    wrong = [m for m in measures if m not in ("runid", "num_q") and (m in own) != (m in special)]
     if wrong:
-        need = "-R qrels" if grouped else "-R qrels_jg"
-        raise Stop(f"can't calculate measure '{wrong[0]}': it needs {need}", 4)
-    return grouped
+        raise Stop(f"can't calculate measure '{wrong[0]}' with -R {name}", 4)
+    return kind
+
+
+def _preferences(args: argparse.Namespace, requests: list[Any], level: int) -> int:
+    """-R prefs and -R qrels_prefs: the preference measures."""
+    prefs = preferences.read_prefs(args.qrels, qrels=args.R == "qrels_prefs")
+    try:
+        text = sys.stdin.buffer.read() if args.run == "-" else Path(args.run).read_bytes()
+    except OSError as error:
+        raise Stop(f"cannot read results file '{args.run}': {error.strerror}", 2) from None
+    run, runid = preferences.read_ranked(text, args.run)
+    options = Options(complete=args.c, max_docs=args.M, level=float(level), judged_only=args.J)
+    queries = pa.array(sorted(prefs, key=str.encode), pa.string())
+    stopped = files.first_stop(queries, pa.array(list(run), pa.string()), args.c)
+    if stopped is not None:
+        qid, stop = stopped
+        before = {q: p for q, p in prefs.items() if q.encode() < qid.encode()}
+        if args.q and before:
+            report = preferences.prefs_report(before, run, requests, options, runid)
+            sys.stdout.flush()
+            report.write(sys.stdout.buffer, per_query=True, summary=False)
+            sys.stdout.buffer.flush()
+        raise stop
+    report = preferences.prefs_report(prefs, run, requests, options, runid)
+    sys.stdout.flush()
+    report.write(sys.stdout.buffer, per_query=args.q, summary=not args.n)
+    sys.stdout.buffer.flush()
+    return 0
 
 
 def _trec_eval(args: argparse.Namespace) -> int:
@@ -126,13 +158,16 @@ def _trec_eval(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     requests = parse_measures(args.m)
     level = relevance_level(args.l)
-    grouped = _format(args.R, [request.name for request in requests])
+    kind = _format(args.R, [request.name for request in requests])
+    if kind == "prefs":
+        return _preferences(args, requests, level)
+    grouped = kind == "qrels_jg"
     qrels = files.read_qrels_jg(args.qrels) if grouped else files.read_qrels(args.qrels)
     run, runid = files.read_run(args.run)
     zscores = files.read_zscores(args.Z) if args.Z is not None else None
     options = Options(complete=args.c, max_docs=args.M, level=float(level), judged_only=args.J)
     queries = pa.array(sorted({q.split(GROUP_SEPARATOR)[0] for q in qrels.ids.to_pylist()}))
-    stopped = files.first_stop(queries if grouped else qrels.ids, run, args.c)
+    stopped = files.first_stop(queries if grouped else qrels.ids, run.ids, args.c)
     run = files.by_judgment_group(run, qrels) if grouped else run
     if stopped is not None:
         qid, stop = stopped
