@@ -85,7 +85,7 @@ def by_judgment_group(run: Columns, qrels: Columns) -> Columns:
     samples of :func:`read_qrels_jg`), under their ids; groups of a query the run lacks
     have none."""
     queries = pa.array([q.split(GROUP_SEPARATOR)[0] for q in qrels.ids.to_pylist()], pa.string())
-    rows = pc.index_in(queries, value_set=run).to_numpy(zero_copy_only=False)
+    rows = pc.index_in(queries, value_set=run.ids).to_numpy(zero_copy_only=False)
     present = ~np.isnan(rows.astype(np.float64))
     taken = run.take(rows[present].astype(np.int64))
     column = taken.table.column_names.index("id")

@@ -113,8 +113,9 @@ def _format(name: str, measures: list[str]) -> str:
     if name not in ("qrels", *_KINDS):
         raise Stop(f"illegal rel_format '{name}' (qrels, qrels_jg, prefs or qrels_prefs)", 2)
     kind, own = _KINDS.get(name, ("qrels", set()))
-    special = set().union(*(names for _, names in _KINDS.values())) - {"runid", "num_q"}
-    wrong = [m for m in measures if m not in ("runid", "num_q") and (m in own) != (m in special)]
+    special = set().union(*(names for _, names in _KINDS.values()))
+    allowed = own if name != "qrels" else {"runid", "num_q"} | (set(MEASURES) - special)
+    wrong = [m for m in measures if m not in allowed]
     if wrong:
         raise Stop(f"can't calculate measure '{wrong[0]}' with -R {name}", 4)
     return kind
