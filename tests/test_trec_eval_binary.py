@@ -89,9 +89,12 @@ def _doc(rng: random.Random, j: int) -> str:
     return rng.choice([f"d{j}", f"D{j}", f"doc-{j:03d}", f"dé{j}", f"文書{j}", f"d{j}#x"])
 
 
-def write_collection(directory: Path, seed: int, queries: int, *, complete: bool = True) -> Files:
+def write_collection(
+    directory: Path, seed: int, queries: int, *, complete: bool = True, negative: bool = True
+) -> Files:
     """A random qrels and run in ``directory``; with ``complete`` every qrels query has
-    a ranking (trec_eval 10 stops with status 4 on the first that has none, unless -c)."""
+    a ranking (trec_eval 10 stops with status 4 on the first that has none, unless -c);
+    without ``negative`` no label is below 0."""
     rng = random.Random(seed)
     qids = [rng.choice([f"{i}", f"q{i}", f"Q{i}", f"クエリ{i}"]) for i in range(queries)]
     qids = list(dict.fromkeys(qids))
@@ -101,7 +104,8 @@ def write_collection(directory: Path, seed: int, queries: int, *, complete: bool
         pool = [_doc(rng, j) for j in range(rng.randint(1, 25))]
         pool = list(dict.fromkeys(pool))
         judged = rng.sample(pool, rng.randint(1, len(pool)))
-        labels = [rng.choice([-2, -1, 0, 0, 1, 1, 2, 3, 4]) for _ in judged]
+        choices = [-2, -1, 0, 0, 1, 1, 2, 3, 4] if negative else [0, 0, 1, 1, 2, 3, 4]
+        labels = [rng.choice(choices) for _ in judged]
         if all(label < 0 for label in labels):
             labels[0] = rng.randint(0, 2)  # trec_eval crashes on a query of negative labels
         if n % 7 != 3:  # a few queries whose labels are all 0: nothing relevant
@@ -260,6 +264,12 @@ def test_statuses_as_trec_eval(
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "ndcg.1=x"], "not a number"),
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "rbp.1=2"], "rbp takes no gains"),
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "iprec_at_recall.1.5"], "[0, 1]"),
+        (
+            "a 0 d1 1\na 0 d2 -1\n",
+            "a Q0 d1 1 1 t\n",
+            ["-R", "qrels_prefs", "-m", "prefs"],
+            "negative",
+        ),
     ],
 )
 def test_deliberate_refusals(
@@ -311,3 +321,58 @@ def test_judgment_groups_byte_for_byte(
     grouped = Files(write_judgment_groups(files, seed), files.run, files.complete)
     found = _differences(trec_eval_binary, tmp_path, grouped, JUDGMENT_GROUP_OPTIONS, capsysbinary)
     assert found == []
+
+
+def write_prefs(files: Files, seed: int) -> Path:
+    """A ``-R prefs`` file over the collection's queries: per query 1 to 3 judgment
+    groups, each with 1 to 3 sub-groups of documents whose rel_levels come from one
+    order per group (so a group's preferences never conflict, as trec_eval requires),
+    0.0 marking non-relevant documents."""
+    rng = random.Random(seed)
+    lines = []
+    run_docs: dict[str, list[str]] = {}
+    for line in files.run.read_text(encoding="utf-8").splitlines():
+        fields = line.split()
+        run_docs.setdefault(fields[0], []).append(fields[2])
+    for qid, docs in run_docs.items():
+        if qid.startswith("only"):
+            continue
+        pool = list(dict.fromkeys(docs + [f"p{j}" for j in range(rng.randint(0, 6))]))
+        for group in range(rng.randint(1, 3)):
+            level = {d: rng.choice([0.0, 0.0, 1.0, 2.0, 2.5, 4.0]) for d in pool}
+            for sub in range(rng.randint(1, 3)):
+                for doc in rng.sample(pool, min(len(pool), rng.randint(2, 8))):
+                    lines.append(f"{qid} g{group} s{sub} {doc} {level[doc]}\n")
+    rng.shuffle(lines)
+    path = files.qrels.with_name("prefs")
+    path.write_text("".join(lines), encoding="utf-8")
+    return path
+
+
+PREFS_OPTIONS = (
+    ("-q", "-R", "prefs", "-m", "all_prefs"),
+    ("-q", "-c", "-R", "prefs", "-m", "all_prefs"),
+    ("-q", "-M", "4", "-R", "prefs", "-m", "prefs"),
+    ("-R", "prefs"),  # official: no preference measure
+)
+
+
+@pytest.mark.parametrize("seed", [7, 8])
+def test_preferences_byte_for_byte(
+    seed: int, trec_eval_binary: Path, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    files = write_collection(tmp_path, seed, queries=20)
+    prefs = Files(write_prefs(files, seed), files.run, files.complete)
+    found = _differences(trec_eval_binary, tmp_path, prefs, PREFS_OPTIONS, capsysbinary)
+    assert found == []
+
+
+@pytest.mark.parametrize("seed", [9, 10])
+def test_qrels_as_preferences_byte_for_byte(
+    seed: int, trec_eval_binary: Path, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """-R qrels_prefs on qrels with labels 0..4 (a negative one is refused: see
+    test_deliberate_refusals)."""
+    files = write_collection(tmp_path, seed, queries=20, negative=False)
+    options = [("-q", "-R", "qrels_prefs", "-m", "all_prefs"), ("-c", "-R", "qrels_prefs")]
+    assert _differences(trec_eval_binary, tmp_path, files, options, capsysbinary) == []

@@ -78,6 +78,12 @@ def read_prefs(path: Path, qrels: bool) -> dict[str, list[Pref]]:
         except ValueError:
             layout = "qid jg docno rel" if qrels else "qid jg jsg docno rel_level"
             raise Stop(f"prefs file '{path}' line {number}: expected '{layout}'", 2) from None
+        if level < 0:  # trec_eval's Rnonrel measures then read past an array's end
+            raise Stop(
+                f"prefs file '{path}' line {number}: a negative rel_level "
+                "(trec_eval's prefs_avgjg_Rnonrel then reads memory past its data)",
+                2,
+            )
         jsg = b"0" if qrels else fields[2]
         found.setdefault(fields[0].decode("utf-8"), []).append((fields[1], jsg, level, fields[-2]))
     if not found:
