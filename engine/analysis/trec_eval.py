@@ -1,10 +1,14 @@
-"""trec_eval over slotwise metrics: its measure names and parameters (``-m P.5,10``), its
-measure sets (``official``, ``all_trec``, ``set``), its query set and options (``-c``,
-``-M``, ``-l``, ``-J``) and its output, line for line, as ``slotwise trec-eval`` prints it.
+"""trec_eval 10 over slotwise metrics: its measure names and parameters (``-m P.5,10``,
+read as its ``te_init_meas_*`` read them), its measure sets, its query set and options
+(``-c``, ``-M``, ``-l``, ``-J``, ``-Z``) and its output, byte for byte, as ``slotwise
+trec-eval`` prints it, the ``all`` lines added as its doubles add.
 
 Each trec_eval measure that is a per-query score is a slotwise metric alias (``P`` is
-``retrieval-precision-at-k``, ``bpref`` is ``retrieval-bpref``, ...); this module only
-maps names, picks the queries, and aggregates and prints as trec_eval does.
+``retrieval-precision-at-k``, ``bpref`` is ``retrieval-bpref``, ...); this module maps
+names, picks the queries, and aggregates and prints as trec_eval does. ``utility``'s
+coefficients, ``11pt_avg`` over given levels and the judgment-group averages are made
+here from slotwise values; the preference measures are in
+:mod:`engine.analysis.trec_eval_prefs`.
 """
 
 from __future__ import annotations

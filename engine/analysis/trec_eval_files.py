@@ -1,6 +1,8 @@
 """What ``slotwise trec-eval`` reads beyond slotwise's TREC readers, as trec_eval 10 reads
-it: the run from standard input (``-``), the checks trec_eval makes of qrels and run before
-and while it evaluates (with its exit statuses), and ``-Z``'s z-score file."""
+it: the run from standard input (``-``) and with infinite scores, ``-R qrels_jg``'s
+judgment groups, the checks trec_eval makes of qrels and run before and while it
+evaluates (with its exit statuses), and ``-Z``'s z-score file. The preference formats
+are read in :mod:`engine.analysis.trec_eval_prefs`."""
 
 from __future__ import annotations
 
