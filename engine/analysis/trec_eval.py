@@ -116,6 +116,7 @@ MEASURES: dict[str, Measure] = {
     ),
     "binG": Measure("retrieval-bing(relevance_threshold={l})"),
     "G": Measure("retrieval-g({gains})", "pairs"),
+    "dcg": Measure(f"retrieval-dcg-at-k(k={UNCUT}, {{gains}})", "pairs"),  # not in all_trec
     "ndcg": Measure(f"retrieval-ndcg-at-k(k={UNCUT}, {{gains}})", "pairs"),
     "ndcg_rel": Measure("retrieval-ndcg-rel({gains})", "pairs"),
     "Rndcg": Measure("retrieval-rndcg(relevance_threshold={l}, {gains})", "pairs"),
@@ -191,13 +192,15 @@ PREFERENCES = tuple(name for name in MEASURES if name.startswith("prefs_"))
 
 #: trec_eval 10 measures slotwise trec-eval does not provide (refused, status 2).
 NOT_PROVIDED = dict.fromkeys(
-    ["dcg", "ideal_dcg", "ndcg_p", "yaap"], "a measure outside all_trec, not provided yet"
+    ["ideal_dcg", "ndcg_p", "yaap"], "a measure outside all_trec, not provided yet"
 )
 
 MEASURE_SETS: dict[str, tuple[str, ...]] = {
     "official": tuple(_OFFICIAL),
     "all_trec": tuple(
-        name for name in MEASURES if name not in _JUDGMENT_GROUPS and name not in PREFERENCES
+        name
+        for name in MEASURES
+        if name not in _JUDGMENT_GROUPS and name not in PREFERENCES and name != "dcg"
     ),
     "all_prefs": ("runid", "num_q", *PREFERENCES),
     "prefs": ("runid", "num_q", *PREFERENCES[:6]),
