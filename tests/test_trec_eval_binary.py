@@ -74,6 +74,7 @@ OPTIONS: tuple[tuple[str, ...], ...] = (
     ("-q", "-m", "rbp.p=0.5,q=3", "-m", "rbp_resid"),
     ("-q", "-m", "utility.1,2"),
     ("-q", "-c", "-m", "utility.1,-2,3,4"),
+    ("-q", "-N", "1000", "-m", "utility.1,-1,0,0.5", "-m", "set"),
     ("-m", "P.5,5"),
     ("-m", "P.0"),
     ("-m", "bogus"),

@@ -418,12 +418,15 @@ def relevance_level(text: str) -> int:
 class Options:
     """trec_eval's query-set and ranking options: ``-c`` (every query of the qrels, a
     missing run scoring as an empty ranking), ``-M`` (the first N documents of each
-    ranking), ``-l`` (the least label counted relevant), ``-J`` (judged documents only)."""
+    ranking), ``-l`` (the least label counted relevant), ``-J`` (judged documents only),
+    ``-N`` (the number of documents in the collection, which utility's fourth
+    coefficient weighs the non-relevant documents not retrieved with)."""
 
     complete: bool = False
     max_docs: int | None = None
     level: float = 1.0
     judged_only: bool = False
+    collection: int = 0
 
 
 @attrs.frozen
@@ -446,19 +449,12 @@ class Report:
         self.write(buffer, per_query, summary)
         return buffer.getvalue()
 
-    def write(
-        self,
-        stream: BinaryIO,
-        per_query: bool = False,
-        summary: bool = True,
-        queries: int | None = None,
-    ) -> None:
+    def write(self, stream: BinaryIO, per_query: bool = False, summary: bool = True) -> None:
         """Write the output as trec_eval prints it: with ``per_query`` every query's lines
-        (in query id order; only the first ``queries`` when given), then the ``all``
-        lines unless ``summary`` is False."""
+        (in query id order), then the ``all`` lines unless ``summary`` is False."""
         order = self._order()
         if per_query and self.query_ids:
-            self._write_per_query(stream, order[:queries])
+            self._write_per_query(stream, order)
         if summary:
             lines = ((self._name(line), self._summary(line, order)) for line in self.lines)
             text = "".join(
@@ -631,6 +627,7 @@ def trec_eval(
         results = evaluation.evaluate(ranked, chunk_size=_CHUNK)
         scores = {spec: results.values(labels[spec]) for spec in specs}
         counts = {name: scores[spec] for name, spec in helpers.items()}
+        counts["collection"] = np.full(len(joined), float(options.collection))
         emptied = (counts["num_ret"] == 0) & (
             has_run | options.judged_only | (options.max_docs == 0)
         )  # trec_eval scores a missing query on one unjudged document
@@ -708,7 +705,8 @@ def _line_values(
     if line.key == "utility":
         a, b, c, d = _utility_coefficients(line)
         rel_ret, ret, rel = counts["num_rel_ret"], counts["num_ret"], counts["num_rel"]
-        value = a * rel_ret + b * (ret - rel_ret) + c * (rel - rel_ret) + d * (rel_ret - ret - rel)
+        missed = counts["collection"] + rel_ret - ret - rel  # non-relevant, not retrieved
+        value = a * rel_ret + b * (ret - rel_ret) + c * (rel - rel_ret) + d * missed
         return np.where(has_run, value, 0.0)  # trec_eval zeroes a missing query's utility
     if line.key == "Rndcg":  # 0/0 where levels are relevant but no gain is positive
         nothing = (counts["num_rel"] > 0) & ~positive_gain(line.gains)

@@ -63,6 +63,13 @@ def add(commands: Any) -> dict[str, Handler]:
         help="the least label that counts as relevant, an integer (default 1; 1.5 reads as 1)",
     )
     command.add_argument(
+        "-N",
+        type=_depth,
+        default=0,
+        metavar="N",
+        help="the number of documents in the collection (for utility's fourth coefficient)",
+    )
+    command.add_argument(
         "-R",
         default="qrels",
         metavar="FORMAT",
@@ -129,7 +136,13 @@ def _preferences(args: argparse.Namespace, requests: list[Any], level: int) -> i
     except OSError as error:
         raise Stop(f"cannot read results file '{args.run}': {error.strerror}", 2) from None
     run, runid = preferences.read_ranked(text, args.run)
-    options = Options(complete=args.c, max_docs=args.M, level=float(level), judged_only=args.J)
+    options = Options(
+        complete=args.c,
+        max_docs=args.M,
+        level=float(level),
+        judged_only=args.J,
+        collection=args.N,
+    )
     queries = pa.array(sorted(prefs, key=str.encode), pa.string())
     stopped = files.first_stop(queries, pa.array(list(run), pa.string()), args.c)
     if stopped is not None:
@@ -166,7 +179,13 @@ def _evaluate(args: argparse.Namespace) -> int:
     qrels = files.read_qrels_jg(args.qrels) if grouped else files.read_qrels(args.qrels)
     run, runid = files.read_run(args.run)
     zscores = files.read_zscores(args.Z) if args.Z is not None else None
-    options = Options(complete=args.c, max_docs=args.M, level=float(level), judged_only=args.J)
+    options = Options(
+        complete=args.c,
+        max_docs=args.M,
+        level=float(level),
+        judged_only=args.J,
+        collection=args.N,
+    )
     queries = pa.array(sorted({q.split(GROUP_SEPARATOR)[0] for q in qrels.ids.to_pylist()}))
     stopped = files.first_stop(queries if grouped else qrels.ids, run.ids, args.c)
     run = files.by_judgment_group(run, qrels) if grouped else run
