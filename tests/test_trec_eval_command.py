@@ -200,3 +200,24 @@ def test_all_line_adds_as_trec_eval(tmp_path, capsys):
     assert _run(capsys, "-m", "recip_rank", str(qrels), str(run)) == [
         "recip_rank            \tall\t0.2187"
     ]
+
+
+def test_gain_maps_of_g_and_ndcg_rel_by_hand(tmp_path, capsys):
+    """qrels d1: 1, d2: 0, d3: 2; ranking d1, d2. With G.1=3 the gains are d1 3, d3 2:
+    G = 3 / log2(2 + 3 - 3) / (3 + 2) = 0.6; without, the labels: 1 / log2(2 + 2 - 1) / 3.
+    ndcg_rel.1=3: (DCG@1 / IDCG@1 for d1, DCG / IDCG for the missed d3) / 2 =
+    (1 + 3 / (3 + 2 / log2 3)) / 2; without: (1/2 + 1 / (2 + 1 / log2 3)) / 2."""
+    qrels = tmp_path / "qrels"
+    qrels.write_text("q 0 d1 1\nq 0 d2 0\nq 0 d3 2\n")
+    run = tmp_path / "run"
+    run.write_text("q Q0 d1 1 2 t\nq Q0 d2 2 1 t\n")
+    expected = {
+        "G.1=3": 0.6,
+        "G": 1 / log2(3) / 3,
+        "ndcg_rel.1=3": (1 + 3 / (3 + 2 / log2(3))) / 2,
+        "ndcg_rel": (1 / 2 + 1 / (2 + 1 / log2(3))) / 2,
+    }
+    for measure, value in expected.items():
+        name = measure.replace(".", "_", 1)
+        [line] = _run(capsys, "-m", measure, str(qrels), str(run))
+        assert line == f"{name:<22}\tall\t{value:6.4f}"
