@@ -382,3 +382,14 @@ def test_unsupported_ir_measures_names_say_why(name: str, reason: str) -> None:
     with pytest.raises(engine.MetricParameterError, match="") as caught:
         translate(name)
     assert reason in str(caught.value)
+
+
+def test_judged_divides_by_what_was_retrieved() -> None:
+    """Issue 23's case: one judged document retrieved alone. ir_measures' Judged@10 is
+    1/min(10, 1) = 1.0; slotwise's retrieval-judged-at-k@10 keeps its k: 1/10."""
+    eng = engine.Engine(config={})
+    dataset = eng.dataset(samples=[{"id": "q", "expected_output": {"d1": 0, "d2": 1}}])
+    results = dataset.with_metrics(["Judged@10", "retrieval-judged-at-k@10"]).evaluate(
+        {"q": ["d1"]}
+    )
+    assert [results.values(label)[0] for label in results.labels] == [1.0, 0.1]
