@@ -69,7 +69,7 @@ OPTIONS: tuple[tuple[str, ...], ...] = (
     ("-q", "-m", "11pt_avg..9,.1,.5", "-m", "iprec_at_recall.1,0.05"),
     ("-q", "-m", "11pt_avg.0", "-m", "Rprec_mult.0.5"),
     ("-q", "-m", "ndcg.2=3,x=4", "-m", "ndcg_cut.3"),
-    ("-q", "-m", "dcg", "-m", "ndcg"),
+    ("-q", "-m", "dcg", "-m", "ndcg", "-m", "yaap"),
     ("-q", "-J", "-m", "dcg.1=2,3=0"),
     ("-q", "-m", "rbp.p=0.5,q=3", "-m", "rbp_resid"),
     ("-q", "-m", "utility.1,2"),

@@ -167,6 +167,7 @@ MEASURES: dict[str, Measure] = {
         "cut_double",
         tuple(f"{m / 10:.2f}" for m in range(2, 21, 2)),
     ),
+    "yaap": Measure("retrieval-map(relevance_threshold={l})"),  # not in all_trec
     "rbp": Measure("retrieval-rbp({p})", "pairs"),
     "rbp_resid": Measure("retrieval-rbp-resid({p})", "pairs"),
     "unj": Measure("retrieval-unjudged-at-k(k={p})", "cut_long", ("5", "10", "20")),
@@ -187,12 +188,13 @@ _OFFICIAL = [
     "P",
 ]
 _JUDGMENT_GROUPS = ("map_avgjg", "P_avgjg", "Rprec_mult_avgjg")
+_EXTRA = ("dcg", "yaap")  # in no set
 
 PREFERENCES = tuple(name for name in MEASURES if name.startswith("prefs_"))
 
 #: trec_eval 10 measures slotwise trec-eval does not provide (refused, status 2).
 NOT_PROVIDED = dict.fromkeys(
-    ["ideal_dcg", "ndcg_p", "yaap"], "a measure outside all_trec, not provided yet"
+    ["ideal_dcg", "ndcg_p"], "a measure outside all_trec, not provided yet"
 )
 
 MEASURE_SETS: dict[str, tuple[str, ...]] = {
@@ -200,7 +202,7 @@ MEASURE_SETS: dict[str, tuple[str, ...]] = {
     "all_trec": tuple(
         name
         for name in MEASURES
-        if name not in _JUDGMENT_GROUPS and name not in PREFERENCES and name != "dcg"
+        if name not in _JUDGMENT_GROUPS and name not in PREFERENCES and name not in _EXTRA
     ),
     "all_prefs": ("runid", "num_q", *PREFERENCES),
     "prefs": ("runid", "num_q", *PREFERENCES[:6]),
@@ -708,6 +710,9 @@ def _line_values(
         missed = counts["collection"] + rel_ret - ret - rel  # non-relevant, not retrieved
         value = a * rel_ret + b * (ret - rel_ret) + c * (rel - rel_ret) + d * missed
         return np.where(has_run, value, 0.0)  # trec_eval zeroes a missing query's utility
+    if line.key == "yaap":  # log((1 + S) / (1 + R - S)), S = AP · R the sum of precisions
+        total = scores[line.spec or ""] * counts["num_rel"]
+        return np.log((1.0 + total) / (1.0 + counts["num_rel"] - total))
     if line.key == "Rndcg":  # 0/0 where levels are relevant but no gain is positive
         nothing = (counts["num_rel"] > 0) & ~positive_gain(line.gains)
         return np.where(nothing, _NAN, scores[line.spec or ""])
