@@ -117,6 +117,7 @@ MEASURES: dict[str, Measure] = {
     "binG": Measure("retrieval-bing(relevance_threshold={l})"),
     "G": Measure("retrieval-g({gains})", "pairs"),
     "dcg": Measure(f"retrieval-dcg-at-k(k={UNCUT}, {{gains}})", "pairs"),  # not in all_trec
+    "ideal_dcg": Measure(None, "pairs"),  # computed here: not in all_trec
     "ndcg": Measure(f"retrieval-ndcg-at-k(k={UNCUT}, {{gains}})", "pairs"),
     "ndcg_rel": Measure("retrieval-ndcg-rel({gains})", "pairs"),
     "Rndcg": Measure("retrieval-rndcg(relevance_threshold={l}, {gains})", "pairs"),
@@ -188,14 +189,10 @@ _OFFICIAL = [
     "P",
 ]
 _JUDGMENT_GROUPS = ("map_avgjg", "P_avgjg", "Rprec_mult_avgjg")
-_EXTRA = ("dcg", "yaap")  # in no set
+_EXTRA = ("dcg", "ideal_dcg", "yaap")  # in no set
 
 PREFERENCES = tuple(name for name in MEASURES if name.startswith("prefs_"))
 
-#: trec_eval 10 measures slotwise trec-eval does not provide (refused, status 2).
-NOT_PROVIDED = dict.fromkeys(
-    ["ideal_dcg", "ndcg_p"], "a measure outside all_trec, not provided yet"
-)
 
 MEASURE_SETS: dict[str, tuple[str, ...]] = {
     "official": tuple(_OFFICIAL),
@@ -257,8 +254,6 @@ def parse_measures(args: Sequence[str]) -> list[Request]:
             marked.update(MEASURE_SETS[name])
         elif name in MEASURES:
             marked.add(name)
-        elif name in NOT_PROVIDED:
-            raise Stop(f"trec_eval's {name}: {NOT_PROVIDED[name]}", 2)
         else:
             raise Stop(f"illegal measure {name!r} ({_closest(name)})", 1)
         if dot:
@@ -347,7 +342,7 @@ def _parsed(request: Request, level: float) -> list[Line]:
     text = f"gains={gains!r}" if gains else ""
     spec = (measure.spec or "").format(gains=text, l=threshold).replace("(, ", "(")
     spec = spec.replace(", )", ")").replace("()", "")
-    return [Line(printed, spec, measure, gains=tuple(gains.items()))]
+    return [Line(printed, spec or None, measure, gains=tuple(gains.items()))]
 
 
 def _rbp_spec(measure: Measure, pairs: list[tuple[str, float]], what: str) -> str:
@@ -634,6 +629,9 @@ def trec_eval(
             has_run | options.judged_only | (options.max_docs == 0)
         )  # trec_eval scores a missing query on one unjudged document
         for line in lines:
+            if line.key == "ideal_dcg":
+                values[line.name] = _ideal_dcg(Batch.compile(joined), line)
+                continue
             values[line.name] = _line_values(
                 line,
                 scores,
@@ -645,6 +643,27 @@ def trec_eval(
             )
     ids = tuple(joined.ids.to_pylist())
     return Report(tuple(lines), ids, values, relstrings, runid, num_rel_judged)
+
+
+def _ideal_dcg(batch: Batch, line: Line) -> FloatArray:
+    """trec_eval's ideal_dcg: the DCG of the ideal ranking (the positive gains of the
+    judged documents, largest first, each over log2(rank + 1)) with the line's gain map,
+    the terms added left to right as trec_eval's loop adds them."""
+    labels = batch.label_values
+    with np.errstate(invalid="ignore"):
+        gains = np.where(labels >= 0, labels, 0.0)
+        for level, value in line.gains:
+            gains = np.where(labels == level, value, gains)
+        gains = np.where((labels >= 0) & (gains > 0), gains, 0.0)
+    ideal = -np.sort(-gains, axis=1)
+    return _added_rows(ideal / np.log2(np.arange(2, ideal.shape[1] + 2, dtype=np.float64)))
+
+
+def _added_rows(values: FloatArray) -> FloatArray:
+    """Each row added left to right (0 for no column)."""
+    if values.shape[1] == 0:
+        return np.zeros(values.shape[0])
+    return np.cumsum(values, axis=1)[:, -1]
 
 
 def _positive_gain(qrels: Columns, gains: Sequence[tuple[int, float]]) -> BoolArray:
