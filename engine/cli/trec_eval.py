@@ -17,6 +17,7 @@ from engine.analysis.trec_eval import (
     MEASURE_SETS,
     MEASURES,
     Options,
+    Report,
     Stop,
     judgment_groups,
     parse_measures,
@@ -128,7 +129,7 @@ def _format(name: str, measures: list[str]) -> str:
     return kind
 
 
-def _preferences(args: argparse.Namespace, requests: list[Any], level: int) -> int:
+def _preferences(args: argparse.Namespace, requests: list[Any], options: Options) -> int:
     """-R prefs and -R qrels_prefs: the preference measures."""
     prefs = preferences.read_prefs(args.qrels, qrels=args.R == "qrels_prefs")
     try:
@@ -136,13 +137,7 @@ def _preferences(args: argparse.Namespace, requests: list[Any], level: int) -> i
     except OSError as error:
         raise Stop(f"cannot read results file '{args.run}': {error.strerror}", 2) from None
     run, runid = preferences.read_ranked(text, args.run)
-    options = Options(
-        complete=args.c,
-        max_docs=args.M,
-        level=float(level),
-        judged_only=args.J,
-        collection=args.N,
-    )
+    zscores = files.read_zscores(args.Z) if args.Z is not None else None
     queries = pa.array(sorted(prefs, key=str.encode), pa.string())
     stopped = files.first_stop(queries, pa.array(list(run), pa.string()), args.c)
     if stopped is not None:
@@ -150,14 +145,10 @@ def _preferences(args: argparse.Namespace, requests: list[Any], level: int) -> i
         before = {q: p for q, p in prefs.items() if q.encode() < qid.encode()}
         if args.q and before:
             report = preferences.prefs_report(before, run, requests, options, runid)
-            sys.stdout.flush()
-            report.write(sys.stdout.buffer, per_query=True, summary=False)
-            sys.stdout.buffer.flush()
+            _write(report, zscores, per_query=True, summary=False)
         raise stop
     report = preferences.prefs_report(prefs, run, requests, options, runid)
-    sys.stdout.flush()
-    report.write(sys.stdout.buffer, per_query=args.q, summary=not args.n)
-    sys.stdout.buffer.flush()
+    _write(report, zscores, per_query=args.q, summary=not args.n)
     return 0
 
 
@@ -173,39 +164,37 @@ def _evaluate(args: argparse.Namespace) -> int:
     requests = parse_measures(args.m)
     level = relevance_level(args.l)
     kind = _format(args.R, [request.name for request in requests])
+    options = Options(
+        complete=args.c, max_docs=args.M, level=float(level), judged_only=args.J, collection=args.N
+    )
     if kind == "prefs":
-        return _preferences(args, requests, level)
+        return _preferences(args, requests, options)
     grouped = kind == "qrels_jg"
     qrels = files.read_qrels_jg(args.qrels) if grouped else files.read_qrels(args.qrels)
     run, runid = files.read_run(args.run)
     zscores = files.read_zscores(args.Z) if args.Z is not None else None
-    options = Options(
-        complete=args.c,
-        max_docs=args.M,
-        level=float(level),
-        judged_only=args.J,
-        collection=args.N,
-    )
-    queries = pa.array(sorted({q.split(GROUP_SEPARATOR)[0] for q in qrels.ids.to_pylist()}))
-    stopped = files.first_stop(queries if grouped else qrels.ids, run.ids, args.c)
-    run = files.by_judgment_group(run, qrels) if grouped else run
+    queries, ranked = qrels.ids, run.ids
+    if grouped:  # the queries of the judgment groups
+        queries = pa.array(sorted({q.split(GROUP_SEPARATOR)[0] for q in queries.to_pylist()}))
+        run = files.by_judgment_group(run, qrels)
+    stopped = files.first_stop(queries, ranked, args.c)
+    engine = Engine(config={}, executor="threads")
     if stopped is not None:
         qid, stop = stopped
         qrels = files.before(qrels, qid)
         if args.q and len(qrels):
-            report = trec_eval(Engine(config={}, executor="threads"), qrels, run, requests, options)
-            report = judgment_groups(report) if grouped else report
-            report = zscored(report, zscores.table) if zscores is not None else report
-            sys.stdout.flush()
-            report.write(sys.stdout.buffer, per_query=True, summary=False)
-            sys.stdout.buffer.flush()
+            report = trec_eval(engine, qrels, run, requests, options)
+            _write(judgment_groups(report) if grouped else report, zscores, True, False)
         raise stop
-    engine = Engine(config={}, executor="threads")
     report = trec_eval(engine, qrels, run, requests, options, runid=runid)
-    report = judgment_groups(report) if grouped else report
+    _write(judgment_groups(report) if grouped else report, zscores, args.q, not args.n)
+    return 0
+
+
+def _write(report: Report, zscores: Any, per_query: bool, summary: bool) -> None:
+    """Print the report (as z-scores with ``-Z``) after whatever was printed before."""
     if zscores is not None:
         report = zscored(report, zscores.table)
     sys.stdout.flush()
-    report.write(sys.stdout.buffer, per_query=args.q, summary=not args.n)
+    report.write(sys.stdout.buffer, per_query=per_query, summary=summary)
     sys.stdout.buffer.flush()
-    return 0
