@@ -402,11 +402,16 @@ class IPrecAtRecall(_Ranked):
 
 @attrs.frozen
 class JudgedAtK(_Ranked):
-    """Fraction of the top k that is judged, dividing by k (ir_measures Judged@k)."""
+    """Fraction of the top k that is judged, dividing by k; with ``denominator="retrieved"``
+    by min(k, number retrieved), 0 when nothing was (ir_measures Judged@k)."""
 
     alias: ClassVar[str] = "retrieval-judged-at-k"
     k: int | None = optional_k()
+    denominator: str = attrs.field(default="k", validator=choice("k", "retrieved"), kw_only=True)
 
     def score(self, batch: Batch) -> FloatArray:
-        judged = (batch.judged & batch.top_k(self.k)).sum(axis=1)
-        return judged / batch.cutoffs(self.k).astype(np.float64)
+        judged = (batch.judged & batch.top_k(self.k)).sum(axis=1).astype(np.float64)
+        cutoffs = batch.cutoffs(self.k)
+        if self.denominator == "retrieved":
+            return _divide(judged, np.minimum(cutoffs, batch.lengths).astype(np.float64))
+        return judged / cutoffs.astype(np.float64)

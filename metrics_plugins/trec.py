@@ -19,10 +19,13 @@ from metrics_plugins.retrieval import (
     ROUNDINGS,
     BoolArray,
     FloatArray,
+    GainMap,
     IntArray,
     _divide,
     _eleven_points,
     _found_within,
+    _gain_map,
+    _gains,
     _Ranked,
     _relevant_within,
     _row_sums_at,
@@ -73,10 +76,12 @@ def _to_width(values: FloatArray, width: int) -> FloatArray:
     return np.pad(values, ((0, 0), (0, width - values.shape[1])))
 
 
-def _cumulative_dcg(batch: Batch, *, ideal: bool = False) -> FloatArray:
+def _cumulative_dcg(
+    batch: Batch, gains: GainMap | None = None, *, ideal: bool = False
+) -> FloatArray:
     """Linear-gain DCG at ranks 0..width (column 0 is rank 0: no document), summed left to
-    right (``ideal``: of the ideal ranking)."""
-    running = _running_dcg(batch, "linear", ideal=ideal)
+    right (``ideal``: of the ideal ranking), with the labels' own gains or ``gains``."""
+    running = _running_dcg(batch, "linear", gains, ideal=ideal)
     return np.concatenate([np.zeros((len(batch), 1)), running], axis=1)
 
 
@@ -292,22 +297,35 @@ class RPrecisionMultiple(_Ranked):
         return _divide(found.astype(np.float64), cutoff.astype(np.float64))
 
 
+def _gain_arrays(batch: Batch, gains: GainMap | None) -> tuple[FloatArray, FloatArray]:
+    """(gain at each rank, the ideal gains sorted descending) with ``gains`` applied: a
+    ``gains`` parameter (as retrieval-ndcg-at-k's; trec_eval's ``G.1=3,2=9``) maps labels
+    to gains of their own, the other labels keep their own gain."""
+    if gains is None:
+        return batch.gains, batch.ideal_gains
+    mapped = _gains(batch.label_values, "linear", gains)
+    positive = (mapped > 0) & (batch.label_values >= 0)  # as trec_eval's levels
+    ideal = -np.sort(-np.where(positive, mapped, 0.0), axis=1)
+    return _gains(batch.ranked_labels, "linear", gains), ideal
+
+
 @attrs.frozen
 class NDCGRel(_Ranked):
     """nDCG averaged over the documents with gain > 0: nDCG at the rank of each one
     retrieved, DCG / IDCG of the whole ranking for each one missed (trec_eval ndcg_rel)."""
 
     alias: ClassVar[str] = "retrieval-ndcg-rel"
+    gains: GainMap | None = attrs.field(default=None, converter=_gain_map, kw_only=True)
 
     def score(self, batch: Batch) -> FloatArray:
-        gains = batch.gains
+        gains, ideal_gains = _gain_arrays(batch, self.gains)
         width = gains.shape[1]
-        dcg = _cumulative_dcg(batch)
-        idcg = _cumulative_dcg(batch, ideal=True)
+        dcg = _cumulative_dcg(batch, self.gains)
+        idcg = _cumulative_dcg(batch, self.gains, ideal=True)
         at_rank = np.minimum(batch.ranks, idcg.shape[1] - 1)  # IDCG stops growing after R
         with np.errstate(divide="ignore", invalid="ignore"):
             ndcg = np.where(gains > 0, dcg[:, 1:] / idcg[:, at_rank], 0.0)
-            num_rel = (batch.ideal_gains > 0).sum(axis=1)
+            num_rel = (ideal_gains > 0).sum(axis=1)
             missed = (num_rel - (gains > 0).sum(axis=1)).astype(np.float64)
             total = row_sums(ndcg) + missed * dcg[:, width] / idcg[:, -1]
         return np.where(total > 0, total / np.maximum(num_rel, 1), 0.0)
@@ -321,13 +339,14 @@ class RNDCG(_Ranked):
 
     alias: ClassVar[str] = "retrieval-rndcg"
     relevance_threshold: float = _threshold()
+    gains: GainMap | None = attrs.field(default=None, converter=_gain_map, kw_only=True)
 
     def score(self, batch: Batch) -> FloatArray:
-        ideal = batch.ideal_gains
+        _, ideal = _gain_arrays(batch, self.gains)
         if ideal.shape[1] == 0:
             return np.zeros(len(batch))
-        dcg = _cumulative_dcg(batch)
-        idcg = _cumulative_dcg(batch, ideal=True)[:, 1:]
+        dcg = _cumulative_dcg(batch, self.gains)
+        idcg = _cumulative_dcg(batch, self.gains, ideal=True)[:, 1:]
         following = np.concatenate([ideal[:, 1:], np.zeros((len(batch), 1))], axis=1)
         levels = (ideal > 0) & (ideal != following)  # ideal gain drops after this rank
         ranks = np.arange(1, ideal.shape[1] + 1)
@@ -366,17 +385,18 @@ class G(_Ranked):
     summed over the ideal total gain (trec_eval G)."""
 
     alias: ClassVar[str] = "retrieval-g"
+    gains: GainMap | None = attrs.field(default=None, converter=_gain_map, kw_only=True)
 
     def score(self, batch: Batch) -> FloatArray:
-        gains = batch.gains
-        ideal = _to_width(batch.ideal_gains, gains.shape[1])
+        gains, ideal_gains = _gain_arrays(batch, self.gains)
+        ideal = _to_width(ideal_gains, gains.shape[1])
         cost = np.cumsum(np.maximum(ideal, 1.0), axis=1)  # each rank costs at least 1
         gained = gains != 0
         rows, columns = np.nonzero(gained)
         so_far = np.cumsum(gains, axis=1)[rows, columns]
         with np.errstate(divide="ignore", invalid="ignore"):
             credit = gains[rows, columns] / np.log2(2.0 + cost[rows, columns] - so_far)
-        return _divide(_row_sums_at(gained, credit), row_sums(batch.ideal_gains))
+        return _divide(_row_sums_at(gained, credit), row_sums(ideal_gains))
 
 
 @attrs.frozen

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,22 @@ DATA = Path(__file__).resolve().parent / "data"
 def reference_data() -> Path:
     """``tests/data``: trec_eval's test files and the UDCG reference fixture."""
     return DATA
+
+
+@pytest.fixture(scope="session")
+def trec_eval_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """trec_eval 10 built from tests/data/trec_eval-10 (benchmarks/trec_eval_binary.py);
+    the test is skipped, with the reason, where it cannot be built."""
+    spec = importlib.util.spec_from_file_location(
+        "trec_eval_binary", ROOT / "benchmarks" / "trec_eval_binary.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    binary = module.build(tmp_path_factory.mktemp("trec_eval"))
+    if binary is None:
+        pytest.skip(f"trec_eval 10 cannot be built: {module.why_not()}")
+    return binary
 
 
 @pytest.fixture

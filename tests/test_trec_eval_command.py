@@ -98,16 +98,20 @@ def test_max_docs_cuts_each_ranking(collection, capsys):
 
 
 def test_query_set_and_complete(tmp_path, capsys):
-    """Without -c: only queries in both files (q3 has no run, q9 no judgements); with -c
-    every judged query, q3 scoring as an empty ranking: map (1 + 1/2 + 0) / 3."""
+    """Without -c trec_eval 10 stops (status 4) at a qrels query the run lacks (q3), having
+    printed the queries before it with -q; q9 (no judgements) is ignored. With -c every
+    judged query, q3 scoring as an empty ranking: map (1 + 1/2 + 0) / 3."""
     qrels = tmp_path / "qrels"
     qrels.write_text("q1 0 a 1\nq2 0 b 1\nq3 0 c 1\n")
     run = tmp_path / "run"
     run.write_text("q1 Q0 a 1 2 r\nq2 Q0 x 1 2 r\nq2 Q0 b 2 1 r\nq9 Q0 a 1 1 r\n")
-    assert _run(capsys, "-m", "num_q", "-m", "map", str(qrels), str(run)) == [
-        "num_q                 \tall\t2",
-        "map                   \tall\t0.7500",
+    assert main(["trec-eval", "-q", "-m", "map", str(qrels), str(run)]) == 4
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [
+        "map                   \tq1\t1.0000",
+        "map                   \tq2\t0.5000",
     ]
+    assert "result qid 'q3' not found" in captured.err
     assert _run(capsys, "-c", "-m", "num_q", "-m", "map", str(qrels), str(run)) == [
         "num_q                 \tall\t3",
         "map                   \tall\t0.5000",
@@ -144,17 +148,17 @@ def test_ndcg_gain_map(tmp_path, capsys):
     plain = (1 + 2 / log2(4)) / (4 + 2 / log2(3) + 1 / log2(4))
     for measure, expected in [("ndcg.1=3,2=9,4=4.5,x=7", mapped), ("ndcg", plain)]:
         [line] = _run(capsys, "-m", measure, str(qrels), str(run))
-        assert line == f"{'ndcg':<22}\tall\t{expected:6.4f}"
+        name = "ndcg" if measure == "ndcg" else measure.replace(".", "_", 1)
+        assert line == f"{name:<22}\tall\t{expected:6.4f}"
 
 
 @pytest.mark.parametrize(
     ("measure", "message"),
     [
-        ("ndgc_cut.10", "did you mean ndcg_cut"),
         ("map.5", "takes no parameters"),
         ("map.1=3", "takes no parameters"),
         ("P.x", "not a number"),
-        ("ndcg.1=x", "not a level=gain pair"),
+        ("ndcg.1=x", "not a number"),
         ("ndcg.2", "not a level=gain pair"),
     ],
 )
@@ -162,6 +166,13 @@ def test_bad_measures_exit_2(collection, capsys, measure, message):
     qrels, run, _ = collection
     assert main(["trec-eval", "-m", measure, qrels, run]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_unknown_measure_exits_1(collection, capsys):
+    """As trec_eval: an illegal measure is status 1, with the closest names."""
+    qrels, run, _ = collection
+    assert main(["trec-eval", "-m", "ndgc_cut.10", qrels, run]) == 1
+    assert "did you mean ndcg_cut" in capsys.readouterr().err
 
 
 def test_compressed_run_reads_the_same(collection, capsys, tmp_path):
@@ -172,3 +183,41 @@ def test_compressed_run_reads_the_same(collection, capsys, tmp_path):
     packed = tmp_path / "results.test.gz"
     packed.write_bytes(gzip.compress(Path(run).read_bytes()))
     assert _run(capsys, "-q", "-m", "all_trec", qrels, str(packed)) == expected
+
+
+def test_all_line_adds_as_trec_eval(tmp_path, capsys):
+    """Reciprocal ranks 1/3, 1/4, 1/6, 1/8: the exact mean 0.21875 rounds to 0.2188, but
+    trec_eval adds the doubles one by one (1/3 + 1/4 + 1/6 + 1/8 = 0.8749999999999999)
+    and prints 0.2187; slotwise trec-eval too, while the API keeps the exact mean."""
+    assert 1 / 3 + 1 / 4 + 1 / 6 + 1 / 8 < 0.875
+    qrels = tmp_path / "qrels"
+    qrels.write_text("".join(f"q{i} 0 r 1\n" for i in range(4)))
+    run = tmp_path / "run"
+    lines = []
+    for i, rank in enumerate((3, 4, 6, 8)):
+        lines += [f"q{i} Q0 {'r' if j == rank else f'n{j}'} {j} {10 - j} t\n" for j in range(1, 9)]
+    run.write_text("".join(lines))
+    assert _run(capsys, "-m", "recip_rank", str(qrels), str(run)) == [
+        "recip_rank            \tall\t0.2187"
+    ]
+
+
+def test_gain_maps_of_g_and_ndcg_rel_by_hand(tmp_path, capsys):
+    """qrels d1: 1, d2: 0, d3: 2; ranking d1, d2. With G.1=3 the gains are d1 3, d3 2:
+    G = 3 / log2(2 + 3 - 3) / (3 + 2) = 0.6; without, the labels: 1 / log2(2 + 2 - 1) / 3.
+    ndcg_rel.1=3: (DCG@1 / IDCG@1 for d1, DCG / IDCG for the missed d3) / 2 =
+    (1 + 3 / (3 + 2 / log2 3)) / 2; without: (1/2 + 1 / (2 + 1 / log2 3)) / 2."""
+    qrels = tmp_path / "qrels"
+    qrels.write_text("q 0 d1 1\nq 0 d2 0\nq 0 d3 2\n")
+    run = tmp_path / "run"
+    run.write_text("q Q0 d1 1 2 t\nq Q0 d2 2 1 t\n")
+    expected = {
+        "G.1=3": 0.6,
+        "G": 1 / log2(3) / 3,
+        "ndcg_rel.1=3": (1 + 3 / (3 + 2 / log2(3))) / 2,
+        "ndcg_rel": (1 / 2 + 1 / (2 + 1 / log2(3))) / 2,
+    }
+    for measure, value in expected.items():
+        name = measure.replace(".", "_", 1)
+        [line] = _run(capsys, "-m", measure, str(qrels), str(run))
+        assert line == f"{name:<22}\tall\t{value:6.4f}"

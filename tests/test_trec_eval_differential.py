@@ -45,10 +45,12 @@ How each option is emulated on the pytrec_eval side:
   ``all`` lines agree with both versions. Giving pytrec_eval an *empty* ranking instead
   would be wrong for ``iprec_at_recall``/``11pt_avg``: trec_eval computes them as 0/0 =
   NaN when ``num_ret`` is 0 (at every level whose cutoff is 0 relevant documents), not 0.
-  slotwise prints 0.0000 for such an empty ranking (where trec_eval prints ``nan``);
-  that happens here when ``-J`` removes every retrieved document of a query (and, with
-  ``-c -J``, for a missing query, whose bogus document ``-J`` removes too). The test
-  expects 0 wherever trec_eval's value is NaN, and counts those cases.
+  slotwise prints ``-nan`` there too, as trec_eval 10 does; that happens here when
+  ``-J`` removes every retrieved document of a query (and, with ``-c -J``, for a missing
+  query, whose bogus document ``-J`` removes too). The test expects ``-nan`` wherever
+  trec_eval's value is NaN, and counts those cases. With ``-c``, ``num_rel``'s ``all``
+  line is trec_eval 10's ``te_calc_avg_num_rel``: every label > 0 of the qrels, whatever
+  ``-l``.
 
 trec_eval 9 vs 10 (``slotwise trec-eval`` follows 10): ``iprec_at_recall_c`` and
 ``11pt_avg`` turn the recall level c into a number of relevant documents with
@@ -372,7 +374,7 @@ class Outcome:
     queries: int = 0
     failures: dict[str, list[str]] = field(default_factory=dict)
     compared: int = 0
-    nan_as_zero: int = 0  # trec_eval's NaN (empty ranking) expected as slotwise's 0
+    nan_as_zero: int = 0  # trec_eval's NaN (empty ranking), expected as slotwise's -nan
     rounding_differs: int = 0  # (query, level) where trec_eval 9 and 10 round apart
 
     def fail(self, kind: str, message: str) -> None:
@@ -387,8 +389,14 @@ class Outcome:
         ]
 
 
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
 def _close(text: str, expected: float) -> bool:
     try:
+        if math.isnan(expected):  # trec_eval's 0/0, printed -nan
+            return text.strip() == "-nan"
         return abs(float(text) - expected) <= TOLERANCE
     except ValueError:
         return False
@@ -444,7 +452,7 @@ def compare(collection: Collection, config: Config, text: str) -> Outcome:
                 fraction = c * num_rel - math.floor(c * num_rel)
                 if not 0.1 - 1e-9 <= fraction < 0.5:
                     outcome.fail("9/10 rounding", f"{qid} {name}: c*R = {c * num_rel}")
-            elif not _close(got[name], 0.0 if math.isnan(value) else value):
+            elif not _close(got[name], value):
                 outcome.fail(f"{name} vs pytrec_eval", f"{qid}: slotwise {got[name]} {value!r}")
 
         expected: dict[str, float] = {}
@@ -454,17 +462,23 @@ def compare(collection: Collection, config: Config, text: str) -> Outcome:
                 value = port10[IPREC.index(name)]
             elif name == "11pt_avg":
                 value = math.fsum(port10) / len(LEVELS)
-            if math.isnan(value):  # trec_eval's 0/0 on an empty ranking; slotwise: 0
+            if math.isnan(value):  # trec_eval's 0/0 on an empty ranking: -nan, as printed
                 outcome.nan_as_zero += 1
-                value = 0.0
             expected[name] = value
         if qid in collection.missing:  # -c: the emulation equals an empty ranking by hand
             by_hand = dict.fromkeys(expected, 0.0)
             by_hand["num_rel"] = float(
                 sum(v >= config.level for v in collection.qrels[qid].values())
             )
-            if by_hand != expected:
-                diff = {n: (expected[n], v) for n, v in by_hand.items() if v != expected[n]}
+            if config.judged_only:  # -J removes the bogus document too: 0/0 at cutoff 0
+                cutoffs = _cutoffs(int(by_hand["num_rel"]), "10")
+                for name, cut in zip(IPREC, cutoffs, strict=True):
+                    by_hand[name] = math.nan if cut == 0 else 0.0
+                by_hand["11pt_avg"] = math.nan
+            if any(not _same(v, expected[n]) for n, v in by_hand.items()):
+                diff = {
+                    n: (expected[n], v) for n, v in by_hand.items() if not _same(v, expected[n])
+                }
                 outcome.fail("-c by hand", f"{qid}: dummy run vs by hand {diff}")
         for k in (5, 10, 20):
             expected[f"unj_{k}"] = 0.0 if qid in collection.missing else unj_port(values, k)
@@ -496,7 +510,9 @@ def compare(collection: Collection, config: Config, text: str) -> Outcome:
     if set(summary) != set(column) | set(expected_all) | {"rbp", "rbp_resid"}:
         outcome.fail("all", f"all lines {sorted(summary)}, expected {sorted(column)}")
     for name, values_ in column.items():
-        if name in SUMMED:
+        if name == "num_rel" and config.complete:  # trec_eval 10's te_calc_avg_num_rel
+            value = sum(v > 0 for labels in collection.qrels.values() for v in labels.values())
+        elif name in SUMMED:
             value = math.fsum(values_)
         elif name.startswith("gm_"):
             value = math.exp(math.fsum(values_) / len(values_))

@@ -1,18 +1,24 @@
-"""trec_eval over slotwise metrics: its measure names and parameters (``-m P.5,10``), its
-measure sets (``official``, ``all_trec``, ``set``), its query set and options (``-c``,
-``-M``, ``-l``, ``-J``) and its output, line for line, as ``slotwise trec-eval`` prints it.
+"""trec_eval 10 over slotwise metrics: its measure names and parameters (``-m P.5,10``,
+read as its ``te_init_meas_*`` read them), its measure sets, its query set and options
+(``-c``, ``-M``, ``-l``, ``-J``, ``-Z``) and its output, byte for byte, as ``slotwise
+trec-eval`` prints it, the ``all`` lines added as its doubles add.
 
 Each trec_eval measure that is a per-query score is a slotwise metric alias (``P`` is
-``retrieval-precision-at-k``, ``bpref`` is ``retrieval-bpref``, ...); this module only
-maps names, picks the queries, and aggregates and prints as trec_eval does.
+``retrieval-precision-at-k``, ``bpref`` is ``retrieval-bpref``, ...); this module maps
+names, picks the queries, and aggregates and prints as trec_eval does. ``utility``'s
+coefficients, ``11pt_avg`` over given levels and the judgment-group averages are made
+here from slotwise values; the preference measures are in
+:mod:`engine.analysis.trec_eval_prefs`.
 """
 
 from __future__ import annotations
 
 import functools
 import io
+import itertools
 import math
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import BinaryIO
 
 import attrs
@@ -23,20 +29,26 @@ import pyarrow.compute as pc
 
 from engine.errors import InputError, Problem
 from engine.evaluation.api import Dataset, Engine
-from engine.evaluation.batch import Batch, FloatArray
+from engine.evaluation.batch import Batch, BoolArray, FloatArray
 from engine.evaluation.executors import ThreadExecutor
 from engine.evaluation.metric import metric_label
 from engine.evaluation.pipeline import aligned
 from engine.io.columns import Columns, list_array, offsets_of
 
 __all__ = [
+    "GROUP_SEPARATOR",
     "MEASURES",
     "MEASURE_SETS",
     "Options",
     "Report",
     "Request",
+    "Stop",
+    "judgment_groups",
+    "measure_lines",
     "parse_measures",
+    "relevance_level",
     "trec_eval",
+    "zscored",
 ]
 
 UNCUT = 10**9  # a cutoff beyond any ranking: trec_eval's uncut ndcg
@@ -47,23 +59,26 @@ CUTOFFS = ("5", "10", "15", "20", "30", "100", "200", "500", "1000")
 @attrs.frozen
 class Measure:
     """One trec_eval measure: the slotwise spec of each parameter (``{p}`` the parameter,
-    ``{l}`` the relevance level of ``-l``), its default parameters, how its ``all`` line
-    is made (``mean``; ``sum``; ``gm``, the geometric mean, with no per-query lines;
-    ``none``, per-query lines only; ``special``), whether it prints as an integer, how
-    a parameter is printed in its name, and whether its parameters are ``level=gain``
-    pairs (``ndcg.1=3,2=9``: ``{gains}`` in the spec)."""
+    ``{l}`` the relevance level of ``-l``), how trec_eval reads its parameters
+    (``kind``), its default parameters, how its ``all`` line is made (``mean``; ``sum``;
+    ``gm``, the geometric mean, with no per-query lines; ``none``, per-query lines only;
+    ``special``) and whether it prints as an integer.
+
+    Kinds, as trec_eval's ``te_init_meas_*``: ``single`` (no parameters: any given are
+    refused, where trec_eval ignores them), ``cut_long`` (``P.5,10``: integer cutoffs,
+    sorted, each printed ``P_5``), ``cut_double`` (``iprec_at_recall..1,.5``: numbers,
+    sorted, printed ``%3.2f``), ``numbers`` (``utility.2,-1,0,0``: numbers in order, the
+    name printed with the parameters as given) and ``pairs`` (``ndcg.1=3,2=9``,
+    ``rbp.p=0.8``: ``name=value`` pairs, printed as given)."""
 
     spec: str | None
+    kind: str = "single"
     defaults: tuple[str, ...] = ()
     summary: str = "mean"
     integer: bool = False
-    printed: Callable[[str], str] = str
-    pairs: bool = False
 
 
-def _level(text: str) -> str:
-    return f"{float(text):.2f}"
-
+_IPREC = "retrieval-iprec-at-recall(recall={p}, relevance_threshold={l}, rounding=trec_eval10)"
 
 MEASURES: dict[str, Measure] = {
     "runid": Measure(None, summary="special"),
@@ -79,44 +94,84 @@ MEASURES: dict[str, Measure] = {
     "bpref": Measure("retrieval-bpref(relevance_threshold={l})"),
     "recip_rank": Measure("retrieval-mrr(relevance_threshold={l})"),
     "iprec_at_recall": Measure(
-        "retrieval-iprec-at-recall(recall={p}, relevance_threshold={l}, rounding=trec_eval10)",
+        _IPREC,
+        "cut_double",
         tuple(f"{level / 10:.2f}" for level in range(11)),
-        printed=_level,
     ),
-    "P": Measure("retrieval-precision-at-k(k={p}, relevance_threshold={l})", CUTOFFS),
-    "relstring": Measure(None, ("10",), summary="none"),
-    "recall": Measure("retrieval-recall-at-k(k={p}, relevance_threshold={l})", CUTOFFS),
+    "P": Measure("retrieval-precision-at-k(k={p}, relevance_threshold={l})", "cut_long", CUTOFFS),
+    "relstring": Measure(None, "numbers", ("10",), summary="none"),
+    "recall": Measure("retrieval-recall-at-k(k={p}, relevance_threshold={l})", "cut_long", CUTOFFS),
     "infAP": Measure("retrieval-infap(relevance_threshold={l})"),
     "gm_bpref": Measure("retrieval-bpref(relevance_threshold={l})", summary="gm"),
     "Rprec_mult": Measure(
         "retrieval-rprec-mult(multiplier={p}, relevance_threshold={l})",
+        "cut_double",
         tuple(f"{m / 10:.2f}" for m in range(2, 21, 2)),
-        printed=_level,
     ),
-    "utility": Measure("retrieval-utility(relevance_threshold={l})"),
-    "11pt_avg": Measure("retrieval-11pt-avg(relevance_threshold={l}, rounding=trec_eval10)"),
+    "utility": Measure(None, "numbers", ("1", "-1", "0", "0")),
+    "11pt_avg": Measure(
+        None,
+        "numbers",
+        tuple(f"{level / 10:.1f}" for level in range(11)),
+    ),
     "binG": Measure("retrieval-bing(relevance_threshold={l})"),
-    "G": Measure("retrieval-g"),
-    "ndcg": Measure(f"retrieval-ndcg-at-k(k={UNCUT}{{gains}})", pairs=True),
-    "ndcg_rel": Measure("retrieval-ndcg-rel"),
-    "Rndcg": Measure("retrieval-rndcg(relevance_threshold={l})"),
-    "ndcg_cut": Measure("retrieval-ndcg-at-k(k={p})", CUTOFFS),
-    "map_cut": Measure("retrieval-map(k={p}, relevance_threshold={l})", CUTOFFS),
+    "G": Measure("retrieval-g({gains})", "pairs"),
+    "dcg": Measure(f"retrieval-dcg-at-k(k={UNCUT}, {{gains}})", "pairs"),  # not in all_trec
+    "ideal_dcg": Measure(None, "pairs"),  # computed here: not in all_trec
+    "ndcg": Measure(f"retrieval-ndcg-at-k(k={UNCUT}, {{gains}})", "pairs"),
+    "ndcg_rel": Measure("retrieval-ndcg-rel({gains})", "pairs"),
+    "Rndcg": Measure("retrieval-rndcg(relevance_threshold={l}, {gains})", "pairs"),
+    "ndcg_cut": Measure("retrieval-ndcg-at-k(k={p})", "cut_long", CUTOFFS),
+    "map_cut": Measure("retrieval-map(k={p}, relevance_threshold={l})", "cut_long", CUTOFFS),
     "relative_P": Measure(
-        "retrieval-relative-precision-at-k(k={p}, relevance_threshold={l})", CUTOFFS
+        "retrieval-relative-precision-at-k(k={p}, relevance_threshold={l})", "cut_long", CUTOFFS
     ),
-    "success": Measure("retrieval-hit-at-k(k={p}, relevance_threshold={l})", ("1", "5", "10")),
+    "success": Measure(
+        "retrieval-hit-at-k(k={p}, relevance_threshold={l})", "cut_long", ("1", "5", "10")
+    ),
     "set_P": Measure("retrieval-set-precision(relevance_threshold={l})"),
     "set_relative_P": Measure("retrieval-set-relative-precision(relevance_threshold={l})"),
     "set_recall": Measure("retrieval-set-recall(relevance_threshold={l})"),
     "set_map": Measure("retrieval-set-map(relevance_threshold={l})"),
-    "set_F": Measure("retrieval-set-f(relevance_threshold={l})"),
+    "set_F": Measure("retrieval-set-f(beta={p}, relevance_threshold={l})", "numbers", ("1",)),
     "num_nonrel_judged_ret": Measure(
         "retrieval-num-nonrel-judged-ret(relevance_threshold={l})", summary="sum", integer=True
     ),
-    "rbp": Measure("retrieval-rbp"),
-    "rbp_resid": Measure("retrieval-rbp-resid"),
-    "unj": Measure("retrieval-unjudged-at-k(k={p})", ("5", "10", "20")),
+    # -R prefs, -R qrels_prefs: preferences (engine/analysis/trec_eval_prefs.py)
+    **{
+        name: Measure(None, summary="sum", integer=True)
+        for name in ("prefs_num_prefs_poss", "prefs_num_prefs_ful", "prefs_num_prefs_ful_ret")
+    },
+    **{
+        name: Measure(None)
+        for name in (
+            "prefs_simp",
+            "prefs_pair",
+            "prefs_avgjg",
+            "prefs_avgjg_Rnonrel",
+            "prefs_simp_ret",
+            "prefs_pair_ret",
+            "prefs_avgjg_ret",
+            "prefs_avgjg_Rnonrel_ret",
+            "prefs_simp_imp",
+            "prefs_pair_imp",
+            "prefs_avgjg_imp",
+        )
+    },
+    # -R qrels_jg: each averages the measure over the query's judgment groups
+    "map_avgjg": Measure("retrieval-map(relevance_threshold={l})"),
+    "P_avgjg": Measure(
+        "retrieval-precision-at-k(k={p}, relevance_threshold={l})", "cut_long", CUTOFFS
+    ),
+    "Rprec_mult_avgjg": Measure(
+        "retrieval-rprec-mult(multiplier={p}, relevance_threshold={l})",
+        "cut_double",
+        tuple(f"{m / 10:.2f}" for m in range(2, 21, 2)),
+    ),
+    "yaap": Measure("retrieval-map(relevance_threshold={l})"),  # not in all_trec
+    "rbp": Measure("retrieval-rbp({p})", "pairs"),
+    "rbp_resid": Measure("retrieval-rbp-resid({p})", "pairs"),
+    "unj": Measure("retrieval-unjudged-at-k(k={p})", "cut_long", ("5", "10", "20")),
 }
 
 _OFFICIAL = [
@@ -133,9 +188,22 @@ _OFFICIAL = [
     "iprec_at_recall",
     "P",
 ]
+_JUDGMENT_GROUPS = ("map_avgjg", "P_avgjg", "Rprec_mult_avgjg")
+_EXTRA = ("dcg", "ideal_dcg", "yaap")  # in no set
+
+PREFERENCES = tuple(name for name in MEASURES if name.startswith("prefs_"))
+
+
 MEASURE_SETS: dict[str, tuple[str, ...]] = {
     "official": tuple(_OFFICIAL),
-    "all_trec": tuple(MEASURES),
+    "all_trec": tuple(
+        name
+        for name in MEASURES
+        if name not in _JUDGMENT_GROUPS and name not in PREFERENCES and name not in _EXTRA
+    ),
+    "all_prefs": ("runid", "num_q", *PREFERENCES),
+    "prefs": ("runid", "num_q", *PREFERENCES[:6]),
+    "qrels_jg": ("runid", "num_q", *_JUDGMENT_GROUPS),
     "set": tuple(
         [
             "runid",
@@ -154,39 +222,46 @@ MEASURE_SETS: dict[str, tuple[str, ...]] = {
 }
 
 
+class Stop(InputError):
+    """trec_eval would stop here, with exit ``status``: 1 a bad command line, 2 a bad
+    file or measure parameter, 4 a query it cannot evaluate."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__([Problem(message)], summary="trec_eval stops")
+        self.message, self.status = message, status
+
+
 @attrs.frozen
 class Request:
-    """One ``-m`` measure with its parameters (the defaults when none were given)."""
+    """One ``-m`` measure with its parameters as given (None: the defaults)."""
 
     name: str
-    params: tuple[str, ...] = ()
+    params: str | None = None
 
 
 def parse_measures(args: Sequence[str]) -> list[Request]:
     """``-m`` values (``P.5,10``, ``all_trec``, ``iprec_at_recall..10,.25``) as requests in
-    trec_eval's order (the order of its measure table), each measure once."""
-    wanted: dict[str, tuple[str, ...]] = {}
+    trec_eval's order (the order of its measure table), each measure once, with the
+    parameters of its first ``-m`` that has some (as trec_eval's ``mark_measure``). An
+    unknown name or an empty parameter is a :class:`Stop` with status 1."""
+    marked: set[str] = set()
+    params: dict[str, str] = {}
     for arg in args or ["official"]:
-        if arg in MEASURE_SETS:
-            for name in MEASURE_SETS[arg]:
-                wanted.setdefault(name, ())
-            continue
         name, dot, rest = arg.partition(".")
-        if name not in MEASURES:
-            raise InputError(
-                [Problem(f"trec_eval has no measure {name!r} ({_closest(name)})")],
-                summary="unknown measure",
-            )
-        params = tuple(p for p in rest.split(",") if p) if dot else ()
-        if params and MEASURES[name].pairs:
-            _gain_pairs(arg, params)  # refused now rather than when scoring
-        elif params and not MEASURES[name].defaults:
-            raise InputError(
-                [Problem(f"{arg}: measure {name} takes no parameters")],
-                summary="bad measure parameters",
-            )
-        wanted[name] = params or wanted.get(name, ())
-    return [Request(name, wanted[name]) for name in MEASURES if name in wanted]
+        if dot and not rest:
+            raise Stop(f"improper measure in parameter {name!r} (nothing after the dot)", 1)
+        if name in MEASURE_SETS:
+            marked.update(MEASURE_SETS[name])
+        elif name in MEASURES:
+            marked.add(name)
+        else:
+            raise Stop(f"illegal measure {name!r} ({_closest(name)})", 1)
+        if dot:
+            params.setdefault(name, rest)
+    requests = [Request(name, params.get(name)) for name in MEASURES if name in marked]
+    for request in requests:
+        _lines_of(request, 1.0)  # bad parameters are refused before any file is read
+    return requests
 
 
 def _closest(name: str) -> str:
@@ -198,87 +273,172 @@ def _closest(name: str) -> str:
 
 @attrs.frozen
 class Line:
-    """One printed measure: its name (``P_5``), its slotwise spec (None: computed here)
-    and its measure."""
+    """One printed measure: its name (``P_5``), its slotwise spec (None: computed here),
+    its measure, and the numbers its value is made from (``utility``'s coefficients,
+    ``11pt_avg``'s recall levels, ``relstring``'s length)."""
 
     name: str
     spec: str | None
     measure: Measure
+    numbers: tuple[float, ...] = ()
+    key: str = ""  # the measure's name in MEASURES
+    gains: tuple[tuple[int, float], ...] = ()  # level=gain parameters
+
+
+def measure_lines(requests: Sequence[Request], level: float) -> list[Line]:
+    """Every printed measure of the requests, in order (``-l`` ``level``)."""
+    return _lines(requests, level)
 
 
 def _lines(requests: Sequence[Request], level: float) -> list[Line]:
     """Every printed measure of the requests, in order."""
+    return [line for request in requests for line in _lines_of(request, level)]
+
+
+def _lines_of(request: Request, level: float) -> list[Line]:
+    return [attrs.evolve(line, key=request.name) for line in _parsed(request, level)]
+
+
+def _parsed(request: Request, level: float) -> list[Line]:
+    measure, name, raw = MEASURES[request.name], request.name, request.params
     threshold = repr(float(level))
-    lines = []
-    for request in requests:
-        measure = MEASURES[request.name]
-        if measure.pairs and measure.spec:
-            pairs = _gain_pairs(request.name, request.params)
-            gains = f", gains={pairs!r}" if pairs else ""
-            lines.append(Line(request.name, measure.spec.format(gains=gains), measure))
-            continue
-        if not measure.defaults or measure.spec is None:
-            spec = measure.spec.format(l=threshold) if measure.spec else None
-            lines.append(Line(request.name, spec, measure))
-            continue
-        for param in request.params or measure.defaults:
-            spec = measure.spec.format(p=_number(param), l=threshold)
-            lines.append(Line(f"{request.name}_{measure.printed(param)}", spec, measure))
-    return lines
+    if measure.kind == "single":
+        if raw is not None:
+            raise Stop(f"{name}.{raw}: measure {name} takes no parameters", 2)
+        return [Line(name, measure.spec.format(l=threshold) if measure.spec else None, measure)]
+    params = tuple(raw.split(",")) if raw is not None else measure.defaults
+    what = f"{name}.{raw}"
+    if measure.kind == "cut_long":
+        cutoffs = sorted(_atol(p, what) for p in params)
+        if cutoffs[0] <= 0:
+            raise Stop(f"{what}: a cutoff must be positive", 2)
+        _no_duplicates(cutoffs, what)
+        spec = measure.spec or ""
+        return [
+            Line(f"{name}_{c}", spec.format(p=c, l=threshold), measure, (float(c),))
+            for c in cutoffs
+        ]
+    if measure.kind == "cut_double":
+        values = sorted(_atof(p, what) for p in params)
+        _no_duplicates(values, what)
+        if name == "iprec_at_recall" and not 0 <= values[0] <= values[-1] <= 1:
+            raise Stop(f"{what}: a recall level must lie in [0, 1]", 2)
+        spec = measure.spec or ""
+        return [
+            Line(f"{name}_{v:3.2f}", spec.format(p=repr(v), l=threshold), measure, (v,))
+            for v in values
+        ]
+    printed = f"{name}_{raw}" if raw is not None else name
+    if measure.kind == "numbers":
+        numbers = tuple(_atof(p, what) for p in params)
+        if name == "11pt_avg" and not all(0 <= n <= 1 for n in numbers):
+            raise Stop(f"{what}: a recall level must lie in [0, 1]", 2)
+        beta = measure.spec.format(p=repr(numbers[0]), l=threshold) if measure.spec else None
+        return [Line(printed, beta, measure, numbers)]
+    pairs = _pairs(raw, what) if raw is not None else []
+    if name in ("rbp", "rbp_resid"):
+        return [Line(printed, _rbp_spec(measure, pairs, what), measure)]
+    gains = {int(level): gain for level, gain in pairs if _is_int(level)}
+    text = f"gains={gains!r}" if gains else ""
+    spec = (measure.spec or "").format(gains=text, l=threshold).replace("(, ", "(")
+    spec = spec.replace(", )", ")").replace("()", "")
+    return [Line(printed, spec or None, measure, gains=tuple(gains.items()))]
 
 
-def _gain_pairs(arg: str, params: Sequence[str]) -> dict[int, float]:
-    """``level=gain`` parameters as trec_eval reads them: a level that is not an integer
-    is ignored, a parameter without ``=`` or a gain that is not a number is an error."""
-    pairs = {}
-    for param in params:
-        level, equals, gain = param.partition("=")
-        try:
-            value = float(gain) if equals else math.nan
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value):
-            raise InputError(
-                [Problem(f"{arg}: {param!r} is not a level=gain pair (ndcg.1=3,2=9)")],
-                summary="bad measure parameters",
-            )
-        if level.lstrip("+-").isdigit():
-            pairs[int(level)] = value
+def _rbp_spec(measure: Measure, pairs: list[tuple[str, float]], what: str) -> str:
+    """rbp's spec: ``p=`` sets the persistence; a gain for a level (``rbp.2=5``) is
+    refused (trec_eval then rescales gains with variables it never initialises)."""
+    if any(_is_int(level) for level, _ in pairs):
+        raise Stop(f"{what}: rbp takes no gains (trec_eval's rescaling of them is undefined)", 2)
+    p = [value for level, value in pairs if level == "p"]
+    if p and not 0 <= p[-1] < 1:
+        raise Stop(f"{what}: p must lie in [0, 1)", 2)
+    return (measure.spec or "").format(p=f"p={p[-1]!r}" if p else "").replace("()", "")
+
+
+def _pairs(raw: str, what: str) -> list[tuple[str, float]]:
+    """``name=value`` pairs as trec_eval's ``get_param_pairs`` reads them: every comma
+    separated part needs one ``=``; a value that is not a number is refused."""
+    pairs = []
+    for part in raw.split(","):
+        level, equals, value = part.partition("=")
+        if not equals or not level or "=" in value:
+            raise Stop(f"{what}: {part!r} is not a level=gain pair (ndcg.1=3,2=9)", 2)
+        pairs.append((level, _atof(value, what)))
     return pairs
 
 
-def _number(text: str) -> str:
-    try:
-        value = float(text)
-    except ValueError:
-        raise InputError(
-            [Problem(f"measure parameter {text!r} is not a number")], summary="bad parameter"
-        ) from None
-    return str(int(value)) if value.is_integer() and "." not in text else repr(value)
+def _is_int(text: str) -> bool:
+    return text.lstrip("+-").isdigit()
+
+
+_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def _atof(text: str, what: str) -> float:
+    """``text`` as C's atof reads it; text that is no number (which atof reads as 0) is
+    refused."""
+    match = _NUMBER.fullmatch(text)
+    if match is None:
+        raise Stop(f"{what}: measure parameter {text!r} is not a number", 2)
+    value = float(text)
+    if not math.isfinite(value):
+        raise Stop(f"{what}: measure parameter {text!r} is not a finite number", 2)
+    return value
+
+
+def _atol(text: str, what: str) -> int:
+    """``text`` as C's atol reads it: the integer it starts with (``23.4`` is 23); text
+    that does not start with one is refused."""
+    match = re.match(r"\s*[+-]?\d+", text)
+    if match is None or _NUMBER.fullmatch(text) is None:
+        raise Stop(f"{what}: measure parameter {text!r} is not a number", 2)
+    return int(match.group())
+
+
+def _no_duplicates(values: Sequence[float], what: str) -> None:
+    if any(a == b for a, b in itertools.pairwise(values)):
+        raise Stop(f"{what}: duplicate cutoffs", 2)
+
+
+def relevance_level(text: str) -> int:
+    """``-l``'s value as trec_eval reads it (C's atol: ``1.5`` is 1); text that does not
+    start with an integer, or a negative level (which makes trec_eval count its unjudged
+    markers as relevant), is refused."""
+    match = re.match(r"\s*[+-]?\d+", text)
+    if match is None or int(match.group()) < 0:
+        raise Stop(f"-l {text!r}: the relevance level must be an integer >= 0", 2)
+    return int(match.group())
 
 
 @attrs.frozen
 class Options:
     """trec_eval's query-set and ranking options: ``-c`` (every query of the qrels, a
     missing run scoring as an empty ranking), ``-M`` (the first N documents of each
-    ranking), ``-l`` (the least label counted relevant), ``-J`` (judged documents only)."""
+    ranking), ``-l`` (the least label counted relevant), ``-J`` (judged documents only),
+    ``-N`` (the number of documents in the collection, which utility's fourth
+    coefficient weighs the non-relevant documents not retrieved with)."""
 
     complete: bool = False
     max_docs: int | None = None
     level: float = 1.0
     judged_only: bool = False
+    collection: int = 0
 
 
 @attrs.frozen
 class Report:
-    """The values of ``slotwise trec-eval``: per printed measure, one value per query."""
+    """The values of ``slotwise trec-eval``: per printed measure, one value per query (in
+    query id order, as trec_eval evaluates them), and the ``all`` lines made as trec_eval
+    makes them: each query's value added in that order to a double, then divided."""
 
     lines: tuple[Line, ...]
     query_ids: tuple[str, ...]
     values: dict[str, FloatArray]
-    means: dict[str, float]
     relstrings: pa.Array  # quoted, each ending in a newline; empty unless asked for
     runid: str
+    num_rel_judged: int | None = None  # -c: labels > 0 of every qrels query (num_rel all)
+    zscores: bool = False  # values are z-scores (-Z): printed "Z<name>", all as %6.4f
 
     def render(self, per_query: bool = False, summary: bool = True) -> bytes:
         """The output (see :meth:`write`) as bytes."""
@@ -289,31 +449,31 @@ class Report:
     def write(self, stream: BinaryIO, per_query: bool = False, summary: bool = True) -> None:
         """Write the output as trec_eval prints it: with ``per_query`` every query's lines
         (in query id order), then the ``all`` lines unless ``summary`` is False."""
+        order = self._order()
         if per_query and self.query_ids:
-            self._write_per_query(stream)
+            self._write_per_query(stream, order)
         if summary:
-            lines = ((line.name, self._summary(line)) for line in self.lines)
+            lines = ((self._name(line), self._summary(line, order)) for line in self.lines)
             text = "".join(
                 _print(name, "all", value) + "\n" for name, value in lines if value is not None
             )
             stream.write(text.encode())
 
-    def _write_per_query(self, stream: BinaryIO) -> None:
+    def _write_per_query(self, stream: BinaryIO, order: npt.NDArray[np.int64]) -> None:
         """Every query's lines, assembled as bytes in blocks of queries: each measure's
         values are formatted once as a column of cells, sorted by query id, and a block's
         lines are laid out side by side in a byte matrix, then packed."""
         ids = pa.array(self.query_ids, pa.string())
-        order = pc.sort_indices(ids).to_numpy()
         query = _sorted(_string_cells(ids, b"\t"), order)
         segments: list[bytes | Cells] = []
         for line in self.lines:
-            if line.name == "relstring":
+            if line.key == "relstring":
                 cells = _string_cells(self.relstrings)
-            elif line.spec is None or line.measure.summary in ("gm", "special"):
+            elif line.measure.summary in ("gm", "special"):
                 continue
             else:
-                cells = _cells(self.values[line.name], line.measure.integer)
-            segments += [f"{line.name:<22}\t".encode(), query, _sorted(cells, order)]
+                cells = _cells(self.values[line.name], self._integer(line))
+            segments += [f"{self._name(line):<22}\t".encode(), query, _sorted(cells, order)]
         if len(segments) == 0:
             return
         blocks = (
@@ -323,20 +483,94 @@ class Report:
         for packed in ThreadExecutor().map(functools.partial(_packed, segments), blocks):
             stream.write(packed)
 
-    def _summary(self, line: Line) -> str | None:
+    def _name(self, line: Line) -> str:
+        """The printed name: ``Z`` before it for a z-score (as trec_eval's ``%s%-22s``)."""
+        return f"Z{line.name:<22}" if self.zscores and line.key not in _UNSCORED else line.name
+
+    def _integer(self, line: Line) -> bool:
+        return line.measure.integer and not self.zscores
+
+    def _order(self) -> npt.NDArray[np.int64]:
+        """The queries in trec_eval's order: by query id, byte by byte."""
+        return pc.sort_indices(pa.array(self.query_ids, pa.string())).to_numpy()
+
+    def _summary(self, line: Line, order: npt.NDArray[np.int64]) -> str | None:
         if line.name == "runid":
             return self.runid
         if line.name == "num_q":
-            return str(len(self.query_ids))
+            return _value(len(self.query_ids), self._integer(line))
+        if line.name == "num_rel" and self.num_rel_judged is not None:
+            return _value(self.num_rel_judged, self._integer(line))
         if line.measure.summary == "none" or not self.query_ids:
             return None
-        column = self.values[line.name]
+        column = self.values[line.name][order]
+        if line.measure.summary == "gm":  # (z-scores are of the logarithms already)
+            logs = column if self.zscores else np.log(np.maximum(column, MIN_GEO_MEAN))
+            return _value(math.exp(_added(logs) / logs.size), False)
+        if line.measure.integer:
+            return _value(_added(column), self._integer(line))
+        return _value(_added(column) / column.size, False)
+
+
+_UNSCORED = ("runid", "relstring")  # printed without a z-score
+MISSING_ZSCORE = -1000000.0  # trec_eval's MISSING_ZSCORE_VALUE
+
+
+def zscored(report: Report, table: Mapping[tuple[str, str], tuple[float, float]]) -> Report:
+    """The report with each query's values as z-scores (``-Z``), as trec_eval's
+    ``te_convert_to_zscore``: ``(value - mean) / stddev`` with the ``(query, measure
+    name)`` entry of ``table``; 0 where the stddev is 0 and the value is the mean;
+    :data:`MISSING_ZSCORE` where the entry is missing or the stddev is 0 otherwise. A
+    geometric mean's per-query value is the logarithm it averages."""
+    values = {}
+    for line in report.lines:
+        if line.name not in report.values:
+            continue
+        column = report.values[line.name]
         if line.measure.summary == "gm":
-            logs = np.log(np.maximum(column, MIN_GEO_MEAN))
-            return _value(math.exp(math.fsum(logs) / logs.size), False)
-        if line.measure.summary == "sum":
-            return _value(math.fsum(column), True)
-        return _value(self.means[line.name], False)
+            column = np.log(np.maximum(column, MIN_GEO_MEAN))
+        stats = np.array(
+            [table.get((qid, line.name), (math.nan, math.nan)) for qid in report.query_ids]
+        ).reshape(-1, 2)
+        mean, deviation = stats[:, 0], stats[:, 1]
+        known = ~np.isnan(deviation)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(known & (deviation != 0), (column - mean) / deviation, 0.0)
+        ok = known & ((deviation != 0) | (column == mean))
+        values[line.name] = np.where(ok, z, MISSING_ZSCORE)
+    return attrs.evolve(report, values=values, zscores=True)
+
+
+#: Joins a query id and a judgment group in the id of a ``-R qrels_jg`` sample: it sorts
+#: before any character of an id, so samples sort by query, then judgment group.
+GROUP_SEPARATOR = "\x1f"
+
+
+def judgment_groups(report: Report) -> Report:
+    """The report of ``-R qrels_jg``: ``report`` scores one sample per query and judgment
+    group (ids ``query<GROUP_SEPARATOR>group``); each query's value is its groups' values
+    added in id order, over their number (when more than one), as trec_eval's
+    ``*_avgjg`` measures make it."""
+    order = report._order()
+    by_query = np.array([report.query_ids[i].split(GROUP_SEPARATOR)[0] for i in order])
+    values_in_order = {name: column[order] for name, column in report.values.items()}
+    starts = np.flatnonzero(np.r_[True, by_query[1:] != by_query[:-1]])
+    counts = np.diff(np.r_[starts, by_query.size])
+    values = {}
+    for name, column in values_in_order.items():
+        total = np.zeros(starts.size)
+        for j in range(int(counts.max(initial=0))):
+            present = counts > j
+            total[present] += column[starts[present] + j]
+        values[name] = np.where(counts > 1, total / np.maximum(counts, 1), total)
+    ids = tuple(str(q) for q in by_query[starts])
+    return attrs.evolve(report, query_ids=ids, values=values)
+
+
+def _added(values: FloatArray) -> float:
+    """The values added one by one to a double, left to right, as trec_eval's
+    ``te_acc_meas_*`` accumulate them (not the exact sum: the last digit can differ)."""
+    return float(np.cumsum(values)[-1]) if values.size else 0.0
 
 
 #: Queries scored at once: a chunk's arrays stay in the CPU's caches, and the engine's
@@ -360,29 +594,191 @@ def trec_eval(
     """
     lines = _lines(requests, options.level)
     joined, _ = aligned(qrels, run)
+    has_run = joined.column("retrieved").is_valid().to_numpy(zero_copy_only=False)
+    num_rel_judged = _labels_above_zero(qrels) if options.complete else None
     if not options.complete:
-        has_run = joined.column("retrieved").is_valid().to_numpy(zero_copy_only=False)
         rows = np.flatnonzero(has_run)
-        qrels, joined = qrels.take(rows), joined.take(rows)
+        qrels, joined, has_run = qrels.take(rows), joined.take(rows), has_run[rows]
     ranked = _ranked(joined, options)
-    relstrings = (
-        _relstrings(Batch.compile(_top(joined, ranked, 10)))
-        if any(line.name == "relstring" for line in lines)
-        else pa.array([], pa.string())
-    )
-    specs = list(dict.fromkeys(line.spec for line in lines if line.spec is not None))
+    relstrings = pa.array([], pa.string())
+    for line in lines:
+        if line.key == "relstring":
+            length = max(0, int(line.numbers[0]))
+            relstrings = _relstrings(Batch.compile(_top(joined, ranked, length)), length)
+    threshold = repr(float(options.level))
+    helpers = {
+        name: spec.format(l=threshold)
+        for name, spec in (
+            ("num_ret", "retrieval-num-ret"),
+            ("num_rel", "retrieval-num-rel(relevance_threshold={l})"),
+            ("num_rel_ret", "retrieval-num-rel-ret(relevance_threshold={l})"),
+        )
+    }
+    specs = [line.spec for line in lines if line.spec is not None]
+    specs += [_iprec_spec(level, threshold) for level in _levels(lines)]
+    specs = list(dict.fromkeys(specs + list(helpers.values())))
     labels = {spec: metric_label(engine.metric(spec)) for spec in specs}
     values: dict[str, FloatArray] = {}
-    means: dict[str, float] = {}
-    if specs and len(joined):
+    if len(joined):
         evaluation = Dataset(qrels, engine).with_metrics(specs)
         results = evaluation.evaluate(ranked, chunk_size=_CHUNK)
+        scores = {spec: results.values(labels[spec]) for spec in specs}
+        counts = {name: scores[spec] for name, spec in helpers.items()}
+        counts["collection"] = np.full(len(joined), float(options.collection))
+        emptied = (counts["num_ret"] == 0) & (
+            has_run | options.judged_only | (options.max_docs == 0)
+        )  # trec_eval scores a missing query on one unjudged document
         for line in lines:
-            if line.spec is not None:
-                values[line.name] = results.values(labels[line.spec])
-                means[line.name] = results.aggregates[labels[line.spec]]
+            if line.key == "ideal_dcg":
+                values[line.name] = _ideal_dcg(Batch.compile(joined), line)
+                continue
+            values[line.name] = _line_values(
+                line,
+                scores,
+                counts,
+                threshold,
+                emptied,
+                has_run,
+                functools.partial(_positive_gain, qrels),
+            )
     ids = tuple(joined.ids.to_pylist())
-    return Report(tuple(lines), ids, values, means, relstrings, runid)
+    return Report(tuple(lines), ids, values, relstrings, runid, num_rel_judged)
+
+
+def _ideal_dcg(batch: Batch, line: Line) -> FloatArray:
+    """trec_eval's ideal_dcg: the DCG of the ideal ranking (the positive gains of the
+    judged documents, largest first, each over log2(rank + 1)) with the line's gain map,
+    the terms added left to right as trec_eval's loop adds them."""
+    labels = batch.label_values
+    with np.errstate(invalid="ignore"):
+        gains = np.where(labels >= 0, labels, 0.0)
+        for level, value in line.gains:
+            gains = np.where(labels == level, value, gains)
+        gains = np.where((labels >= 0) & (gains > 0), gains, 0.0)
+    ideal = -np.sort(-gains, axis=1)
+    return _added_rows(ideal / np.log2(np.arange(2, ideal.shape[1] + 2, dtype=np.float64)))
+
+
+def _added_rows(values: FloatArray) -> FloatArray:
+    """Each row added left to right (0 for no column)."""
+    if values.shape[1] == 0:
+        return np.zeros(values.shape[0])
+    return np.cumsum(values, axis=1)[:, -1]
+
+
+def _positive_gain(qrels: Columns, gains: Sequence[tuple[int, float]]) -> BoolArray:
+    """Per query, whether a judged document (label >= 0) has a positive gain: its label,
+    or the gain ``gains`` gives its label."""
+    column = qrels.column("relevance")
+    sizes = pc.list_value_length(column).fill_null(0).to_numpy()
+    labels = pc.list_flatten(column).field("label").to_numpy()
+    mapped = labels.copy()
+    for level, gain in gains:
+        mapped[labels == level] = gain
+    positive = (labels >= 0) & (mapped > 0)
+    rows = np.repeat(np.arange(sizes.size), sizes)
+    return np.bincount(rows, weights=positive, minlength=sizes.size) > 0
+
+
+def _labels_above_zero(qrels: Columns) -> int:
+    labels = pc.list_flatten(qrels.column("relevance")).field("label").to_numpy()
+    return int((labels > 0).sum())
+
+
+def _iprec_spec(level: float, threshold: str) -> str:
+    return _IPREC.format(p=repr(level), l=threshold)
+
+
+def _levels(lines: Sequence[Line]) -> list[float]:
+    """The recall levels 11pt_avg needs the interpolated precision of (level 0 always:
+    where trec_eval's loop stops, it takes the precision there)."""
+    found = [n for line in lines if line.key == "11pt_avg" for n in line.numbers]
+    return [0.0, *found] if found else []
+
+
+_NAN = -math.nan  # what C's 0.0 / 0.0 is, and prints: -nan
+
+
+def _line_values(
+    line: Line,
+    scores: dict[str, FloatArray],
+    counts: dict[str, FloatArray],
+    threshold: str,
+    emptied: BoolArray,
+    has_run: BoolArray,
+    positive_gain: Callable[[tuple[tuple[int, float], ...]], BoolArray],
+) -> FloatArray:
+    """One printed measure's value per query. Where trec_eval's ranking is empty (``-J``
+    or ``-M 0`` left no document), its interpolated precisions at the recall levels that
+    round to 0 relevant documents are 0/0: -nan, as it prints them."""
+    if line.key == "iprec_at_recall":
+        cut = _lround(line.numbers[0] * counts["num_rel"])
+        return np.where(emptied & (cut == 0), _NAN, scores[line.spec or ""])
+    if line.key == "11pt_avg":
+        levels = line.numbers
+        iprec = [
+            np.where(emptied & (_lround(level * counts["num_rel"]) == 0), _NAN, scores[spec])
+            for level in levels
+            for spec in [_iprec_spec(level, threshold)]
+        ]
+        start = np.where(emptied, _NAN, scores[_iprec_spec(0.0, threshold)])
+        return _eleven_points(levels, iprec, start, counts["num_rel"], counts["num_rel_ret"])
+    if line.key == "utility":
+        a, b, c, d = _utility_coefficients(line)
+        rel_ret, ret, rel = counts["num_rel_ret"], counts["num_ret"], counts["num_rel"]
+        missed = counts["collection"] + rel_ret - ret - rel  # non-relevant, not retrieved
+        value = a * rel_ret + b * (ret - rel_ret) + c * (rel - rel_ret) + d * missed
+        return np.where(has_run, value, 0.0)  # trec_eval zeroes a missing query's utility
+    if line.key == "yaap":  # log((1 + S) / (1 + R - S)), S = AP · R the sum of precisions
+        total = scores[line.spec or ""] * counts["num_rel"]
+        return np.log((1.0 + total) / (1.0 + counts["num_rel"] - total))
+    if line.key == "Rndcg":  # 0/0 where levels are relevant but no gain is positive
+        nothing = (counts["num_rel"] > 0) & ~positive_gain(line.gains)
+        return np.where(nothing, _NAN, scores[line.spec or ""])
+    if line.spec is None:
+        return np.zeros(has_run.size)
+    return scores[line.spec]
+
+
+def _utility_coefficients(line: Line) -> tuple[float, float, float, float]:
+    if len(line.numbers) != 4:
+        raise Stop(f"{line.name}: utility takes 4 coefficients, got {len(line.numbers)}", 4)
+    a, b, c, d = line.numbers
+    return a, b, c, d
+
+
+def _lround(values: FloatArray) -> npt.NDArray[np.int64]:
+    """C's lround of non-negative values: halves away from zero."""
+    return np.floor(values + 0.5).astype(np.int64)
+
+
+def _eleven_points(
+    levels: Sequence[float],
+    iprec: Sequence[FloatArray],
+    start: FloatArray,
+    num_rel: FloatArray,
+    num_rel_ret: FloatArray,
+) -> FloatArray:
+    """trec_eval 10's 11pt_avg over the given recall levels, in the order given: its loop
+    walks the levels from the last, and takes a level's interpolated precision where the
+    relevant documents found reach its cutoff (lround(level · R)); levels whose cutoff
+    exceeds what was found before any is reached count 0, and once a cutoff is out of
+    reach (above the previous one, or 0) it and every level before it take the precision
+    where the loop stopped (``start``). The values are added in that order, over the
+    number of levels."""
+    total = np.zeros(num_rel.size)
+    started = np.zeros(num_rel.size, dtype=bool)
+    stuck = np.zeros(num_rel.size, dtype=bool)
+    last = num_rel_ret.astype(np.int64)
+    for j in reversed(range(len(levels))):
+        cut = _lround(levels[j] * num_rel)
+        skipped = ~started & (cut > num_rel_ret)
+        started |= ~skipped
+        taken = started & ~stuck & (cut >= 1) & (cut <= last)
+        stuck |= started & ~taken
+        last = np.where(taken, cut, last)
+        total = np.where(skipped, total, total + np.where(taken, iprec[j], start))
+    return total / len(levels)
 
 
 def _ranked(joined: Columns, options: Options) -> Columns:
@@ -473,7 +869,7 @@ def _cells(values: FloatArray, integer: bool) -> Cells:
     sizes = np.full(values.size, 7, dtype=np.int64)
     if not odd.any():
         return chars, sizes
-    by_python = pa.array([f"{v:6.4f}" for v in values[odd].tolist()], pa.string())
+    by_python = pa.array([_printf(v) for v in values[odd].tolist()], pa.string())
     odd_chars, odd_sizes = _string_cells(by_python, b"\n")
     width = max(8, odd_chars.shape[1])
     wide = np.zeros((values.size, width), dtype=np.uint8)
@@ -509,7 +905,14 @@ _FRACTIONS = np.frombuffer("".join(f"{i:04d}" for i in range(10_000)).encode(), 
 
 
 def _value(value: float, integer: bool) -> str:
-    return str(round(float(value))) if integer else f"{value:6.4f}"
+    return str(round(float(value))) if integer else _printf(value)
+
+
+def _printf(value: float) -> str:
+    """``value`` as C's printf ``%6.4f`` writes it (a NaN with its sign: ``-nan``)."""
+    if math.isnan(value):
+        return ("-nan" if math.copysign(1.0, value) < 0 else "nan").rjust(6)
+    return f"{value:6.4f}"
 
 
 def _print(name: str, qid: str, text: str) -> str:

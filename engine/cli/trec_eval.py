@@ -8,10 +8,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.analysis.trec_eval import MEASURE_SETS, MEASURES, Options, parse_measures, trec_eval
-from engine.cli.common import Handler, positive_int
+import pyarrow as pa
+
+from engine.analysis import trec_eval_files as files
+from engine.analysis import trec_eval_prefs as preferences
+from engine.analysis.trec_eval import (
+    GROUP_SEPARATOR,
+    MEASURE_SETS,
+    MEASURES,
+    Options,
+    Report,
+    Stop,
+    judgment_groups,
+    parse_measures,
+    relevance_level,
+    trec_eval,
+    zscored,
+)
+from engine.cli.common import Handler
 from engine.evaluation.api import Engine
-from engine.io import trec
 
 __all__ = ["add"]
 
@@ -20,57 +35,166 @@ def add(commands: Any) -> dict[str, Handler]:
     command = commands.add_parser(
         "trec-eval",
         help="trec_eval's command line and output (a faster drop-in)",
-        description="Evaluate a TREC run against qrels and print what trec_eval prints: "
-        "'measure<TAB>query<TAB>value' lines, per query with -q, then the 'all' summary. "
-        f"Measures: {', '.join(MEASURES)}; sets: {', '.join(MEASURE_SETS)} "
+        description="Evaluate a TREC run against qrels and print what trec_eval 10 prints: "
+        "'measure<TAB>query<TAB>value' lines, per query with -q, then the 'all' summary; "
+        "its exit statuses too (1 a bad measure, 2 a bad file or parameter, 4 a query it "
+        f"cannot evaluate). Measures: {', '.join(MEASURES)}; sets: {', '.join(MEASURE_SETS)} "
         "(default: official).",
     )
     command.add_argument("qrels", type=Path, help="TREC qrels file (qid iter docno rel)")
-    command.add_argument("run", type=Path, help="TREC run file (qid Q0 docno rank score tag)")
+    command.add_argument("run", help="TREC run file (qid Q0 docno rank score tag); - for stdin")
     command.add_argument("-q", action="store_true", help="print every query's values too")
     command.add_argument(
         "-c",
         action="store_true",
         help="average over every query of the qrels (a query the run lacks scores as an "
-        "empty ranking); default: the queries of both files",
+        "empty ranking); without it a qrels query the run lacks stops trec_eval (status 4)",
     )
     command.add_argument("-n", action="store_true", help="no summary ('all') lines")
     command.add_argument(
         "-J", action="store_true", help="score judged documents only: unjudged ones are removed"
     )
     command.add_argument(
-        "-M", type=positive_int, metavar="N", help="score the first N documents of each ranking"
+        "-M", type=_depth, metavar="N", help="score the first N documents of each ranking"
     )
     command.add_argument(
         "-l",
-        type=float,
-        default=1.0,
+        default="1",
         metavar="N",
-        help="the least label that counts as relevant (default 1)",
+        help="the least label that counts as relevant, an integer (default 1; 1.5 reads as 1)",
+    )
+    command.add_argument(
+        "-N",
+        type=_depth,
+        default=0,
+        metavar="N",
+        help="the number of documents in the collection (for utility's fourth coefficient)",
+    )
+    command.add_argument(
+        "-R",
+        default="qrels",
+        metavar="FORMAT",
+        help="the qrels' format: qrels (default) or qrels_jg ('qid group docno rel': the "
+        "*_avgjg measures average over each query's judgment groups)",
+    )
+    command.add_argument(
+        "-Z",
+        type=Path,
+        metavar="FILE",
+        help="print z-scores: each query's value v as (v - mean) / stddev, with the mean and "
+        "stddev of FILE's 'qid measure mean stddev' lines",
     )
     command.add_argument(
         "-m",
         action="append",
         default=[],
         metavar="MEASURE",
-        help="a measure, with parameters (P.5,10; ndcg_cut.10; iprec_at_recall..10,.25), or a "
-        "set (official, all_trec, set); repeatable",
+        help="a measure, with parameters (P.5,10; ndcg_cut.10; iprec_at_recall..10,.25; "
+        "utility.2,-1,0,0; ndcg.1=3,2=9; rbp.p=0.8), or a set (official, all_trec, set); "
+        "repeatable",
     )
     return {"trec-eval": _trec_eval}
 
 
-def _trec_eval(args: argparse.Namespace) -> int:
-    requests = parse_measures(args.m)
-    engine = Engine(config={}, executor="threads")
-    report = trec_eval(
-        engine,
-        trec.read_qrels(args.qrels),
-        trec.read_run(args.run),
-        requests,
-        Options(complete=args.c, max_docs=args.M, level=args.l, judged_only=args.J),
-        runid=trec.run_tag(args.run),
-    )
-    sys.stdout.flush()
-    report.write(sys.stdout.buffer, per_query=args.q, summary=not args.n)
-    sys.stdout.buffer.flush()
+def _depth(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+    return value
+
+
+#: The measures each -R format can calculate (runid and num_q: every format).
+_KINDS = {
+    "qrels_jg": ("qrels_jg", set(MEASURE_SETS["qrels_jg"])),
+    "prefs": ("prefs", set(MEASURE_SETS["all_prefs"])),
+    "qrels_prefs": ("prefs", set(MEASURE_SETS["all_prefs"])),
+}
+
+
+def _format(name: str, measures: list[str]) -> str:
+    """The kind of qrels ``-R`` names (``qrels``, ``qrels_jg`` or ``prefs``); as trec_eval,
+    a measure of another format cannot be calculated (status 4), an unknown format is
+    status 2."""
+    if name not in ("qrels", *_KINDS):
+        raise Stop(f"illegal rel_format '{name}' (qrels, qrels_jg, prefs or qrels_prefs)", 2)
+    kind, own = _KINDS.get(name, ("qrels", set()))
+    special = set().union(*(names for _, names in _KINDS.values()))
+    allowed = own if name != "qrels" else {"runid", "num_q"} | (set(MEASURES) - special)
+    wrong = [m for m in measures if m not in allowed]
+    if wrong:
+        raise Stop(f"can't calculate measure '{wrong[0]}' with -R {name}", 4)
+    return kind
+
+
+def _preferences(args: argparse.Namespace, requests: list[Any], options: Options) -> int:
+    """-R prefs and -R qrels_prefs: the preference measures."""
+    prefs = preferences.read_prefs(args.qrels, qrels=args.R == "qrels_prefs")
+    try:
+        text = sys.stdin.buffer.read() if args.run == "-" else Path(args.run).read_bytes()
+    except OSError as error:
+        raise Stop(f"cannot read results file '{args.run}': {error.strerror}", 2) from None
+    run, runid = preferences.read_ranked(text, args.run)
+    zscores = files.read_zscores(args.Z) if args.Z is not None else None
+    queries = pa.array(sorted(prefs, key=str.encode), pa.string())
+    stopped = files.first_stop(queries, pa.array(list(run), pa.string()), args.c)
+    if stopped is not None:
+        qid, stop = stopped
+        before = {q: p for q, p in prefs.items() if q.encode() < qid.encode()}
+        if args.q and before:
+            report = preferences.prefs_report(before, run, requests, options, runid)
+            _write(report, zscores, per_query=True, summary=False)
+        raise stop
+    report = preferences.prefs_report(prefs, run, requests, options, runid)
+    _write(report, zscores, per_query=args.q, summary=not args.n)
     return 0
+
+
+def _trec_eval(args: argparse.Namespace) -> int:
+    try:
+        return _evaluate(args)
+    except Stop as stop:
+        print(f"slotwise trec-eval: {stop.message}", file=sys.stderr)
+        return stop.status
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    requests = parse_measures(args.m)
+    level = relevance_level(args.l)
+    kind = _format(args.R, [request.name for request in requests])
+    options = Options(
+        complete=args.c, max_docs=args.M, level=float(level), judged_only=args.J, collection=args.N
+    )
+    if kind == "prefs":
+        return _preferences(args, requests, options)
+    grouped = kind == "qrels_jg"
+    qrels = files.read_qrels_jg(args.qrels) if grouped else files.read_qrels(args.qrels)
+    run, runid = files.read_run(args.run)
+    zscores = files.read_zscores(args.Z) if args.Z is not None else None
+    queries, ranked = qrels.ids, run.ids
+    if grouped:  # the queries of the judgment groups
+        queries = pa.array(sorted({q.split(GROUP_SEPARATOR)[0] for q in queries.to_pylist()}))
+        run = files.by_judgment_group(run, qrels)
+    stopped = files.first_stop(queries, ranked, args.c)
+    engine = Engine(config={}, executor="threads")
+    if stopped is not None:
+        qid, stop = stopped
+        qrels = files.before(qrels, qid)
+        if args.q and len(qrels):
+            report = trec_eval(engine, qrels, run, requests, options)
+            _write(judgment_groups(report) if grouped else report, zscores, True, False)
+        raise stop
+    report = trec_eval(engine, qrels, run, requests, options, runid=runid)
+    _write(judgment_groups(report) if grouped else report, zscores, args.q, not args.n)
+    return 0
+
+
+def _write(report: Report, zscores: Any, per_query: bool, summary: bool) -> None:
+    """Print the report (as z-scores with ``-Z``) after whatever was printed before."""
+    if zscores is not None:
+        report = zscored(report, zscores.table)
+    sys.stdout.flush()
+    report.write(sys.stdout.buffer, per_query=per_query, summary=summary)
+    sys.stdout.buffer.flush()

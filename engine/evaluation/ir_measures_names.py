@@ -19,7 +19,15 @@ import attrs
 from engine.errors import MetricParameterError
 from engine.evaluation.keywords import parse_keywords
 
-__all__ = ["ALIASES", "MEASURES", "WHOLE_RANKING", "Measure", "suggest", "translate"]
+__all__ = [
+    "ALIASES",
+    "MEASURES",
+    "UNSUPPORTED",
+    "WHOLE_RANKING",
+    "Measure",
+    "suggest",
+    "translate",
+]
 
 #: The k that stands for "the whole ranking": with it nDCG is trec_eval's uncut ``ndcg``.
 WHOLE_RANKING = 1_000_000_000
@@ -48,7 +56,10 @@ class Measure:
 
 
 _REL = {"rel": "relevance_threshold"}
-_JUDGED_ONLY = {"judged_only": "slotwise keeps unjudged documents in the ranking"}
+_JUDGED_ONLY = {
+    "judged_only": "slotwise keeps unjudged documents in the ranking (slotwise trec-eval -J "
+    "removes them, as trec_eval does)"
+}
 
 #: ir_measures name -> slotwise alias and parameters.
 MEASURES: Mapping[str, Measure] = {
@@ -64,7 +75,7 @@ MEASURES: Mapping[str, Measure] = {
     "AP": Measure("retrieval-map", "optional", _REL),
     "RR": Measure("retrieval-mrr", "optional", _REL, unsupported=_JUDGED_ONLY),
     "Success": Measure("retrieval-hit-at-k", "required", _REL, unsupported=_JUDGED_ONLY),
-    "Judged": Measure("retrieval-judged-at-k", "required"),
+    "Judged": Measure("retrieval-judged-at-k", "required", fixed={"denominator": "retrieved"}),
     "Rprec": Measure("retrieval-r-precision", "none", _REL, unsupported=_JUDGED_ONLY),
     "ERR": Measure("retrieval-err-at-k", "required", fixed={"max_grade": 4}),
     "IPrec": Measure("retrieval-iprec-at-recall", "required", _REL, at=("recall", "recall")),
@@ -77,11 +88,41 @@ MEASURES: Mapping[str, Measure] = {
     "NumRelRet": Measure("retrieval-num-rel-ret", "none", _REL),
     "SetP": Measure(
         "retrieval-set-precision", "none", _REL, unsupported={"relative": "write SetRelP"}
-    ),
+    ),  # SetP@k and SetR@k: ir_measures itself refuses a cutoff for them
     "SetRelP": Measure("retrieval-set-relative-precision", "none", _REL),
     "SetR": Measure("retrieval-set-recall", "none", _REL),
     "SetF": Measure("retrieval-set-f", "none", {**_REL, "beta": "beta"}),
     "SetAP": Measure("retrieval-set-map", "none", _REL),
+}
+
+_SUBTOPICS = (
+    "a diversity measure: it needs subtopic-level judgements (qrels with a subtopic field, "
+    "as TREC Web's diversity qrels), which slotwise's labels do not carry"
+)
+
+#: ir_measures names slotwise refuses, with the reason (docs/metrics.md, "Not mapped").
+UNSUPPORTED: Mapping[str, str] = {
+    "SDCG": "scaled DCG (cwl_eval's) has no slotwise counterpart",
+    **{
+        f"NERR{n}": "cwl_eval's normalised ERR variants have no slotwise counterpart"
+        for n in (8, 9, 10, 11)
+    },
+    "RBP": (
+        "ir_measures computes it with cwl_eval, whose graded gain and default p=0.8 have not "
+        "been checked against retrieval-rbp (trec_eval's rbp, p=0.9); write retrieval-rbp"
+    ),
+    "Compat": "the compatibility measure has no slotwise counterpart",
+    "INST": "cwl_eval's INST has no slotwise counterpart",
+    "INSQ": "cwl_eval's INSQ has no slotwise counterpart",
+    "BPM": "the bejeweled player model has no slotwise counterpart",
+    "Accuracy": "ir_measures' Accuracy scores pairs of runs, not one ranking per query",
+    "NumQ": "a count of queries, not a per-query score: it is the n of slotwise's results",
+    **dict.fromkeys(
+        ["alpha_nDCG", "alpha_DCG", "ERR_IA", "nERR_IA", "NRBP", "nNRBP", "AP_IA", "P_IA"],
+        _SUBTOPICS,
+    ),
+    "StRecall": _SUBTOPICS,
+    "STREC": _SUBTOPICS,
 }
 
 #: Other names ir_measures registers for the same measures.
@@ -110,6 +151,10 @@ def translate(text: str) -> str | None:
     if match is None:
         return None
     name = ALIASES.get(match["name"], match["name"])
+    if name in UNSUPPORTED:
+        raise MetricParameterError(
+            f"{text}: ir_measures' {name} is not supported by slotwise ({UNSUPPORTED[name]})"
+        )
     measure = MEASURES.get(name)
     if measure is None:
         return None
@@ -126,7 +171,7 @@ def translate(text: str) -> str | None:
     if cutoff is None and measure.cutoff == "required":
         raise MetricParameterError(f"{text}: {name} needs a {at}, e.g. {name}@{_EXAMPLES[at]}")
     if cutoff is not None and measure.cutoff == "none":
-        raise MetricParameterError(f"{text}: {name} takes no cutoff")
+        raise MetricParameterError(f"{text}: {name} takes no cutoff (nor does ir_measures')")
     if cutoff is None and measure.cutoff == "whole":
         cutoff = WHOLE_RANKING
     mapped = dict(measure.fixed)
