@@ -152,9 +152,11 @@ class Batch:
         n = len(columns)
         codes, raw_lengths = columns.doc_codes("retrieved")
         label_column = columns.column("relevance")
-        own = {"retrieved": int(raw_lengths.max(initial=0)), "relevance": _widest(label_column)}
-        shape = shape or Shape(own, _max_label(label_column))
-        width = shape.widths.get("retrieved", own["retrieved"])
+        if shape is None or not {"retrieved", "relevance"} <= set(shape.widths):
+            own = {"retrieved": int(raw_lengths.max(initial=0)), "relevance": _widest(label_column)}
+            shape = Shape({**own, **shape.widths}, shape.max_label) if shape else None
+            shape = shape or Shape(own, _max_label(label_column))
+        width = shape.widths["retrieved"]
         index = _rectangular_index(codes, raw_lengths, width, len(columns.docs))  # common
         if index is not None:  # every ranking fills the width, none repeats an id
             doc_codes = codes.reshape(n, width)
@@ -177,9 +179,7 @@ class Batch:
             positions=positions,
             lengths=kept_lengths.astype(np.int64),
             ranked_labels=np.empty((n, width)),
-            label_values=_sorted_labels(
-                label_column, shape.widths.get("relevance", own["relevance"])
-            ),
+            label_values=_sorted_labels(label_column, shape.widths["relevance"]),
             sample_k=k,
             duplicates_dropped=dropped,
             has_output=columns.column("retrieved").is_valid().to_numpy(zero_copy_only=False),
@@ -472,11 +472,12 @@ def _sorted_rows(
     rows with SIMD) is much faster than ``argsort``; int32 when it fits, else int64."""
     width = codes.shape[1]
     top = vocabulary  # padding sorts as this code, after every real one
-    kind = np.int32 if (top + 1) * max(width, 1) < 2**31 else np.int64
-    spread = np.where(codes >= 0, codes, top).astype(kind) * kind(width)
+    kind = np.dtype(np.int32 if (top + 1) * max(width, 1) < 2**31 else np.int64)
+    step = np.asarray(width, dtype=kind)
+    spread: npt.NDArray[Any] = np.where(codes >= 0, codes, top).astype(kind) * step
     ordered = np.sort(spread + np.arange(width, dtype=kind), axis=1)
-    code = ordered // kind(width)
-    return code, (ordered - code * kind(width)).astype(np.int32)
+    code = ordered // step
+    return code, (ordered - code * step).astype(np.int32)
 
 
 def _search_rows(keys: IntArray, wanted: IntArray, rows: IntArray, width: int) -> IntArray:
