@@ -39,6 +39,7 @@ __all__ = [
     "GROUP_SEPARATOR",
     "MEASURES",
     "MEASURE_SETS",
+    "PREFS_MEASURES",
     "Options",
     "Report",
     "Request",
@@ -79,6 +80,25 @@ class Measure:
 
 
 _IPREC = "retrieval-iprec-at-recall(recall={p}, relevance_threshold={l}, rounding=trec_eval10)"
+
+#: The preference measures (-R prefs), in trec_eval's table order; the first three are
+#: counts (summed).
+PREFS_MEASURES = (
+    "prefs_num_prefs_poss",
+    "prefs_num_prefs_ful",
+    "prefs_num_prefs_ful_ret",
+    "prefs_simp",
+    "prefs_pair",
+    "prefs_avgjg",
+    "prefs_avgjg_Rnonrel",
+    "prefs_simp_ret",
+    "prefs_pair_ret",
+    "prefs_avgjg_ret",
+    "prefs_avgjg_Rnonrel_ret",
+    "prefs_simp_imp",
+    "prefs_pair_imp",
+    "prefs_avgjg_imp",
+)
 
 MEASURES: dict[str, Measure] = {
     "runid": Measure(None, summary="special"),
@@ -138,26 +158,8 @@ MEASURES: dict[str, Measure] = {
         "retrieval-num-nonrel-judged-ret(relevance_threshold={l})", summary="sum", integer=True
     ),
     # -R prefs, -R qrels_prefs: preferences (engine/analysis/trec_eval_prefs.py)
-    **{
-        name: Measure(None, summary="sum", integer=True)
-        for name in ("prefs_num_prefs_poss", "prefs_num_prefs_ful", "prefs_num_prefs_ful_ret")
-    },
-    **{
-        name: Measure(None)
-        for name in (
-            "prefs_simp",
-            "prefs_pair",
-            "prefs_avgjg",
-            "prefs_avgjg_Rnonrel",
-            "prefs_simp_ret",
-            "prefs_pair_ret",
-            "prefs_avgjg_ret",
-            "prefs_avgjg_Rnonrel_ret",
-            "prefs_simp_imp",
-            "prefs_pair_imp",
-            "prefs_avgjg_imp",
-        )
-    },
+    **{name: Measure(None, summary="sum", integer=True) for name in PREFS_MEASURES[:3]},
+    **{name: Measure(None) for name in PREFS_MEASURES[3:]},
     # -R qrels_jg: each averages the measure over the query's judgment groups
     "map_avgjg": Measure("retrieval-map(relevance_threshold={l})"),
     "P_avgjg": Measure(

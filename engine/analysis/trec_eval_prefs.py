@@ -24,7 +24,7 @@ import attrs
 import numpy as np
 import pyarrow as pa
 
-from engine.analysis.trec_eval import Options, Report, Request, Stop, measure_lines
+from engine.analysis.trec_eval import PREFS_MEASURES, Options, Report, Request, Stop, measure_lines
 
 __all__ = [
     "PREFS_MEASURES",
@@ -35,23 +35,6 @@ __all__ = [
     "read_ranked",
 ]
 
-#: The measures, in trec_eval's table order; the first three are counts (summed).
-PREFS_MEASURES = (
-    "prefs_num_prefs_poss",
-    "prefs_num_prefs_ful",
-    "prefs_num_prefs_ful_ret",
-    "prefs_simp",
-    "prefs_pair",
-    "prefs_avgjg",
-    "prefs_avgjg_Rnonrel",
-    "prefs_simp_ret",
-    "prefs_pair_ret",
-    "prefs_avgjg_ret",
-    "prefs_avgjg_Rnonrel_ret",
-    "prefs_simp_imp",
-    "prefs_pair_imp",
-    "prefs_avgjg_imp",
-)
 
 Pref = tuple[bytes, bytes, float, bytes]  # jg, jsg, rel_level, docno
 

@@ -299,11 +299,7 @@ def _annotate(args: argparse.Namespace) -> int:
         runner.close()
         cache.close()
         annotator.close()
-    parse_samples((raw, None) for raw in labelled)  # never write an invalid dataset
-    write_samples(args.output, labelled, name=name)
-    for line in report.lines():
-        print(line, file=sys.stderr)
-    print(f"wrote {args.output} ({len(labelled)} samples; cache {cache_path})", file=sys.stderr)
+    _write(args.output, labelled, name, report.lines(), cache_path)
     if report.agreement is not None:
         print("\n".join(report.agreement.lines()))
     return 0
@@ -363,11 +359,7 @@ def _fill(
         runner.close()
         cache.close()
         annotator.close()
-    parse_samples((raw, None) for raw in labelled)  # never write an invalid dataset
-    write_samples(args.output, labelled, name=name)
-    for line in filling.lines():
-        print(line, file=sys.stderr)
-    print(f"wrote {args.output} ({len(labelled)} samples; cache {cache.path})", file=sys.stderr)
+    _write(args.output, labelled, name, filling.lines(), cache.path)
     if args.agreement:
         metrics = split_specs(args.metrics) or [f"retrieval-ndcg-at-k@{args.depth}"]
         named = {str(path): run for path, run in zip(args.runs, runs, strict=True)}
@@ -390,3 +382,12 @@ def _log_finished(runner: Runner, tasks: list[str], cache_path: Path) -> None:
     }
     log.info("annotate.finished", tasks=tasks, cache=str(cache_path), **stats)
     print(runner.stats.line(), file=sys.stderr)
+
+
+def _write(output: Path, labelled: list[Any], name: Any, lines: Any, cache: Any) -> None:
+    """Write the labelled dataset (validated first: never an invalid one) and say so."""
+    parse_samples((raw, None) for raw in labelled)
+    write_samples(output, labelled, name=name)
+    for line in lines:
+        print(line, file=sys.stderr)
+    print(f"wrote {output} ({len(labelled)} samples; cache {cache})", file=sys.stderr)
