@@ -20,12 +20,12 @@ the last axis, so a stack of datasets (``shape (..., n)``) is estimated in one c
 from __future__ import annotations
 
 from collections.abc import Mapping
+from statistics import NormalDist
 from typing import Any
 
 import attrs
 import numpy as np
 import numpy.typing as npt
-from scipy.special import ndtri
 
 __all__ = [
     "Estimate",
@@ -61,7 +61,7 @@ def z_value(level: float) -> float:
     """The standard normal quantile of a two-sided interval at ``level``."""
     if not 0 < level < 1:
         raise ValueError(f"level must be between 0 and 1, got {level}")
-    return float(ndtri(1 - (1 - level) / 2))
+    return NormalDist().inv_cdf(1 - (1 - level) / 2)
 
 
 def _float(values: npt.ArrayLike) -> FloatArray:
