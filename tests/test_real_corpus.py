@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.csv as csv
 import pytest
 import pytrec_eval
 from conftest import run_of
@@ -135,13 +136,13 @@ class TestRealCorpusRuns:
         """Per query, equal ids share a code and different ids do not, blocks or not."""
         _, run = _collection(4, queries=100)
         _write(tmp_path / "run", run, interleave=True)
-        table = pa.csv.read_csv(
+        table = csv.read_csv(
             tmp_path / "run",
-            read_options=pa.csv.ReadOptions(
+            read_options=csv.ReadOptions(
                 column_names=["query", "q0", "doc", "rank", "score", "tag"], block_size=4096
             ),
-            parse_options=pa.csv.ParseOptions(delimiter=" "),
-            convert_options=pa.csv.ConvertOptions(
+            parse_options=csv.ParseOptions(delimiter=" "),
+            convert_options=csv.ConvertOptions(
                 column_types={"query": pa.string(), "doc": pa.dictionary(pa.int32(), pa.string())}
             ),
         )
