@@ -74,6 +74,7 @@ __all__ = [
     "dataset",
     "default_engine",
     "evaluate_stream",
+    "explain",
     "finite_number",
     "metric",
     "metrics",
@@ -121,6 +122,14 @@ def compare(results: Any, **options: Any) -> Any:
     from engine.analysis.compare import compare as paired
 
     return paired(results, **options)
+
+
+def explain(results: Results, sample_id: str, **options: Any) -> Any:
+    """Why one sample scored what it did in one system's results; see
+    :func:`engine.analysis.explain.explain_sample`."""
+    from engine.analysis.explain import explain_sample
+
+    return explain_sample(results, sample_id, **options)
 
 
 def evaluate_stream(metrics: Any, **options: Any) -> Results:

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 import engine
+from engine.analysis.explain import SNIPPET_CHARS, explain, labels_at, worst
 from engine.cli import main
 from engine.errors import InputError
-from engine.evaluation.explain import SNIPPET_CHARS, explain, labels_at, worst
 
 QUICKSTART = Path(__file__).resolve().parent.parent / "examples" / "quickstart"
 SYSTEMS = ("bm25", "hybrid-rerank")
@@ -175,7 +175,7 @@ class TestData:
             lambda question: by_question[json.dumps(question, sort_keys=True)]
         )
         monkeypatch.chdir(QUICKSTART)
-        explanation = results.explain("q-05")
+        explanation = engine.explain(results, "q-05")
         (view,) = explanation.systems
         assert [s.id for s in view.slots] == [
             i["id"] for i in _outputs("bm25")["q-05"]["retrieved"][:5]

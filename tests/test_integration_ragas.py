@@ -237,7 +237,7 @@ def test_reference_is_the_answer_and_loaded_is_a_dataset():
 def test_a_relative_reference_is_recorded_absolute(tmp_path: Path, monkeypatch):
     """`ragas:eval.jsonl` read from its folder is recorded as `ragas:/abs/eval.jsonl`, so
     the results find their dataset (and explain a sample) from another directory."""
-    from engine.evaluation.explain import explain
+    from engine.analysis.explain import explain
 
     (tmp_path / "data").mkdir()
     by_ids().to_jsonl(tmp_path / "data" / "eval.jsonl")

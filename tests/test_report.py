@@ -20,9 +20,9 @@ import pyarrow as pa
 import pytest
 
 import engine
+from engine.analysis.explain import Explanation, explain, labels_at
 from engine.analysis.report import build_report
 from engine.cli import main
-from engine.evaluation.explain import Explanation, explain, labels_at
 from engine.evaluation.results import Diagnostics, MetricRecord, Results
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -27,8 +27,8 @@ import numpy as np
 
 from engine.analysis.compare import Comparison, compare
 from engine.analysis.curves import curve_labels, curves
+from engine.analysis.explain import DIAGNOSIS, Explanation, SystemView, labels_at
 from engine.analysis.stats import DEFAULT_SEED, DEFAULT_TEST_RESAMPLES, Test
-from engine.evaluation.explain import DIAGNOSIS, Explanation, SystemView, labels_at
 from engine.evaluation.results import Results
 from engine.evaluation.strata import NO_STRATUM, by, stratum_of
 from engine.io.config import DEFAULT_K
@@ -798,7 +798,7 @@ def build_report(
     ``metrics`` (labels) are the comparison's metrics and so its Holm family, as in
     :func:`engine.compare.compare` (default: every shared label); the first of them is the
     per-sample table's first metric (see :func:`_main_metric`). ``explanations``
-    (:func:`engine.evaluation.explain.explain` of the same results) open under a row of
+    (:func:`engine.analysis.explain.explain` of the same results) open under a row of
     the per-sample table when it is clicked."""
     results = list(results)
     if not results:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.analysis.explain import Explanation, Missed, Slot, SystemView, explain, worst
 from engine.cli.common import (
     Handler,
     UsageError,
@@ -20,7 +21,6 @@ from engine.cli.common import (
     positive_int,
 )
 from engine.evaluation.api import Engine
-from engine.evaluation.explain import Explanation, Missed, Slot, SystemView, explain, worst
 from engine.evaluation.label_sources import SOURCES_KEY
 
 __all__ = ["add"]

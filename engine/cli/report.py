@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.analysis.explain import explain
 from engine.cli.common import (
     Handler,
     explain_inputs,
@@ -16,7 +17,6 @@ from engine.cli.common import (
 )
 from engine.errors import InputError
 from engine.evaluation.api import Engine
-from engine.evaluation.explain import explain
 
 __all__ = ["add"]
 

@@ -503,7 +503,7 @@ class Evaluation:
         than 16,384 samples are scored in chunks of 16,384 unless a metric makes a
         run-level report (``summarize``).
         ``keep_outputs`` keeps the outputs in the results (as ``run`` does), so they can be
-        re-scored and explained (``results.explain``) from the results alone. Re-scored
+        re-scored and explained (``engine.explain(results, id)``) from the results alone. Re-scored
         results keep their error rows (failed calls) as errors, NA, not empty rankings.
         """
         columns = _outputs(outputs)

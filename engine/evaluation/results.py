@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import numpy as np
@@ -30,10 +30,6 @@ from engine.io import schemas
 from engine.io.documents import RESULTS_SCHEMA_ID, canonical_json
 from engine.io.files import atomic_write, read_document
 from engine.io.sinks import RowChunk, Sink
-
-if TYPE_CHECKING:
-    from engine.evaluation.api import Dataset
-    from engine.evaluation.explain import Explanation
 
 __all__ = [
     "Diagnostics",
@@ -264,26 +260,6 @@ class Results:
         from engine.evaluation.strata import by
 
         return by(self, key, **options)
-
-    def explain(
-        self,
-        sample_id: str,
-        *,
-        dataset: Dataset | str | os.PathLike[str] | None = None,
-        outputs: Any = None,
-        k: int | None = None,
-        name: str = "system",
-    ) -> Explanation:
-        """Why ``sample_id`` scored what it did: the top K slots, the relevant documents
-        missed, the scores and the set-based diagnosis, as an
-        :class:`~engine.evaluation.explain.Explanation`. Needs the outputs (kept, or
-        ``outputs=``) and the dataset (``dataset=``, else the one declared under the
-        results' dataset name); see :func:`engine.evaluation.explain.explain`."""
-        from engine.evaluation.explain import explain
-
-        given = None if outputs is None else [outputs]
-        found = explain([self], [sample_id], names=[name], dataset=dataset, outputs=given, k=k)
-        return found[0]
 
     def metadata_of(self) -> list[dict[str, Any]]:
         """Each sample's metadata (empty when it has none)."""

@@ -3,8 +3,8 @@ a snippet), the relevant documents it missed and where they sat in its pool, its
 and, for the set-based metrics, the G_obs, G_pool and G_oracle behind the diagnosis.
 
 :func:`explain` builds it for ``slotwise explain``, the HTML report and
-:meth:`Results.explain <engine.evaluation.results.Results.explain>` alike, from results,
-the outputs they scored and their dataset. A document is *relevant* when its relevance
+:func:`explain_sample` (``engine.explain(results, sample_id)``) alike, from results, the
+outputs they scored and their dataset. A document is *relevant* when its relevance
 label is at least 1 or its set-based grade at least 3.
 """
 
@@ -39,6 +39,7 @@ __all__ = [
     "Slot",
     "SystemView",
     "explain",
+    "explain_sample",
     "labels_at",
     "worst",
 ]
@@ -188,6 +189,23 @@ def worst(results: Sequence[Results], label: str, count: int) -> list[tuple[str,
         }
         found = {i: d for i, d in found.items() if d * sign < 0}
     return sorted(found.items(), key=lambda item: (item[1] * sign, item[0]))[:count]
+
+
+def explain_sample(
+    results: Results,
+    sample_id: str,
+    *,
+    dataset: Dataset | str | os.PathLike[str] | None = None,
+    outputs: Any = None,
+    k: int | None = None,
+    name: str = "system",
+) -> Explanation:
+    """Why ``sample_id`` scored what it did in one system's results: the top K slots, the
+    relevant documents missed, the scores and the set-based diagnosis. Needs the outputs
+    (kept in the results, or ``outputs=``) and the dataset (``dataset=``, else the one
+    the results record); :func:`explain` does several systems and samples at once."""
+    given = None if outputs is None else [outputs]
+    return explain([results], [sample_id], names=[name], dataset=dataset, outputs=given, k=k)[0]
 
 
 def explain(
