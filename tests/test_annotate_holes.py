@@ -282,6 +282,14 @@ class TestLabelSources:
         )  # fmt: skip
         document = json.loads(capsys.readouterr().out)
         assert document["reports"]["label sources@3"]["sources"]["unjudged"] == 2
+        # and the HTML report, in a section of its own
+        from engine.analysis.report import build_report
+
+        page = build_report([results], names=["a"])
+        section = page[page.index('<section id="label-sources">') :]
+        section = section[: section.index("</section>")]
+        assert f"human 3, {SOURCE} 4, unjudged 2" in section
+        assert ">0.3333<" in section and ">0.7778<" in section
         # one report per cutoff the metrics name
         results = (
             eng.dataset(str(files["labelled"]))

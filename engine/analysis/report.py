@@ -29,6 +29,7 @@ from engine.analysis.compare import Comparison, compare
 from engine.analysis.curves import curve_labels, curves
 from engine.analysis.explain import DIAGNOSIS, Explanation, SystemView, labels_at
 from engine.analysis.stats import DEFAULT_SEED, DEFAULT_TEST_RESAMPLES, Test
+from engine.evaluation.label_sources import REPORT as LABEL_SOURCES
 from engine.evaluation.results import Results
 from engine.evaluation.strata import NO_STRATUM, by, stratum_of
 from engine.io.config import DEFAULT_K
@@ -391,6 +392,38 @@ def _summary_section(results: Sequence[Results], names: Sequence[str]) -> str:
         f'<div class="scroll"><table class="summary"><thead><tr><th>metric</th>{head}'
         f'<th class="chart">95% CI, axis 0 to 1<br>{axis}</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div></section>"
+    )
+
+
+def _label_sources_section(results: Sequence[Results], names: Sequence[str]) -> str:
+    """What the metrics stand on, when the dataset records label sources: per system and
+    cutoff, the top-K slots by label source and judged@K before and after filling."""
+    rows = []
+    for index, (result, name) in enumerate(zip(results, names, strict=True)):
+        for key, found in sorted(result.reports.items()):
+            if not key.startswith(f"{LABEL_SOURCES}@"):
+                continue
+            counts = ", ".join(
+                f"{_e(source)} {count}" for source, count in found["sources"].items()
+            )
+            rows.append(
+                f'<tr><th scope="row"><i class="swatch" style="background:{_color(index)}"></i>'
+                f'{_e(name)}</th><td class="num">{found["k"]}</td><td>{counts}</td>'
+                f'<td class="num">{_num(found["judged@k (human labels)"])}</td>'
+                f'<td class="num">{_num(found["judged@k (all labels)"])}</td></tr>'
+            )
+    if not rows:
+        return ""
+    return (
+        '<section id="label-sources"><h2>Label sources</h2>'
+        '<p class="note">Whose labels the metrics stand on: the top-K slots of every sample '
+        "by the source of their label (<i>human</i>, the LLM judge and its prompt version, or "
+        "<i>unjudged</i>), and judged@K (judged slots over K, averaged over the samples) with "
+        "the human labels alone, as before filling the holes, and with every label.</p>"
+        '<div class="scroll"><table class="summary"><thead><tr><th>system</th><th>K</th>'
+        "<th>top-K slots by label source</th><th>judged@K, human labels</th>"
+        f"<th>judged@K, all labels</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        "</div></section>"
     )
 
 
@@ -824,6 +857,7 @@ def build_report(
     title = title or f"slotwise report: {first.dataset_name or 'dataset'}"
     sections = [
         ("summary", "Summary", _summary_section(results, names)),
+        ("label-sources", "Label sources", _label_sources_section(results, names)),
         (
             "comparison",
             "Comparison",
