@@ -198,6 +198,30 @@ class TestEvaluateTrec:
         assert from_dicts.dataset_hash == from_files.dataset_hash == general.dataset_hash
 
 
+class TestPeerObjects:
+    def test_ranx_qrels_and_run_give_pytrec_evals_numbers(self) -> None:
+        """ranx's Qrels and Run are read as the dicts they hold (ties included)."""
+        ranx = pytest.importorskip("ranx")
+        import pytrec_eval
+
+        rng = np.random.default_rng(3)
+        qrels = {
+            f"q{i}": {f"d{j}": int(rng.integers(0, 3)) for j in range(0, 30, 3)} for i in range(20)
+        }
+        run = {f"q{i}": {f"d{j}": float(rng.integers(0, 5)) for j in range(25)} for i in range(20)}
+        results = engine.Engine(config={}).evaluate_trec(
+            ranx.Qrels(qrels), ranx.Run(run), ["retrieval-ndcg-at-k@10", "retrieval-map"]
+        )
+        expected = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "map"}).evaluate(run)
+        for row in results.per_sample():
+            assert row["scores"]["retrieval-ndcg-at-k@10"] == pytest.approx(
+                expected[row["id"]]["ndcg_cut_10"], abs=1e-12
+            )
+            assert row["scores"]["retrieval-map"] == pytest.approx(
+                expected[row["id"]]["map"], abs=1e-12
+            )
+
+
 class TestCompile:
     def test_ragged_and_duplicate_rankings(self) -> None:
         """Rankings of unequal length and with repeats take the general layout; the width
