@@ -120,6 +120,13 @@ def _found_within(batch: Batch, threshold: float, cutoffs: IntArray | None) -> I
     return batch.at_cutoff(batch.found(threshold), cutoffs)
 
 
+#: How tied scores are ordered: by doc id descending, as trec_eval (and this project's
+#: readers) order them, or ascending, as ir_measures' msmarco and judged providers do.
+_TIES = attrs.field(
+    default="trec_eval", validator=choice("trec_eval", "doc_id_ascending"), kw_only=True
+)
+
+
 def _uncut_limit(batch: Batch, k: int | None) -> IntArray | None:
     """Per-sample rank limit of a metric with no cutoff by default (MRR, AP): ``metadata.k``,
     else the metric's ``k``; None when neither is set for any sample (no cutoff at all)."""
@@ -284,9 +291,18 @@ class MRR(_Ranked):
     uncut_by_default: ClassVar[bool] = True
     k: int | None = optional_k()
     relevance_threshold: float = _threshold()
+    ties: str = _TIES
 
     def score(self, batch: Batch) -> FloatArray:
-        relevant = _relevant_within(batch, self.relevance_threshold, _uncut_limit(batch, self.k))
+        limit = _uncut_limit(batch, self.k)
+        if self.ties == "doc_id_ascending":
+            ranks = batch.ranks_ties_ascending()
+            relevant = batch.relevant(self.relevance_threshold) & batch.valid
+            if limit is not None:
+                relevant &= ranks <= limit[:, None]
+            first = np.where(relevant, ranks, np.inf).min(axis=1, initial=np.inf)
+            return 1.0 / first
+        relevant = _relevant_within(batch, self.relevance_threshold, limit)
         first = np.where(relevant, batch.ranks[None, :], np.inf).min(axis=1, initial=np.inf)
         return 1.0 / first  # 1 / inf = 0 when nothing relevant was retrieved
 
@@ -408,10 +424,15 @@ class JudgedAtK(_Ranked):
     alias: ClassVar[str] = "retrieval-judged-at-k"
     k: int | None = optional_k()
     denominator: str = attrs.field(default="k", validator=choice("k", "retrieved"), kw_only=True)
+    ties: str = _TIES
 
     def score(self, batch: Batch) -> FloatArray:
-        judged = (batch.judged & batch.top_k(self.k)).sum(axis=1).astype(np.float64)
         cutoffs = batch.cutoffs(self.k)
+        if self.ties == "doc_id_ascending":  # the top k as tied scores ordered that way
+            top = (batch.ranks_ties_ascending() <= cutoffs[:, None]) & batch.valid
+        else:
+            top = batch.top_k(self.k)
+        judged = (batch.judged & top).sum(axis=1).astype(np.float64)
         if self.denominator == "retrieved":
             return _divide(judged, np.minimum(cutoffs, batch.lengths).astype(np.float64))
         return judged / cutoffs.astype(np.float64)

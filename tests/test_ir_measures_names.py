@@ -30,9 +30,9 @@ EQUIVALENT = {
     "nDCG@10": "retrieval-ndcg-at-k@10",
     "P(rel=2)@5": "retrieval-precision-at-k@5(relevance_threshold=2)",
     "AP": "retrieval-map",
-    "RR@10": "retrieval-mrr@10",
+    "RR@10": "retrieval-mrr@10(ties=doc_id_ascending)",
     "Success@1": "retrieval-hit-at-k@1",
-    "Judged@10": "retrieval-judged-at-k@10(denominator=retrieved)",
+    "Judged@10": "retrieval-judged-at-k@10(denominator=retrieved, ties=doc_id_ascending)",
     "R@100": "retrieval-recall-at-k@100",
     "Rprec": "retrieval-r-precision",
     "nDCG(dcg='exp-log2')@10": "retrieval-ndcg-at-k@10(gain=exponential)",
@@ -59,7 +59,7 @@ class TestTranslate:
             ("AP(rel=2)", "retrieval-map(relevance_threshold=2)"),
             ("AP(rel=2)@10", "retrieval-map@10(relevance_threshold=2)"),
             ("RR", "retrieval-mrr"),
-            ("RR(rel=2)@10", "retrieval-mrr@10(relevance_threshold=2)"),
+            ("RR(rel=2)@10", "retrieval-mrr@10(ties=doc_id_ascending, relevance_threshold=2)"),
             ("MRR", "retrieval-mrr"),
             ("MAP@10", "retrieval-map@10"),
             ("Success(rel=2)@5", "retrieval-hit-at-k@5(relevance_threshold=2)"),
@@ -220,8 +220,12 @@ class TestEndToEnd:
         assert results.values("retrieval-map").tolist() == pytest.approx(
             [(1 / 2 + 2 / 4 + 3 / 5) / 3, (1 / 2) / 2, 0.0]
         )
-        assert results.values("retrieval-mrr@10").tolist() == pytest.approx([1 / 2, 1 / 2, 0.0])
-        assert results.summary()["retrieval-mrr@10"]["mean"] == pytest.approx(1 / 3)
+        assert results.values("retrieval-mrr@10(ties=doc_id_ascending)").tolist() == pytest.approx(
+            [1 / 2, 1 / 2, 0.0]
+        )
+        assert results.summary()["retrieval-mrr@10(ties=doc_id_ascending)"][
+            "mean"
+        ] == pytest.approx(1 / 3)
 
     @pytest.mark.parametrize(
         ("name", "trec_name", "level"),
@@ -393,3 +397,22 @@ def test_judged_divides_by_what_was_retrieved() -> None:
         {"q": ["d1"]}
     )
     assert [results.values(label)[0] for label in results.labels] == [1.0, 0.1]
+
+
+def test_ties_by_doc_id_ascending_by_hand() -> None:
+    """Scores a 1, b 2, c 2, d 2; a and c relevant. trec_eval's order: d, c, b (ties by doc
+    id descending), then a; the msmarco/judged providers': b, c, d, then a. RR: c at rank 2
+    either way. Judged@2 (b and c judged, d not): 1/2 in trec_eval's order, 2/2 in theirs."""
+    qrels = {"q": {"a": 1, "b": 0, "c": 1}}
+    run = {"q": {"a": 1.0, "b": 2.0, "c": 2.0, "d": 2.0}}
+    specs = [
+        "RR@3",
+        "retrieval-mrr@3",
+        "Judged@2",
+        "retrieval-judged-at-k@2(denominator=retrieved)",
+    ]
+    results = engine.Engine(config={}).evaluate_trec(qrels, run, specs)
+    assert [results.values(label)[0] for label in results.labels] == [0.5, 0.5, 1.0, 0.5]
+    run["q"]["a"] = 3.0  # a first, then the three ties: nothing moves a relevant one
+    results = engine.Engine(config={}).evaluate_trec(qrels, run, specs)
+    assert [results.values(label)[0] for label in results.labels] == [1.0, 1.0, 1.0, 0.5]

@@ -6,10 +6,9 @@ same qrels and run written as TREC files, per query, to 1e-9.
 
 The runs tie scores (one decimal): pytrec_eval and gdeval order ties as trec_eval does
 (doc id descending), as slotwise's TREC reader does. ir_measures' msmarco provider (``RR@k``)
-and judged provider (``Judged@k``) sort ties by doc id *ascending* instead; slotwise
-scores ranked lists, whose order the run file fixes when it is read, so for those two
-names the comparison is made on runs without tied scores, and the tie case is pinned as
-the documented difference."""
+and judged provider (``Judged@k``) sort ties by doc id *ascending* instead: the reader
+records which ranked items tie (the ``tied`` output column), and those two names map to
+specs with ``ties=doc_id_ascending``, which order each run of ties that way."""
 
 from __future__ import annotations
 
@@ -129,8 +128,7 @@ def theirs(name: str, qrels: dict, run: dict) -> dict[str, float]:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_name_gives_ir_measures_number(name: str, tmp_path: Path) -> None:
-    ties = provider(name) not in ASCENDING_TIES
-    qrels, run = collection(zlib.crc32(name.encode()) % 1000, 60, ties=ties)
+    qrels, run = collection(zlib.crc32(name.encode()) % 1000, 60, ties=True)
     expected = theirs(name, qrels, run)
     got = slotwise(name, qrels, run, tmp_path)
     assert expected, name
@@ -139,10 +137,14 @@ def test_name_gives_ir_measures_number(name: str, tmp_path: Path) -> None:
     assert wrong == {}, f"{name} ({provider(name)}): slotwise, ir_measures {wrong}"
 
 
-@pytest.mark.parametrize("name", ["RR@5", "Judged@5"])
-def test_ascending_ties_are_the_documented_difference(name: str, tmp_path: Path) -> None:
-    """On a tied run, msmarco/judged order ties by doc id ascending: ir_measures' number is
-    then slotwise's on the run with ties broken that way (distinct scores in that order)."""
+@pytest.mark.parametrize(
+    ("name", "trec_eval_order"),
+    [("RR@5", "retrieval-mrr@5"), ("Judged@5", "retrieval-judged-at-k@5(denominator=retrieved)")],
+)
+def test_ascending_ties(name: str, trec_eval_order: str, tmp_path: Path) -> None:
+    """msmarco/judged order tied scores by doc id ascending: the ir_measures name gives
+    their number on a tied run (its spec sets ties=doc_id_ascending), the same as on the
+    run with its ties broken that way beforehand; trec_eval's order gives another one."""
     assert provider(name) in ASCENDING_TIES
     qrels, run = collection(7, 60, ties=True)
     expected = theirs(name, qrels, run)
@@ -150,7 +152,10 @@ def test_ascending_ties_are_the_documented_difference(name: str, tmp_path: Path)
         q: {d: -float(i) for i, (d, _) in enumerate(sorted(s.items(), key=lambda x: (-x[1], x[0])))}
         for q, s in run.items()
     }
-    got = slotwise(name, qrels, broken, tmp_path)
+    assert slotwise(trec_eval_order, qrels, broken, tmp_path) == slotwise(
+        name, qrels, run, tmp_path
+    )
+    got = slotwise(name, qrels, run, tmp_path)
     assert all(abs(got[q] - v) <= 1e-9 for q, v in expected.items())
-    as_trec_eval = slotwise(name, qrels, run, tmp_path)  # ties by doc id descending
+    as_trec_eval = slotwise(trec_eval_order, qrels, run, tmp_path)  # ties by doc id descending
     assert any(abs(as_trec_eval[q] - v) > 1e-9 for q, v in expected.items())

@@ -219,6 +219,31 @@ class Batch:
         """Mask of ``D_k``: the first ``min(k, n)`` retrieved documents of each sample."""
         return (self.ranks[None, :] <= self.cutoffs(k)[:, None]) & self.valid
 
+    def ranks_ties_ascending(self) -> IntArray:
+        """The rank of each column if tied scores were ordered by doc id *ascending* (as
+        ir_measures' msmarco and judged providers order them) rather than descending (as
+        trec_eval does): each run of tied items reversed. Shape ``(Q, L)``; the ranks of
+        :attr:`ranks` where nothing ties (or the outputs carry no scores)."""
+        return self.shared("ranks-ties-ascending", self._ranks_ties_ascending)  # type: ignore[no-any-return]
+
+    def _ranks_ties_ascending(self) -> IntArray:
+        rows, width = self.doc_codes.shape
+        column = self.columns.column("tied")
+        tied = np.zeros((rows, width), dtype=np.bool_)
+        if column.null_count < len(column):
+            flags = pc.list_flatten(column).to_numpy(zero_copy_only=False)
+            starts = np.concatenate(([0], np.cumsum(lengths(column))))[:-1]
+            where = np.nonzero(self.valid)
+            tied[where] = flags[starts[where[0]] + self.positions[where]]
+            tied[:, 0] = False
+            tied &= self.valid
+        index = np.broadcast_to(np.arange(width, dtype=np.int64), (rows, width))
+        first = np.maximum.accumulate(np.where(tied, 0, index), axis=1)  # its run's start
+        opens = np.where(~tied, index, width)  # where a run starts (padding: each its own)
+        after = np.minimum.accumulate(opens[:, ::-1], axis=1)[:, ::-1]  # next start >= here
+        end = np.concatenate([after[:, 1:], np.full((rows, 1), width)], axis=1)
+        return _read_only(first + end - index)  # 1-based: first + (end - 1 - index) + 1
+
     # -- relevance labels ----------------------------------------------------------------
 
     @cached_property

@@ -43,7 +43,8 @@ class Measure:
     ir_measures parameter ``@`` sets and the slotwise one it becomes. ``params`` renames
     ir_measures parameters to slotwise ones, ``values`` translates their values;
     ``unsupported`` names ir_measures parameters slotwise lacks, with a hint; ``fixed``
-    are slotwise parameters always set to match ir_measures.
+    are slotwise parameters always set to match ir_measures, ``fixed_when_cut`` those set
+    when a cutoff is given (ir_measures then picks another provider).
     """
 
     alias: str
@@ -52,10 +53,12 @@ class Measure:
     values: Mapping[str, Mapping[str, str]] = attrs.field(factory=dict)
     unsupported: Mapping[str, str] = attrs.field(factory=dict)
     fixed: Mapping[str, Any] = attrs.field(factory=dict)
+    fixed_when_cut: Mapping[str, Any] = attrs.field(factory=dict)
     at: tuple[str, str] = ("cutoff", "k")
 
 
 _REL = {"rel": "relevance_threshold"}
+_ASCENDING = {"ties": "doc_id_ascending"}
 _JUDGED_ONLY = {
     "judged_only": "slotwise keeps unjudged documents in the ranking (slotwise trec-eval -J "
     "removes them, as trec_eval does)"
@@ -73,9 +76,17 @@ MEASURES: Mapping[str, Measure] = {
     "P": Measure("retrieval-precision-at-k", "required", _REL),
     "R": Measure("retrieval-recall-at-k", "required", _REL),
     "AP": Measure("retrieval-map", "optional", _REL),
-    "RR": Measure("retrieval-mrr", "optional", _REL, unsupported=_JUDGED_ONLY),
+    "RR": Measure(  # RR@k: msmarco's provider, which orders tied scores by doc id ascending
+        "retrieval-mrr",
+        "optional",
+        _REL,
+        unsupported=_JUDGED_ONLY,
+        fixed_when_cut=_ASCENDING,
+    ),
     "Success": Measure("retrieval-hit-at-k", "required", _REL, unsupported=_JUDGED_ONLY),
-    "Judged": Measure("retrieval-judged-at-k", "required", fixed={"denominator": "retrieved"}),
+    "Judged": Measure(  # the judged provider: tied scores by doc id ascending
+        "retrieval-judged-at-k", "required", fixed={"denominator": "retrieved", **_ASCENDING}
+    ),
     "Rprec": Measure("retrieval-r-precision", "none", _REL, unsupported=_JUDGED_ONLY),
     "ERR": Measure("retrieval-err-at-k", "required", fixed={"max_grade": 4}),
     "IPrec": Measure("retrieval-iprec-at-recall", "required", _REL, at=("recall", "recall")),
@@ -175,6 +186,8 @@ def translate(text: str) -> str | None:
     if cutoff is None and measure.cutoff == "whole":
         cutoff = WHOLE_RANKING
     mapped = dict(measure.fixed)
+    if cutoff is not None:
+        mapped.update(measure.fixed_when_cut)
     if target != "k" and cutoff is not None:
         mapped[target], cutoff = cutoff, None
     for key, value in params.items():

@@ -19,7 +19,9 @@ Sample columns:
 
 Output columns: ``retrieved`` (list of int32, rank 1 first, as given, duplicates
 included; null: no output), ``texts`` (list of string or null, one per retrieved item;
-null when no item has a text), ``pool`` and ``cited`` (list of int32; null when absent).
+null when no item has a text), ``pool`` and ``cited`` (list of int32; null when absent),
+``tied`` (list of bool, one per retrieved item: its score equals the one ranked before
+it; null unless the outputs were ranked by scores and some tie).
 
 The vocabulary of samples holds each id once: a label's code *is* its document. The
 vocabulary of outputs need only tell ids apart within a row: an id that two rows rank
@@ -91,6 +93,7 @@ OUTPUT_COLUMNS: dict[str, pa.DataType] = {
     "texts": pa.list_(pa.string()),
     "pool": IDS,
     "cited": IDS,
+    "tied": pa.list_(pa.bool_()),
 }
 
 

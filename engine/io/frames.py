@@ -380,6 +380,13 @@ def run_columns(
     codes = docs.codes if rows is None else docs.codes[rows]
     retrieved = list_array(offsets, pa.array(codes, pa.int32()))
     columns = {"id": queries.ids, "retrieved": retrieved}
+    if scores is not None:
+        ordered = scores if rows is None else scores[rows]
+        same = queries.codes if rows is None else queries.codes[rows]
+        tied = np.zeros(ordered.size, dtype=np.bool_)
+        tied[1:] = (ordered[1:] == ordered[:-1]) & (same[1:] == same[:-1])
+        if tied.any():  # what breaking ties another way needs (ir_measures' RR@k, Judged@k)
+            columns["tied"] = list_array(offsets, pa.array(tied))
     return Columns(table_of(columns, OUTPUT_COLUMNS, len(queries.ids)), docs.ids)
 
 
