@@ -371,40 +371,38 @@ def run_columns(
     order, offsets = grouped(queries.codes, len(queries.ids))
     rows: IntArray | None = order  # None: the rows are in order as they are
     query_codes = queries.codes if order is None else queries.codes[order]
+    ties = None
     if ranks is not None:
         ranked = ranks if order is None else ranks[order]
         by_rank = np.lexsort((ranked, query_codes))
         rows = by_rank if order is None else order[by_rank]
     elif scores is not None:
-        rows = _trec_order(rows, query_codes, scores, docs)
+        rows, ties = _trec_order(rows, query_codes, scores, docs)
     codes = docs.codes if rows is None else docs.codes[rows]
     retrieved = list_array(offsets, pa.array(codes, pa.int32()))
     columns = {"id": queries.ids, "retrieved": retrieved}
-    if scores is not None:
-        ordered = scores if rows is None else scores[rows]
-        same = queries.codes if rows is None else queries.codes[rows]
-        tied = np.zeros(ordered.size, dtype=np.bool_)
-        tied[1:] = (ordered[1:] == ordered[:-1]) & (same[1:] == same[:-1])
-        if tied.any():  # what breaking ties another way needs (ir_measures' RR@k, Judged@k)
-            columns["tied"] = list_array(offsets, pa.array(tied))
+    if ties is not None:  # what breaking ties another way needs (ir_measures' RR@k, Judged@k)
+        columns["tied"] = list_array(offsets, pa.array(np.concatenate(([False], ties))))
     return Columns(table_of(columns, OUTPUT_COLUMNS, len(queries.ids)), docs.ids)
 
 
 def _trec_order(
     rows: IntArray | None, query_codes: npt.NDArray[np.int32], scores: FloatArray, docs: Coded
-) -> IntArray | None:
-    """The rows (grouped by query; None: as they are) in trec_eval's order. A run already
-    in that order (scores strictly descending within each query, as runs are written) is
-    found with one check; document ids are compared only among rows whose scores tie."""
+) -> tuple[IntArray | None, npt.NDArray[np.bool_] | None]:
+    """The rows (grouped by query; None: as they are) in trec_eval's order, and where two
+    neighbours of a query tie in that order (``ties[p]``: row ``p + 1`` ties with ``p``;
+    None when none does). A run already in that order (scores strictly descending within
+    each query, as runs are written) is found with one check; document ids are compared
+    only among rows whose scores tie."""
     score = scores if rows is None else scores[rows]
     rising, tied = _out_of_order(score, query_codes)
     if not rising and not tied:
-        return rows
+        return rows, None
     order = np.lexsort((-score, query_codes)) if rising else np.arange(score.size)
     ordered_query, ordered_score = query_codes[order], score[order]
     ties = (ordered_query[1:] == ordered_query[:-1]) & (ordered_score[1:] == ordered_score[:-1])
     _break_ties(order, ties, docs.codes if rows is None else docs.codes[rows], docs.ids)
-    return order if rows is None else rows[order]
+    return (order if rows is None else rows[order]), (ties if ties.any() else None)
 
 
 def _break_ties(order: IntArray, ties: npt.NDArray[np.bool_], codes: Any, ids: pa.Array) -> None:
