@@ -34,7 +34,7 @@ __all__ = ["add"]
 def add(commands: Any) -> dict[str, Handler]:
     command = commands.add_parser(
         "trec-eval",
-        help="trec_eval's command line and output (a faster drop-in)",
+        help="trec_eval 10's command line and output, byte for byte (a drop-in)",
         description="Evaluate a TREC run against qrels and print what trec_eval 10 prints: "
         "'measure<TAB>query<TAB>value' lines, per query with -q, then the 'all' summary; "
         "its exit statuses too (1 a bad measure, 2 a bad file or parameter, 4 a query it "

@@ -21,7 +21,7 @@ __all__ = ["add"]
 def add(commands: Any) -> dict[str, Handler]:
     validate = commands.add_parser(
         "validate",
-        help="check a file against slotwise's schemas",
+        help="check a dataset or outputs file against slotwise's schemas, or a TREC qrels or run file",
         description="Validate a dataset, outputs, config or results file, or a TREC qrels "
         "or run file; every problem is listed, with its line where the format has lines.",
     )
