@@ -17,9 +17,11 @@ from conftest import run_of
 
 import engine
 from engine.errors import InputError
+from engine.evaluation.label_sources import slot_sources
+from engine.io import columns as columns_module
 from engine.io import trec
-from engine.io.columns import Columns, extend_vocabulary, stack
-from engine.io.frames import Coded, run_from_dicts
+from engine.io.columns import Columns, stack
+from engine.io.frames import Coded, labels_from_dicts, run_from_dicts
 
 CORPUS = 8_841_823
 METRICS = {
@@ -32,16 +34,19 @@ METRICS = {
 }
 
 
-def _collection(seed: int, queries: int = 300, docs: int = 60) -> tuple[dict, dict]:
-    """Qrels (some judged documents retrieved, grades 0-3) and a run with ids from an
-    MS MARCO-sized corpus, scores rounded so that neighbours tie now and then."""
+def _collection(
+    seed: int, queries: int = 300, docs: int = 60, unretrieved: int = 3
+) -> tuple[dict, dict]:
+    """Qrels (some judged documents retrieved, grades 0-3, and ``unretrieved`` judged
+    documents from the corpus: many make deep pools) and a run with ids from an MS
+    MARCO-sized corpus, scores rounded so that neighbours tie now and then."""
     rng = np.random.default_rng(seed)
     qrels: dict[str, dict[str, int]] = {}
     run: dict[str, dict[str, float]] = {}
     for q in range(queries):
         ranked = [str(d) for d in rng.choice(CORPUS, docs, replace=False)]
         judged = {d: int(rng.integers(4)) for d in rng.choice(ranked, 5, replace=False)}
-        judged |= {str(d): int(rng.integers(1, 4)) for d in rng.choice(CORPUS, 3)}
+        judged |= {str(d): int(rng.integers(0, 4)) for d in rng.choice(CORPUS, unretrieved)}
         qrels[str(1_000_000 + q)] = judged
         scores = np.round(20 - np.cumsum(rng.exponential(0.02, docs)), 2)
         run[str(1_000_000 + q)] = dict(zip(ranked, scores.tolist(), strict=True))
@@ -73,12 +78,14 @@ def csv_block(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 
 class TestRealCorpusRuns:
     @pytest.mark.parametrize("interleave", [False, True], ids=["grouped", "interleaved"])
+    @pytest.mark.parametrize("pools", ["sparse", "deep"])
     def test_values_equal_pytrec_eval(
-        self, tmp_path: Path, csv_block: int, interleave: bool
+        self, tmp_path: Path, csv_block: int, interleave: bool, pools: str
     ) -> None:
         """Files (queries spanning blocks, interleaved or not) and dicts give pytrec_eval's
-        numbers on every query."""
-        qrels, run = _collection(1)
+        numbers on every query, with few judged documents per query or more judged
+        documents than retrieved ones (deep pools, as TREC DL's)."""
+        qrels, run = _collection(1, unretrieved=3 if pools == "sparse" else 120)
         _write(tmp_path / "run", run, interleave=interleave)
         (tmp_path / "qrels").write_text(
             "".join(f"{q} 0 {d} {g}\n" for q, judged in qrels.items() for d, g in judged.items())
@@ -156,17 +163,72 @@ class TestRealCorpusRuns:
 
 
 class TestVocabularies:
-    def test_extend_looks_ids_up_once(self) -> None:
-        """Known ids get the base's code, the others a code of their own copy."""
-        base, other = pa.array(["a", "b", "c"]), pa.array(["x", "c", "a", "y"])
-        docs, remap = extend_vocabulary(base, other)
-        assert docs.take(pa.array(remap)).to_pylist() == ["x", "c", "a", "y"]
-        assert remap.tolist()[1:3] == [2, 0]  # c and a: the base's codes
-        same, remap = extend_vocabulary(base, pa.array(["b", "a"]))
-        assert same.to_pylist() == ["a", "b", "c"] and remap.tolist() == [1, 0]
-
     def test_stack_keeps_each_rows_ids(self) -> None:
         """Stacked outputs keep their ids, with no hashing across parts."""
         parts = [run_from_dicts({"q1": {"a": 2.0, "b": 1.0}}), run_from_dicts({"q2": {"b": 1.0}})]
         assert run_of(stack(parts)) == {"q1": ["a", "b"], "q2": ["b"]}
         assert isinstance(stack(parts), Columns)
+
+    @pytest.mark.parametrize("block", [5, 1 << 16], ids=["tiny-blocks", "one-block"])
+    def test_beside_matches_ids_within_their_row(
+        self, monkeypatch: pytest.MonkeyPatch, block: int
+    ) -> None:
+        """Labels coded per query (an id judged by many queries has a code in each) and
+        outputs coded per query meet row by row: a ranked id takes its own row's label
+        code exactly when that row labels it, whatever block the rows fall in."""
+        monkeypatch.setattr(columns_module, "_MATCH_BLOCK", block)
+        rng = np.random.default_rng(7)
+        pool = [f"d{i}" for i in range(12)]  # few ids: most are judged by several queries
+        qrels = {
+            f"q{q}": {d: int(rng.integers(0, 3)) for d in rng.choice(pool, 4, replace=False)}
+            for q in range(40)
+        }
+        run = {
+            f"q{q}": dict(
+                zip(rng.choice(pool, 6, replace=False).tolist(), [6, 5, 4, 3, 2, 1], strict=True)
+            )
+            for q in range(40)
+            if q % 7  # some queries have no output
+        }
+        labels = labels_from_dicts(qrels)
+        assert labels is not None
+        samples = stack([labels.slice(0, 17), labels.slice(17, 23)])  # stacked parts too
+        assert len(samples.docs) > len(set(samples.docs.to_pylist()))  # ids in many rows
+        outputs = run_from_dicts(run)
+        position = {q: i for i, q in enumerate(outputs.ids.to_pylist())}
+        joined = samples.beside(outputs.take([position.get(q, -1) for q in qrels]))
+        docs = joined.docs.to_pylist()
+        for row, qid in enumerate(qrels):
+            label_code = {
+                docs[entry["doc"]]: entry["doc"]
+                for entry in joined.column("relevance")[row].as_py()
+            }
+            assert set(label_code) == set(qrels[qid])
+            retrieved = joined.column("retrieved")[row].as_py()
+            if qid not in run:
+                assert retrieved is None
+                continue
+            assert [docs[c] for c in retrieved] == sorted(run[qid], key=run[qid].get, reverse=True)
+            for code in retrieved:
+                assert (docs[code] in qrels[qid]) == (code in label_code.values())
+                if docs[code] in qrels[qid]:
+                    assert code == label_code[docs[code]]
+
+    def test_label_sources_are_found_in_their_own_row(self) -> None:
+        """A label source names a document of its own sample, even when other samples
+        label the same id under another code."""
+        dataset = engine.dataset(
+            [
+                {
+                    "id": f"q{i}",
+                    "input": "x",
+                    "expected_output": {"relevance": {"a": 1, "b": 1}},
+                    "metadata": {"label_sources": {"b" if i % 2 else "a": "judge"}},
+                }
+                for i in range(4)
+            ]
+        )
+        samples = stack([dataset.columns.slice(0, 2), dataset.columns.slice(2, 2)])
+        outputs = run_from_dicts({f"q{i}": {"a": 2.0, "b": 1.0, "c": 0.5} for i in range(4)})
+        sources = slot_sources(samples.beside(outputs)).to_pylist()
+        assert sources == ["judge", "human", None, "human", "judge", None] * 2

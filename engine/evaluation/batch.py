@@ -454,8 +454,10 @@ class Batch:
         if found is None:
             rows, codes, values = self.labels(kind)
             keys = (rows << _SHIFT) | codes
-            order = np.argsort(keys, kind="stable")
-            found = self._labels[kind] = (keys[order], values[order])
+            if keys.size > 1 and (keys[1:] < keys[:-1]).any():
+                order = np.argsort(keys, kind="stable")
+                keys, values = keys[order], values[order]
+            found = self._labels[kind] = (keys, values)
         return found
 
     def _lookup(self, kind: str, rows: IntArray, codes: npt.ArrayLike) -> FloatArray:
@@ -471,6 +473,10 @@ class Batch:
         """Each ranked document's ``kind`` label: shape ``(Q, L)``, NaN if absent."""
         rows, codes, values = self.labels(kind)
         out = np.full(self.doc_codes.shape, np.nan)
+        if rows.size > self.doc_codes.size:  # more labels than slots: look the slots up
+            slots = np.nonzero(self.valid)
+            out[slots] = self._lookup(kind, slots[0], self.doc_codes[slots])
+            return out
         where, columns = self._find(rows, codes, positions=True)
         out[rows[where], columns] = values[where]
         return out

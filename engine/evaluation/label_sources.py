@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.io.columns import Columns, offsets_of
+from engine.io.columns import Columns, labelled_codes, offsets_of
 
 __all__ = ["HUMAN", "REPORT", "SOURCES_KEY", "label_source_report", "slot_sources"]
 
@@ -74,8 +74,8 @@ def _declared(
             key_rows.append(row)
             docs.append(doc)
             ids.append(names.index(name))
-    codes = pc.index_in(pa.array(docs, pa.string()), value_set=columns.docs)
-    codes = codes.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = np.bincount(np.array(key_rows, dtype=np.int64), minlength=len(columns))
+    codes = labelled_codes(columns, offsets_of(counts), pa.array(docs, pa.string()))
     known = codes >= 0
     keys = np.array(key_rows, dtype=np.int64)[known] * size + codes[known]
     order = np.argsort(keys)

@@ -56,7 +56,7 @@ from engine.evaluation.results import (
     document_header,
 )
 from engine.evaluation.statistics import Bootstrap, Tally
-from engine.io.columns import Columns, concat, stack
+from engine.io.columns import Columns, stack
 from engine.io.sinks import RowChunk, Sink
 from engine.logs import log
 from engine.version import VERSION
@@ -658,12 +658,12 @@ def _rechunked(blocks: Iterable[Columns], size: int) -> Iterator[Columns]:
         parts.append(block)
         count += len(block)
         while count >= size:
-            joined = concat(parts) if len(parts) > 1 else parts[0]
+            joined = stack(parts) if len(parts) > 1 else parts[0]
             yield joined.slice(0, size)
             rest = joined.slice(size, count - size)
             parts, count = ([rest] if len(rest) else []), count - size
     if count:
-        yield concat(parts) if len(parts) > 1 else parts[0]
+        yield stack(parts) if len(parts) > 1 else parts[0]
 
 
 def streamed_chunks(

@@ -23,11 +23,12 @@ null when no item has a text), ``pool`` and ``cited`` (list of int32; null when 
 ``tied`` (list of bool, one per retrieved item: its score equals the one ranked before
 it; null unless the outputs were ranked by scores and some tie).
 
-The vocabulary of samples holds each id once: a label's code *is* its document. The
-vocabulary of outputs need only tell ids apart within a row: an id that two rows rank
-may have a code in each (a run of millions of distinct ids is coded per block of queries,
-never hashed as a whole). Putting outputs beside samples looks each output id up in the
-samples' vocabulary once, so a ranked document and its label share a code.
+A vocabulary need only tell ids apart within a row: in one row, equal ids share a code
+and different ids have different codes, while an id two rows name may have a code in each
+(labels and runs of millions of distinct ids are coded per block of queries, never hashed
+as a whole; a JSON dataset's samples hold each id once). Putting outputs beside samples
+matches each output id with the same row's labelled ids, a block of rows at a time, so a
+ranked document and its label share a code.
 """
 
 from __future__ import annotations
@@ -49,10 +50,9 @@ __all__ = [
     "SAMPLE_COLUMNS",
     "Columns",
     "ContentHash",
-    "concat",
-    "extend_vocabulary",
     "grouped",
     "label_lists",
+    "labelled_codes",
     "lengths",
     "list_array",
     "merge_vocabularies",
@@ -154,21 +154,6 @@ def table_of(columns: dict[str, pa.Array], kinds: dict[str, pa.DataType], rows: 
     return pa.Table.from_arrays(arrays, names=list(kinds))
 
 
-def extend_vocabulary(base: pa.Array, other: pa.Array) -> tuple[pa.Array, CodeArray]:
-    """``base`` (each id once) followed by ``other``, and for ``other`` a table old code
-    -> new code: its code in ``base`` where ``base`` has the id (one hash lookup per
-    entry of ``other``), else the code of its own copy; ids that ``other`` repeats stay
-    repeated."""
-    base = base.cast(pa.string())
-    position = pc.index_in(other.cast(pa.string()), value_set=base)
-    remap = position.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
-    lacking = remap < 0
-    if not lacking.any():
-        return base, remap
-    remap[lacking] = len(base) + np.flatnonzero(lacking)
-    return pa.concat_arrays([base, other.cast(pa.string())]), remap
-
-
 def merge_vocabularies(vocabularies: Sequence[pa.Array]) -> tuple[pa.Array, list[CodeArray]]:
     """One vocabulary for several, and for each a table old code -> new code."""
     if len(vocabularies) == 1:
@@ -242,14 +227,26 @@ class Columns:
         return self.recoded(self.docs.take(pa.array(kept)), remap)
 
     def beside(self, other: Columns) -> Columns:
-        """This table's columns (samples: each id once in ``docs``) and ``other``'s
-        (outputs for the same rows, its ``id`` dropped) as one table; this table's codes
-        stay, ``other``'s are looked up in them (see the module docstring)."""
-        docs, theirs = extend_vocabulary(self.docs, other.docs)
-        left, right = self.table, other.recoded(docs, theirs).table
-        for name in right.column_names:
+        """This table's columns (samples) and ``other``'s (outputs for the same rows, its
+        ``id`` dropped) as one table: this table's codes stay, and each output id takes
+        the code of the same id among its row's labels and groups, else
+        ``len(self.docs)`` plus its own code (see the module docstring)."""
+        docs, left = self.docs, self.table
+        for name in other.table.column_names:
+            column = other.column(name)
+            if name in ID_LISTS and column.null_count < len(column):
+                codes, offsets = _codes(column), offsets_of(lengths(column))
+                ids = other.docs.take(pa.array(codes))
+                matched = labelled_codes(self, offsets, ids)
+                if (matched < 0).any():
+                    docs = pa.concat_arrays(
+                        [self.docs.cast(pa.string()), other.docs.cast(pa.string())]
+                    )
+                    matched = np.where(matched >= 0, matched, codes + len(self.docs))
+                mask = column.is_null().to_numpy(zero_copy_only=False)
+                column = list_array(offsets, pa.array(matched.astype(np.int32), CODE), mask)
             if name != "id":
-                left = left.append_column(name, right.column(name))
+                left = left.append_column(name, column)
         return Columns(left, docs)
 
     def doc_codes(self, name: str) -> tuple[CodeArray, IntArray]:
@@ -287,17 +284,64 @@ def _map_codes(column: pa.Array, remap: npt.NDArray[Any]) -> pa.Array:
     return list_array(offsets, entries, mask)
 
 
-def concat(parts: Sequence[Columns]) -> Columns:
-    """The rows of several tables of samples with the same columns, codes into one
-    vocabulary that holds each id once."""
-    docs, remaps = merge_vocabularies([part.docs for part in parts])
-    tables = [part.recoded(docs, remap).table for part, remap in zip(parts, remaps, strict=True)]
-    return Columns(pa.concat_tables(tables), docs)
+#: About how many ids (labelled and output) are matched at a time: a block's labelled ids
+#: are hashed together, in a table small enough to stay in the CPU's cache.
+_MATCH_BLOCK = 1 << 16
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+def _owned(column: pa.Array) -> tuple[IntArray, CodeArray]:
+    """Every document code of a document column, with the row it is in."""
+    if (
+        pa.types.is_struct(column.type.value_type)
+        and column.type.value_type.get_field_index("docs") >= 0
+    ):  # groups: the members of each row's groups
+        members = pc.list_flatten(column).field("docs")
+        group_rows = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
+        owners = group_rows[pc.list_parent_indices(members).to_numpy(zero_copy_only=False)]
+        return owners.astype(np.int64), _codes(members)
+    return pc.list_parent_indices(column).to_numpy(zero_copy_only=False).astype(np.int64), _codes(
+        column
+    )
+
+
+def labelled_codes(samples: Columns, offsets: IntArray, ids: pa.Array) -> CodeArray:
+    """For ids given row by row (row ``r``'s are ``ids[offsets[r]:offsets[r + 1]]``): the
+    code of the same id among the row's labels and groups in ``samples``, else -1. The
+    labelled ids of a block of rows are hashed together, never the whole vocabulary."""
+    found = [_owned(samples.column(name)) for name in (*LABEL_KINDS, "groups") if samples.has(name)]
+    keys = np.sort(np.concatenate([(rows << 32) | codes for rows, codes in found] or [_NONE]))
+    keys = keys[np.diff(keys, prepend=-1) != 0].astype(np.int64)  # each (row, code) once
+    label_rows, label_codes = keys >> 32, (keys & 0xFFFFFFFF).astype(np.int32)
+    label_ids = samples.docs.cast(pa.string()).take(pa.array(label_codes))
+    label_bounds = np.searchsorted(label_rows, np.arange(len(samples) + 1))
+    ids = ids.cast(pa.string())
+    matched = np.full(len(ids), -1, dtype=np.int32)
+    weight = label_bounds + offsets  # ids up to each row
+    edges = np.searchsorted(weight, np.arange(0, weight[-1], _MATCH_BLOCK)).tolist()
+    for first, last in itertools.pairwise([*edges, len(samples)]):
+        start, end = label_bounds[first], label_bounds[last]
+        lo, hi = offsets[first], offsets[last]
+        if start == end or lo == hi:
+            continue
+        block = pc.dictionary_encode(label_ids.slice(start, end - start))
+        width = len(block.dictionary)
+        own = (label_rows[start:end] - first) * width + block.indices.to_numpy(zero_copy_only=False)
+        order = np.argsort(own)
+        own = own[order]
+        where = pc.index_in(ids.slice(lo, hi - lo), value_set=block.dictionary)
+        position = where.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        owner = np.repeat(np.arange(last - first), np.diff(offsets[first : last + 1]))
+        wanted = owner * width + position
+        at = np.minimum(np.searchsorted(own, wanted), own.size - 1)
+        hit = (position >= 0) & (own[at] == wanted)
+        matched[lo:hi][hit] = label_codes[start + order[at[hit]]]
+    return matched
 
 
 def stack(parts: Sequence[Columns]) -> Columns:
-    """The rows of several tables of outputs with the same columns: their vocabularies
-    side by side, codes shifted (no hashing; ids stay told apart within each row)."""
+    """The rows of several tables with the same columns: their vocabularies side by
+    side, codes shifted (no hashing; ids stay told apart within each row)."""
     starts = offsets_of([len(part.docs) for part in parts])[:-1].tolist()
     tables = [
         part.recoded(part.docs, np.arange(len(part.docs), dtype=np.int32) + start).table
@@ -342,13 +386,11 @@ _FIELD, _ITEM, _LINE = "\x1f", "\x1e", "\x1d\n"
 def _canonical_lines(columns: Columns) -> pa.Array:
     """One string per sample (see :class:`ContentHash`); absent values are ``\\0``."""
     docs = columns.docs.cast(pa.string())
-    rank = np.empty(len(docs), dtype=np.int64)  # code -> place of its id in sorted order
-    rank[pc.array_sort_indices(docs).to_numpy()] = np.arange(len(docs))
     parts = [
         columns.column("id"),
-        *(_labels_text(columns.column(kind), docs, rank) for kind in LABEL_KINDS),
+        *(_labels_text(columns.column(kind), docs) for kind in LABEL_KINDS),
         pc.binary_join(columns.column("answers"), _ITEM),
-        _groups_text(columns.column("groups"), docs, rank),
+        _groups_text(columns.column("groups"), docs),
         pc.cast(columns.column("k"), pa.string()),
         columns.column("input"),
         columns.column("metadata"),
@@ -361,36 +403,34 @@ def _canonical_lines(columns: Columns) -> pa.Array:
     return pc.binary_join_element_wise(line, pa.repeat("", len(columns)), _LINE)
 
 
-def _sorted_names(
-    codes: CodeArray, owners: IntArray, docs: pa.Array, rank: IntArray
-) -> tuple[pa.Array, IntArray]:
+def _sorted_names(codes: CodeArray, owners: IntArray, docs: pa.Array) -> tuple[pa.Array, IntArray]:
     """Document ids of ``codes`` sorted by (owner, id), and that order."""
-    order = np.lexsort((rank[codes], owners))
-    return docs.take(pa.array(codes[order])), order
+    names = docs.take(pa.array(codes))
+    table = pa.table({"owner": owners, "doc": names})
+    order = pc.sort_indices(table, sort_keys=[("owner", "ascending"), ("doc", "ascending")])
+    return names.take(order), order.to_numpy()
 
 
-def _labels_text(column: pa.Array, docs: pa.Array, rank: IntArray) -> pa.Array:
+def _labels_text(column: pa.Array, docs: pa.Array) -> pa.Array:
     """Per row, ``doc=label`` entries sorted by document id and joined; null stays null."""
     flat = pc.list_flatten(column)
     sizes = lengths(column)
     owners = np.repeat(np.arange(len(column)), sizes)
-    names, order = _sorted_names(
-        flat.field("doc").to_numpy(zero_copy_only=False), owners, docs, rank
-    )
+    names, order = _sorted_names(flat.field("doc").to_numpy(zero_copy_only=False), owners, docs)
     values = pc.cast(flat.field("label").take(pa.array(order)), pa.string())
     entries = pc.binary_join_element_wise(names, values, "=")
     mask = column.is_null().to_numpy(zero_copy_only=False)
     return pc.binary_join(list_array(offsets_of(sizes), entries, mask), _ITEM)
 
 
-def _groups_text(column: pa.Array, docs: pa.Array, rank: IntArray) -> pa.Array:
+def _groups_text(column: pa.Array, docs: pa.Array) -> pa.Array:
     """Per row, ``group=doc,doc`` entries sorted by group name (documents by id)."""
     flat = pc.list_flatten(column)
     members = flat.field("docs")
     member_sizes = lengths(members)
     member_owners = np.repeat(np.arange(len(members)), member_sizes)
     names, _ = _sorted_names(
-        pc.list_flatten(members).to_numpy(zero_copy_only=False), member_owners, docs, rank
+        pc.list_flatten(members).to_numpy(zero_copy_only=False), member_owners, docs
     )
     member_text = pc.binary_join(list_array(offsets_of(member_sizes), names), ",")
     entries = pc.binary_join_element_wise(flat.field("group"), member_text, "=")

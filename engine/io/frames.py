@@ -323,7 +323,7 @@ def labels_from_dicts(qrels: Mapping[str, Any]) -> Columns | None:
     if found is None:
         return None
     queries, docs, labels = found
-    return labels_columns(queries, Coded.of(docs), {"relevance": labels})
+    return labels_columns(queries, Coded.rows(docs), {"relevance": labels})
 
 
 def _long_from_dicts(nested: Mapping[str, Any]) -> tuple[Coded, pa.Array, FloatArray] | None:

@@ -245,9 +245,7 @@ def _columnar(
     queries = Coded.of(query_column)
     if pc.any(pc.starts_with(queries.ids, "#")).as_py():
         return None  # a comment line that happens to have the right number of fields
-    if layout.kind == "run":  # ranked ids need telling apart within a query only
-        return queries, Coded.per_query(doc_column, queries), numbers
-    return queries, Coded.of(doc_column), numbers
+    return queries, Coded.per_query(doc_column, queries), numbers  # apart within a query
 
 
 def _by_line(
