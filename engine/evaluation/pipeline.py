@@ -657,11 +657,15 @@ def _rechunked(blocks: Iterable[Columns], size: int) -> Iterator[Columns]:
     for block in blocks:
         parts.append(block)
         count += len(block)
-        while count >= size:
-            joined = stack(parts) if len(parts) > 1 else parts[0]
-            yield joined.slice(0, size)
-            rest = joined.slice(size, count - size)
-            parts, count = ([rest] if len(rest) else []), count - size
+        if count < size:
+            continue
+        joined = stack(parts) if len(parts) > 1 else parts[0]
+        start = 0
+        while count - start >= size:
+            yield joined.slice(start, size)
+            start += size
+        count -= start
+        parts = [joined.slice(start, count).compact()] if count else []  # its ids only
     if count:
         yield stack(parts) if len(parts) > 1 else parts[0]
 
