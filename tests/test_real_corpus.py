@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.csv as csv
 import pytest
 import pytrec_eval
 from conftest import run_of
@@ -21,7 +19,7 @@ from engine.evaluation.label_sources import slot_sources
 from engine.io import columns as columns_module
 from engine.io import trec
 from engine.io.columns import Columns, stack
-from engine.io.frames import Coded, labels_from_dicts, run_from_dicts
+from engine.io.frames import labels_from_dicts, run_from_dicts
 
 CORPUS = 8_841_823
 METRICS = {
@@ -138,28 +136,6 @@ class TestRealCorpusRuns:
         (problem,) = caught.value.problems
         assert (problem.sample_id, problem.line) == (repeated[0], at + 61)
         assert f"the first at line {at + 1}" in problem.message
-
-    def test_codes_tell_ids_apart_within_each_query(self, tmp_path: Path) -> None:
-        """Per query, equal ids share a code and different ids do not, blocks or not."""
-        _, run = _collection(4, queries=100)
-        _write(tmp_path / "run", run, interleave=True)
-        table = csv.read_csv(
-            tmp_path / "run",
-            read_options=csv.ReadOptions(
-                column_names=["query", "q0", "doc", "rank", "score", "tag"], block_size=4096
-            ),
-            parse_options=csv.ParseOptions(delimiter=" "),
-            convert_options=csv.ConvertOptions(
-                column_types={"query": pa.string(), "doc": pa.dictionary(pa.int32(), pa.string())}
-            ),
-        )
-        assert table.column("doc").num_chunks > 10
-        queries = Coded.of(table.column("query"))
-        docs = Coded.per_query(table.column("doc"), queries)
-        names = docs.ids.take(pa.array(docs.codes)).to_pylist()
-        assert names == table.column("doc").cast(pa.string()).to_pylist()
-        pairs = set(zip(queries.codes.tolist(), docs.codes.tolist(), strict=True))
-        assert len(pairs) == len(set(zip(queries.codes.tolist(), names, strict=True)))
 
 
 class TestVocabularies:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import qrels_of, run_of
 
 import engine
 from engine.cli import main
 from engine.errors import InputError
-from engine.io import schemas, sources
+from engine.io import frames, schemas, sources
 from engine.io.documents import raw_outputs, raw_samples
 from engine.io.frames import labels_from_dicts, run_from_dicts
 from engine.io.trec import read_qrels, read_run, write_qrels, write_run
@@ -80,6 +81,30 @@ class TestReadRun:
         assert (problem.source, problem.line, problem.sample_id) == (str(path), 4, "q")
         assert "document 'a' is retrieved twice for this query (the first at line 1)" in str(
             problem
+        )
+
+    @pytest.mark.parametrize("fingerprints", ["real", "all-equal"])
+    def test_retrieved_twice_is_exact_whatever_the_fingerprints(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fingerprints: str
+    ) -> None:
+        """Ids are fingerprinted to find repeats; rows whose fingerprints meet are compared
+        exactly, so long ids that share their length and first and last 8 bytes (or, with
+        every fingerprint equal, all ids) are never taken for repeats, and a real repeat
+        is always found."""
+        if fingerprints == "all-equal":
+            monkeypatch.setattr(frames, "_fingerprints", lambda ids: np.zeros(len(ids), np.uint64))
+        ids = [f"msmarco_passage_{i:02d}_000042" for i in range(30)]  # same ends, same length
+        lines = [f"q Q0 {d} {i + 1} {30 - i} t" for i, d in enumerate(ids)]
+        lines += [f"r Q0 {d} {i + 1} {30 - i} t" for i, d in enumerate(ids)]
+        path = _write(tmp_path / "r.txt", "\n".join(lines) + "\n")
+        assert run_of(read_run(path)) == {"q": ids, "r": ids}
+        _write(path, "\n".join([*lines, f"r Q0 {ids[7]} 31 0 t"]) + "\n")
+        with pytest.raises(InputError) as caught:
+            read_run(path)
+        (problem,) = caught.value.problems
+        assert (problem.line, problem.sample_id) == (61, "r")
+        assert f"document '{ids[7]}' is retrieved twice for this query (the first at line 38)" in (
+            str(problem)
         )
 
     def test_retrieved_twice_is_exit_2_in_slotwise_run(self, tmp_path: Path, capsys) -> None:

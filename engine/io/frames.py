@@ -84,10 +84,9 @@ def flat(column: pa.ChunkedArray, dtype: Any) -> npt.NDArray[Any]:
 class Coded:
     """An id column dictionary-encoded: int32 ``codes`` into ``ids`` (a string array).
 
-    Made by :meth:`of` and :meth:`of_strings`, ``ids`` holds each id once. The document
-    ids of a run made by :meth:`per_query` and :meth:`rows` hold each id once *per
-    query*: equal ids of one query share a code, while an id two queries retrieve may
-    have a code in each (what a run needs, without hashing millions of ids together).
+    Made by :meth:`of` and :meth:`of_strings`, ``ids`` holds each id once. Made by
+    :meth:`rows`, each row has a code of its own (no hashing): for ids known to differ
+    within each query, as a dict's keys do, or once the repeats were refused.
     """
 
     codes: npt.NDArray[np.int32] = attrs.field(converter=lambda c: np.asarray(c, dtype=np.int32))
@@ -111,31 +110,6 @@ class Coded:
         return cls(
             column.indices.to_numpy(zero_copy_only=False), column.dictionary.cast(pa.string())
         )
-
-    @classmethod
-    def per_query(cls, column: pa.ChunkedArray, queries: Coded) -> Coded:
-        """Codes of a column the CSV reader dictionary-encoded block by block, equal ids
-        of one query sharing a code: the blocks' dictionaries side by side (no hashing
-        across blocks), and the rows of the queries whose lines span blocks coded again
-        together."""
-        chunks = [chunk for chunk in column.chunks if len(chunk)]
-        if len(chunks) < 2 or not pa.types.is_dictionary(column.type):
-            return cls.of(column)
-        sizes = np.array([len(chunk.dictionary) for chunk in chunks], dtype=np.int64)
-        codes = flat(pa.chunked_array([chunk.indices for chunk in chunks]), np.int32)
-        bounds = offsets_of([len(chunk) for chunk in chunks])
-        for start, end, shift in zip(bounds[:-1], bounds[1:], offsets_of(sizes)[:-1], strict=True):
-            codes[start:end] += np.int32(shift)
-        ids = pa.concat_arrays([chunk.dictionary.cast(pa.string()) for chunk in chunks])
-        spans = np.zeros(len(queries.ids), dtype=np.int64)  # per query: blocks it is in
-        for start, end in itertools.pairwise(bounds.tolist()):
-            spans += np.bincount(queries.codes[start:end], minlength=spans.size) > 0
-        again = np.flatnonzero((spans > 1)[queries.codes])
-        if again.size:
-            recoded = pc.dictionary_encode(ids.take(pa.array(codes[again])))
-            codes[again] = recoded.indices.to_numpy(zero_copy_only=False) + len(ids)
-            ids = pa.concat_arrays([ids, recoded.dictionary])
-        return cls(codes, ids)
 
     @classmethod
     def rows(cls, ids: pa.Array) -> Coded:
@@ -247,8 +221,7 @@ def labels_columns(
     problems = []
     for kind, kind_values in values.items():
         present = ~np.isnan(kind_values[rows])
-        keys = (query_codes[present] << np.int64(32)) | doc_codes[present]
-        problems += _labelled_twice(keys, rows[present], kind, queries, docs, where)
+        problems += _repeats(rows[present], f"has two {kind} labels", queries, docs, where)
         sizes = np.bincount(query_codes[present], minlength=len(queries.ids))
         columns[kind] = label_lists(
             offsets_of(sizes), doc_codes[present], kind_values[rows][present], mask=sizes == 0
@@ -260,22 +233,60 @@ def labels_columns(
     return Columns(table_of(columns, SAMPLE_COLUMNS, len(queries.ids)), docs.ids)
 
 
-def _labelled_twice(
-    keys: IntArray, rows: IntArray, kind: str, queries: Coded, docs: Coded, where: Where
-) -> list[Problem]:
-    """A problem per row that labels a document its query already labelled."""
-    return _again(keys, rows, f"has two {kind} labels", queries, docs, where)
-
-
 def retrieved_twice(queries: Coded, docs: Coded, where: Where) -> list[Problem]:
     """A problem per row that retrieves a document again for its query (trec_eval refuses
     such a run)."""
-    keys = (queries.codes.astype(np.int64) << np.int64(32)) | docs.codes
+    rows = np.arange(docs.codes.size)
+    return _repeats(rows, "is retrieved twice for this query", queries, docs, where)
+
+
+def _repeats(
+    rows: IntArray, saying: str, queries: Coded, docs: Coded, where: Where
+) -> list[Problem]:
+    """A problem per one of ``rows`` whose (query, document id) an earlier one has. Each
+    pair is fingerprinted, so the ids need no codes; only the rows whose fingerprints
+    meet are coded and compared exactly."""
+    codes = docs.codes[rows]
+    ids = docs.ids if codes.size == len(docs.ids) and (codes == rows).all() else None
+    ids = docs.ids.take(pa.array(codes)) if ids is None else ids
+    keys = _fingerprints(ids) ^ (queries.codes[rows].astype(np.uint64) * np.uint64(_MIX[2]))
     ordered = np.sort(keys)
-    if not (ordered[1:] == ordered[:-1]).any():  # the common case: one sort, no argsort
+    meet = ordered[1:] == ordered[:-1]
+    if not meet.any():  # the common case: one sort, nothing to compare
         return []
-    rows = np.arange(keys.size)
-    return _again(keys, rows, "is retrieved twice for this query", queries, docs, where)
+    again = np.flatnonzero(np.isin(keys, ordered[1:][meet]))
+    exact = Coded.of(ids.take(pa.array(again)))
+    pairs = (queries.codes[rows[again]].astype(np.int64) << np.int64(32)) | exact.codes
+    return _again(pairs, rows[again], saying, queries, docs, where)
+
+
+_MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)
+_BYTES = np.array([(1 << (8 * n)) - 1 for n in range(9)], dtype=np.uint64)  # n low bytes
+_SLICE = 1 << 16  # strings fingerprinted at a time
+
+
+def _fingerprints(ids: pa.Array) -> npt.NDArray[np.uint64]:
+    """A 64-bit fingerprint of each string, from its length and its first and last 8
+    bytes: equal strings have equal fingerprints (different strings rarely do). Computed
+    a slice at a time, so the temporaries stay small."""
+    ids = ids.cast(pa.string())
+    offsets = np.frombuffer(ids.buffers()[1], dtype=np.int32)[
+        ids.offset : ids.offset + len(ids) + 1
+    ]
+    data = np.zeros(int(offsets[-1]) + 8, dtype=np.uint8)  # 8 readable bytes after any start
+    if ids.buffers()[2] is not None:
+        data[: offsets[-1]] = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[: offsets[-1]]
+    words = np.ndarray((data.size - 7,), dtype="<u8", buffer=data, strides=(1,))  # unaligned
+    out = np.empty(len(ids), dtype=np.uint64)
+    for start in range(0, len(ids), _SLICE):
+        bounds = offsets[start : start + _SLICE + 1].astype(np.int64)
+        size = np.diff(bounds)
+        mask = _BYTES[np.minimum(size, 8)]  # the string's bytes of an 8-byte word
+        first = words[bounds[:-1]] & mask
+        last = words[bounds[:-1] + np.maximum(size - 8, 0)] & mask
+        mixed = first * np.uint64(_MIX[0]) ^ last * np.uint64(_MIX[1]) ^ size.astype(np.uint64)
+        out[start : start + size.size] = mixed ^ (mixed >> np.uint64(29)) * np.uint64(_MIX[1])
+    return out
 
 
 def _again(
@@ -297,7 +308,12 @@ def labels_from_table(table: pa.Table, where: Where = Where()) -> Columns:
     """Samples from a long-format labels table (see the module docstring)."""
     kinds = [kind for kind in LABEL_KINDS if kind in table.column_names]
     _require(table, ("query_id", "doc_id"), kinds or ["relevance"], "labels", where.source)
-    queries, docs = Coded.of(table.column("query_id")), Coded.of(table.column("doc_id"))
+    queries = Coded.of(table.column("query_id"))
+    docs = (  # a document's labels of several kinds may come on several rows: one code
+        Coded.of(table.column("doc_id"))
+        if len(kinds) > 1
+        else Coded.rows(table.column("doc_id").combine_chunks().cast(pa.string()))
+    )
     problems = _empty_ids(queries, "query_id", where) + _empty_ids(docs, "doc_id", where, queries)
     values = {}
     for kind in kinds:

@@ -48,7 +48,7 @@ __all__ = [
 
 _ID = pa.dictionary(pa.int32(), pa.string())
 _BLOCK = 1 << 24  # bytes per streamed block
-_CSV_BLOCK = 1 << 22  # bytes per block of pyarrow's CSV reader (parsed and coded in parallel)
+_CSV_BLOCK = 1 << 22  # bytes per block of pyarrow's CSV reader (parsed in parallel)
 
 
 class _Format:
@@ -229,7 +229,7 @@ def _columnar(
             parse_options=_parse_options(delimiter),
             convert_options=csv.ConvertOptions(
                 include_columns=["query", "doc", layout.number],
-                column_types={"query": _ID, "doc": _ID, layout.number: pa.float64()},
+                column_types={"query": _ID, "doc": pa.string(), layout.number: pa.float64()},
                 null_values=[],
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
@@ -245,7 +245,7 @@ def _columnar(
     queries = Coded.of(query_column)
     if pc.any(pc.starts_with(queries.ids, "#")).as_py():
         return None  # a comment line that happens to have the right number of fields
-    return queries, Coded.per_query(doc_column, queries), numbers  # apart within a query
+    return queries, Coded.rows(doc_column.combine_chunks()), numbers  # repeats: refused
 
 
 def _by_line(
