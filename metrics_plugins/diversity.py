@@ -40,13 +40,13 @@ from engine import Batch, MetricBase, bounded_number, choice, optional_k
 from metrics_plugins.retrieval import BoolArray, FloatArray, IntArray, _uncut_limit
 
 __all__ = [
+    "MAPIA",
+    "NNRBP",
+    "NRBP",
     "AlphaDCGAtK",
     "AlphaNDCGAtK",
     "ERRIAAtK",
-    "MAPIA",
     "NERRIAAtK",
-    "NNRBP",
-    "NRBP",
     "PrecisionIAAtK",
     "SubtopicRecallAtK",
 ]

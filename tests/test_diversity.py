@@ -6,6 +6,7 @@ claims and support links ``slotwise annotate`` writes."""
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
 from math import log2
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import engine
+from engine.cli import main
 from engine.io import trec
 
 NDEVAL = Path(__file__).parent / "data" / "ndeval"
@@ -53,7 +55,9 @@ EXPECTED = {
 
 
 def _scores(samples: list[dict], outputs: dict, specs: list[str]) -> dict[str, list[float]]:
-    results = engine.Engine(config={}).dataset(samples=samples).with_metrics(specs).evaluate(outputs)
+    results = (
+        engine.Engine(config={}).dataset(samples=samples).with_metrics(specs).evaluate(outputs)
+    )
     return {label: results.values(label).tolist() for label in results.labels}
 
 
@@ -118,7 +122,9 @@ def test_ir_measures_names_give_pyndeval_values(name: str, threshold: str) -> No
     qrels = trec.read_subtopic_qrels(NDEVAL / "diversity.qrels", threshold=float(threshold))
     dataset = engine.Engine(config={}).dataset(qrels)
     results = dataset.with_metrics([spec]).evaluate(trec.read_run(NDEVAL / "diversity.run"))
-    got = dict(zip(results.ids.to_pylist(), results.values(results.labels[0]).tolist(), strict=True))
+    got = dict(
+        zip(results.ids.to_pylist(), results.values(results.labels[0]).tolist(), strict=True)
+    )
     for query, value in EXPECTED_NDEVAL[name, threshold].items():
         if query == "q18" and name.startswith("nNRBP"):
             # no relevant subtopic and not in the run: ir_measures fills 0 for a query the
@@ -150,3 +156,22 @@ def test_subtopic_qrels_reader_reports_bad_lines(tmp_path: Path) -> None:
     text = str(caught.value)
     assert "div.qrels:2" in text and "labels document 'd1' again (line 1)" in text
     assert "div.qrels:3" in text and "div.qrels:4" in text
+
+
+def test_run_reads_diversity_qrels(tmp_path: Path) -> None:
+    """``slotwise run --qrels FILE --subtopics``: the per-query values are pyndeval's."""
+    out = tmp_path / "rows.jsonl"
+    argv = ["run", "--qrels", str(NDEVAL / "diversity.qrels"), "--subtopics"]
+    argv += ["--run", str(NDEVAL / "diversity.run"), "--metrics", "alpha_nDCG@20"]
+    assert main([*argv, "--format", "jsonl", "--output", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    got = {row["id"]: next(iter(row["scores"].values())) for row in rows}
+    expected = EXPECTED_NDEVAL["alpha_nDCG@20", "1"]
+    assert got.keys() == expected.keys()
+    for query, value in expected.items():
+        assert got[query] == pytest.approx(value, abs=1e-9), query
+
+
+def test_subtopics_needs_qrels(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--subtopics", "--run", str(NDEVAL / "diversity.run")]) != 0
+    assert "--subtopics goes with --qrels" in capsys.readouterr().err

@@ -100,7 +100,9 @@ def read_subtopic_qrels(path: str | os.PathLike[str], threshold: float = 1.0) ->
             try:
                 fields = raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8").split()
             except UnicodeDecodeError as error:
-                problems.append(Problem(f"not UTF-8 text: {error.reason}", source=str(path), line=number))
+                problems.append(
+                    Problem(f"not UTF-8 text: {error.reason}", source=str(path), line=number)
+                )
                 continue
             if not fields or fields[0].startswith("#"):
                 continue
