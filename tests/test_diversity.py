@@ -137,6 +137,45 @@ def test_ir_measures_names_give_pyndeval_values(name: str, threshold: str) -> No
             assert got[query] == pytest.approx(value, abs=1e-9), query
 
 
+#: ndeval's output columns and the slotwise aliases they are.
+NDEVAL_COLUMNS = {
+    "ERR-IA": "diversity-err-ia-at-k",
+    "nERR-IA": "diversity-nerr-ia-at-k",
+    "alpha-DCG": "diversity-alpha-dcg-at-k",
+    "alpha-nDCG": "diversity-alpha-ndcg-at-k",
+    "NRBP": "diversity-nrbp",
+    "nNRBP": "diversity-nnrbp",
+    "MAP-IA": "diversity-map-ia",
+    "P-IA": "diversity-precision-ia-at-k",
+    "strec": "diversity-subtopic-recall-at-k",
+}
+
+
+def test_default_ties_give_ndeval_traditional() -> None:
+    """With their defaults (tied scores by doc id descending) the metrics give the ndeval
+    binary's ``-traditional`` output, every column of every topic, to 1e-9."""
+    with open(NDEVAL / "traditional.csv", encoding="utf-8") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["topic"] != "amean"]
+    columns = [c for c in rows[0] if c not in ("runid", "topic")]
+    specs = {c: NDEVAL_COLUMNS[c.split("@")[0]] + c[len(c.split("@")[0]) :] for c in columns}
+    dataset = engine.Engine(config={}).dataset(
+        trec.read_subtopic_qrels(NDEVAL / "traditional.qrels")
+    )
+    results = dataset.with_metrics(list(specs.values())).evaluate(
+        trec.read_run(NDEVAL / "traditional.run")
+    )
+    row_of = {query: i for i, query in enumerate(results.ids.to_pylist())}
+    assert len(rows) == 37
+    for row in rows:
+        for column, spec in specs.items():
+            got = results.values(spec)[row_of[row["topic"]]]
+            want = float(row[column].replace("-nan", "nan"))
+            if math.isnan(want):
+                assert math.isnan(got), (row["topic"], column)
+            else:
+                assert got == pytest.approx(want, abs=1e-9), (row["topic"], column)
+
+
 def test_subtopic_qrels_reader(tmp_path: Path) -> None:
     path = tmp_path / "div.qrels"
     path.write_text("q1 1 d1 2\nq1 2 d1 0\nq1 2 d2 1\nq1 3 d3 0\nq2 1 d9 0\n", encoding="utf-8")

@@ -1,6 +1,6 @@
 """Regenerate the ndeval fixture: random diversity qrels and a run, scored by ir_measures'
-pyndeval provider (see README.md here). Needs ir_measures and pyndeval importable; the
-tests only read the files this writes."""
+pyndeval provider, and their copies for the ndeval binary (see README.md here). Needs
+ir_measures and pyndeval importable; the tests only read the files this writes."""
 
 from __future__ import annotations
 
@@ -70,6 +70,14 @@ def main(seed: int = 24) -> None:
     with open(HERE / "expected.tsv", "w", encoding="utf-8") as out:
         out.write("measure\tthreshold\tquery\tvalue\n")
         out.writelines(sorted(rows))
+    # ndeval's files: numeric topics and subtopics (q7 -> 7, s3 -> 3), labels >= 0
+    with open(HERE / "traditional.qrels", "w", encoding="utf-8") as out:
+        for r in qrels:
+            out.write(f"{r.query_id[1:]} {r.iteration[1:]} {r.doc_id} {max(r.relevance, 0)}\n")
+    with open(HERE / "traditional.run", "w", encoding="utf-8") as out:
+        for line in (HERE / "diversity.run").read_text(encoding="utf-8").splitlines():
+            if not line.startswith("q-"):
+                out.write(line[1:] + "\n")
 
 
 if __name__ == "__main__":
