@@ -201,19 +201,21 @@ def _ratio(numerator: FloatArray, denominator: FloatArray) -> FloatArray:
     return out
 
 
+@attrs.frozen
 class _Diversity(MetricBase):
     family: ClassVar[str] = "diversity"
     requires: ClassVar[frozenset[str]] = frozenset({"groups"})
+    k: int | None = optional_k()
+    ties: str = _TIES
 
 
+@attrs.frozen
 class _Discounted(_Diversity):
     """alpha-DCG / ERR-IA and their ideal-normalised forms."""
 
     kind: ClassVar[str]
     normalised: ClassVar[bool]
-    k: int | None
-    alpha: float
-    ties: str
+    alpha: float = _alpha()
 
     def score(self, batch: Batch) -> FloatArray:
         found = subtopics(batch, self.ties)
@@ -237,9 +239,6 @@ class AlphaDCGAtK(_Discounted):
     alias: ClassVar[str] = "diversity-alpha-dcg-at-k"
     kind: ClassVar[str] = "dcg"
     normalised: ClassVar[bool] = False
-    k: int | None = optional_k()
-    alpha: float = _alpha()
-    ties: str = _TIES
 
 
 @attrs.frozen
@@ -249,9 +248,6 @@ class AlphaNDCGAtK(_Discounted):
     alias: ClassVar[str] = "diversity-alpha-ndcg-at-k"
     kind: ClassVar[str] = "dcg"
     normalised: ClassVar[bool] = True
-    k: int | None = optional_k()
-    alpha: float = _alpha()
-    ties: str = _TIES
 
 
 @attrs.frozen
@@ -262,9 +258,6 @@ class ERRIAAtK(_Discounted):
     alias: ClassVar[str] = "diversity-err-ia-at-k"
     kind: ClassVar[str] = "err"
     normalised: ClassVar[bool] = False
-    k: int | None = optional_k()
-    alpha: float = _alpha()
-    ties: str = _TIES
 
 
 @attrs.frozen
@@ -274,9 +267,6 @@ class NERRIAAtK(_Discounted):
     alias: ClassVar[str] = "diversity-nerr-ia-at-k"
     kind: ClassVar[str] = "err"
     normalised: ClassVar[bool] = True
-    k: int | None = optional_k()
-    alpha: float = _alpha()
-    ties: str = _TIES
 
 
 def _limited(ranked: BoolArray, batch: Batch, k: int | None) -> BoolArray:
@@ -289,13 +279,14 @@ def _limited(ranked: BoolArray, batch: Batch, k: int | None) -> BoolArray:
     return ranked & within[:, :, None]
 
 
+@attrs.frozen
 class _RankBiased(_Diversity):
+    """NRBP and its ideal-normalised form."""
+
     uncut_by_default: ClassVar[bool] = True
     normalised: ClassVar[bool]
-    k: int | None
-    alpha: float
-    beta: float
-    ties: str
+    alpha: float = _alpha()
+    beta: float = attrs.field(default=0.5, validator=bounded_number(0.0, 1.0), kw_only=True)
 
     def score(self, batch: Batch) -> FloatArray:
         found = subtopics(batch, self.ties)
@@ -317,10 +308,6 @@ def _rank_biased(gains: FloatArray, beta: float) -> FloatArray:
     return (gains * np.multiply.accumulate(steps)[None, :]).sum(axis=1)  # type: ignore[no-any-return]
 
 
-def _beta() -> float:
-    return attrs.field(default=0.5, validator=bounded_number(0.0, 1.0), kw_only=True)  # type: ignore[no-any-return]
-
-
 @attrs.frozen
 class NRBP(_RankBiased):
     """Novelty- and rank-biased precision, over the whole ranking unless k is given
@@ -328,10 +315,6 @@ class NRBP(_RankBiased):
 
     alias: ClassVar[str] = "diversity-nrbp"
     normalised: ClassVar[bool] = False
-    k: int | None = optional_k()
-    alpha: float = _alpha()
-    beta: float = _beta()
-    ties: str = _TIES
 
 
 @attrs.frozen
@@ -341,10 +324,6 @@ class NNRBP(_RankBiased):
 
     alias: ClassVar[str] = "diversity-nnrbp"
     normalised: ClassVar[bool] = True
-    k: int | None = optional_k()
-    alpha: float = _alpha()
-    beta: float = _beta()
-    ties: str = _TIES
 
 
 @attrs.frozen
@@ -354,8 +333,6 @@ class MAPIA(_Diversity):
 
     alias: ClassVar[str] = "diversity-map-ia"
     uncut_by_default: ClassVar[bool] = True
-    k: int | None = optional_k()
-    ties: str = _TIES
 
     def score(self, batch: Batch) -> FloatArray:
         found = subtopics(batch, self.ties)
@@ -371,8 +348,6 @@ class PrecisionIAAtK(_Diversity):
     """Intent-aware precision@k: subtopic judgements in the top k over k·N (ndeval P-IA@k)."""
 
     alias: ClassVar[str] = "diversity-precision-ia-at-k"
-    k: int | None = optional_k()
-    ties: str = _TIES
 
     def score(self, batch: Batch) -> FloatArray:
         found = subtopics(batch, self.ties)
@@ -387,8 +362,6 @@ class SubtopicRecallAtK(_Diversity):
     strec@k)."""
 
     alias: ClassVar[str] = "diversity-subtopic-recall-at-k"
-    k: int | None = optional_k()
-    ties: str = _TIES
 
     def score(self, batch: Batch) -> FloatArray:
         found = subtopics(batch, self.ties)
