@@ -36,7 +36,7 @@ import attrs
 import numpy as np
 import pyarrow.compute as pc
 
-from engine import Batch, MetricBase, bounded_number, choice, optional_k
+from engine import Batch, MetricBase, bounded_number, choice, optional_k, row_sums
 from metrics_plugins.retrieval import BoolArray, FloatArray, IntArray, _uncut_limit
 
 __all__ = [
@@ -305,7 +305,7 @@ def _rank_biased(gains: FloatArray, beta: float) -> FloatArray:
     """``Σ_i g_i beta^(i-1)``, the powers by repeated multiplication as ndeval's."""
     steps = np.full(gains.shape[1], beta)
     steps[:1] = 1.0
-    return (gains * np.multiply.accumulate(steps)[None, :]).sum(axis=1)  # type: ignore[no-any-return]
+    return row_sums(gains * np.multiply.accumulate(steps)[None, :])
 
 
 @attrs.frozen
@@ -338,9 +338,10 @@ class MAPIA(_Diversity):
         found = subtopics(batch, self.ties)
         ranked = _limited(found.ranked, batch, self.k)
         ranks = np.arange(1, ranked.shape[1] + 1, dtype=np.float64)[None, :, None]
-        precision = np.where(ranked, np.cumsum(ranked, axis=1) / ranks, 0.0).sum(axis=1)
+        terms = np.where(ranked, np.cumsum(ranked, axis=1) / ranks, 0.0)
+        precision = np.cumsum(terms, axis=1)[:, -1] if terms.shape[1] else terms.sum(axis=1)
         per_subtopic = _ratio(precision, found.sizes.astype(np.float64))
-        return _ratio(per_subtopic.sum(axis=1), found.count.astype(np.float64))
+        return _ratio(row_sums(per_subtopic), found.count.astype(np.float64))
 
 
 @attrs.frozen

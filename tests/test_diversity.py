@@ -214,3 +214,17 @@ def test_run_reads_diversity_qrels(tmp_path: Path) -> None:
 def test_subtopics_needs_qrels(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--subtopics", "--run", str(NDEVAL / "diversity.run")]) != 0
     assert "--subtopics goes with --qrels" in capsys.readouterr().err
+
+
+def test_chunks_give_the_same_bits() -> None:
+    """A sample scores the same alone, in a chunk or in the whole dataset, bit for bit
+    (the chunks' subtopic and ideal widths differ)."""
+    specs = [f"{alias}@5" for alias in NDEVAL_COLUMNS.values() if "rbp" not in alias]
+    specs += ["diversity-nrbp", "diversity-nnrbp(alpha=0.3, beta=0.9)"]
+    specs = [s.replace("diversity-map-ia@5", "diversity-map-ia") for s in specs]
+    qrels = trec.read_subtopic_qrels(NDEVAL / "diversity.qrels")
+    evaluation = engine.Engine(config={}).dataset(qrels).with_metrics(specs)
+    run = trec.read_run(NDEVAL / "diversity.run")
+    whole, chunked = evaluation.evaluate(run), evaluation.evaluate(run, chunk_size=3)
+    for label in whole.labels:
+        assert whole.values(label).tobytes() == chunked.values(label).tobytes(), label
