@@ -37,9 +37,9 @@ def add(commands: Any) -> dict[str, Handler]:
         help="trec_eval 10's command line and output, byte for byte (a drop-in)",
         description="Evaluate a TREC run against qrels and print what trec_eval 10 prints: "
         "'measure<TAB>query<TAB>value' lines, per query with -q, then the 'all' summary; "
-        "its exit statuses too (1 a bad measure or command line, 2 a bad file or parameter, 4 a query it "
-        f"cannot evaluate). Measures: {', '.join(MEASURES)}; sets: {', '.join(MEASURE_SETS)} "
-        "(default: official).",
+        "its exit statuses too (1 a bad measure or command line, 2 a bad file or parameter, "
+        f"4 a query it cannot evaluate). Measures: {', '.join(MEASURES)}; "
+        f"sets: {', '.join(MEASURE_SETS)} (default: official).",
     )
     command.usage_status = 1  # trec_eval's status for a command line it cannot read
     command.add_argument("qrels", type=Path, help="TREC qrels file (qid iter docno rel)")
