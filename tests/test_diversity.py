@@ -67,6 +67,14 @@ def test_hand_derived_values() -> None:
         assert scores[spec][0] == pytest.approx(value, abs=1e-12), spec
 
 
+def test_metadata_k_is_the_cutoff() -> None:
+    """A sample's ``metadata.k`` cuts the cut measures and limits the uncut ones."""
+    sample = {**HAND, "metadata": {"k": 2}}
+    scores = _scores([sample], RUN, ["diversity-precision-ia-at-k", "diversity-map-ia"])
+    assert scores["diversity-precision-ia-at-k"] == [pytest.approx(3 / (2 * 3))]
+    assert scores["diversity-map-ia"] == [pytest.approx((1 + 0.5 + 0) / 3)]  # d4 beyond 2
+
+
 def test_no_relevant_subtopic_scores_zero_and_nnrbp_na() -> None:
     """As ndeval: every measure 0 (its ideal is empty), nNRBP 0/0, NA."""
     sample = {"id": "q", "expected_output": {"groups": {"a": []}}}
