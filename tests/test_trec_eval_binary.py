@@ -264,6 +264,8 @@ def test_statuses_as_trec_eval(
         ("a 0 d1 1\nb 0 d1 -2\n", "a Q0 d1 1 1 t\n", ["-c"], "no label >= 0"),  # crashes
         ("a 0 d1 1\nb 0 d1 -1\n", "a Q0 d1 1 1 t\n", ["-c"], "no label >= 0"),  # stale memory
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-l", "-1"], "integer >= 0"),
+        ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-M", "-1"], "whole number >= 0"),
+        ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-N", "abc"], "whole number >= 0"),
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "map.5"], "takes no parameters"),
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "ndcg.1=x"], "not a number"),
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "rbp.1=2"], "rbp takes no gains"),
@@ -285,6 +287,34 @@ def test_deliberate_refusals(
     status = main(["trec-eval", *args, str(tmp_path / "qrels"), str(tmp_path / "run")])
     assert status in (2, 4)
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-x", "QRELS", "RUN"],  # an unknown option
+        ["--bogus", "QRELS", "RUN"],
+        ["QRELS"],  # a file missing
+        ["QRELS", "RUN", "RUN"],  # a file too many
+        ["QRELS", "RUN", "-M"],  # an option without its argument
+        ["-m"],
+    ],
+)
+def test_usage_errors_as_trec_eval(
+    args: list[str], trec_eval_binary: Path, tmp_path: Path, capsysbinary
+) -> None:
+    """A command line trec_eval cannot read: status 1, nothing on stdout, the usage on
+    stderr, in both programs."""
+    (tmp_path / "QRELS").write_text("a 0 d1 1\n")
+    (tmp_path / "RUN").write_text("a Q0 d1 1 1 t\n")
+    args = [str(tmp_path / a) if a in ("QRELS", "RUN") else a for a in args]
+    done = subprocess.run([str(trec_eval_binary), *args], capture_output=True, check=False)
+    assert (done.returncode, done.stdout) == (1, b"")
+    assert b"Usage: trec_eval" in done.stderr
+    capsysbinary.readouterr()
+    assert main(["trec-eval", *args]) == 1
+    out, err = capsysbinary.readouterr()
+    assert out == b"" and b"usage: slotwise trec-eval" in err
 
 
 def write_judgment_groups(files: Files, seed: int) -> Path:

@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exit_.code or 0)
     except UsageError as error:
         print(f"slotwise: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        return error.status
     except MetricScoreError as error:
         _report(error, verbose)
         return EXIT_INTERNAL

@@ -44,15 +44,32 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 class UsageError(Exception):
-    """The command line asks for something impossible (exit 2, with the usage)."""
+    """The command line asks for something impossible (exit ``status``, 2 unless a command
+    says otherwise, with the usage)."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but usage errors exit with status 2 through the program's own error path."""
+    """argparse, but usage errors exit through the program's own error path, with status
+    ``usage_status`` (2; ``trec-eval`` sets 1, trec_eval's), each command reporting its own
+    unrecognised arguments."""
+
+    usage_status = 2
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        raise UsageError(message)
+        raise UsageError(message, self.usage_status)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
 
 
 def _number(

@@ -90,6 +90,12 @@ def add(commands: Any) -> dict[str, Handler]:
         "--qrels", type=Path, help="a TREC qrels file as the dataset (instead of DATASET)"
     )
     run.add_argument(
+        "--subtopics",
+        action="store_true",
+        help="with --qrels: diversity qrels ('qid subtopic docid rel'), each subtopic a group "
+        "of the documents labelled >= 1 (for the diversity-* metrics)",
+    )
+    run.add_argument(
         "--run",
         type=Path,
         dest="trec_run",
@@ -146,10 +152,13 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("give either --outputs or --run, not both")
     if args.format == "parquet" and args.output is None:
         raise UsageError("--format parquet writes a file: add --output FILE.parquet")
+    if args.subtopics and (args.qrels is None or args.stream):
+        raise UsageError("--subtopics goes with --qrels QRELS, without --stream")
     if args.stream:
         return _run_stream(engine, args)
     if args.qrels is not None:
-        dataset = engine.dataset(trec.read_qrels(args.qrels), name=args.qrels.name.split(".")[0])
+        read = trec.read_subtopic_qrels if args.subtopics else trec.read_qrels
+        dataset = engine.dataset(read(args.qrels), name=args.qrels.name.split(".")[0])
     else:
         dataset = engine.dataset(_dataset_name(engine, args.dataset))
     specs = split_specs(args.metrics) or list(dataset.metrics)

@@ -37,10 +37,11 @@ def add(commands: Any) -> dict[str, Handler]:
         help="trec_eval 10's command line and output, byte for byte (a drop-in)",
         description="Evaluate a TREC run against qrels and print what trec_eval 10 prints: "
         "'measure<TAB>query<TAB>value' lines, per query with -q, then the 'all' summary; "
-        "its exit statuses too (1 a bad measure, 2 a bad file or parameter, 4 a query it "
-        f"cannot evaluate). Measures: {', '.join(MEASURES)}; sets: {', '.join(MEASURE_SETS)} "
-        "(default: official).",
+        "its exit statuses too (1 a bad measure or command line, 2 a bad file or parameter, "
+        f"4 a query it cannot evaluate). Measures: {', '.join(MEASURES)}; "
+        f"sets: {', '.join(MEASURE_SETS)} (default: official).",
     )
+    command.usage_status = 1  # trec_eval's status for a command line it cannot read
     command.add_argument("qrels", type=Path, help="TREC qrels file (qid iter docno rel)")
     command.add_argument("run", help="TREC run file (qid Q0 docno rank score tag); - for stdin")
     command.add_argument("-q", action="store_true", help="print every query's values too")
@@ -54,9 +55,7 @@ def add(commands: Any) -> dict[str, Handler]:
     command.add_argument(
         "-J", action="store_true", help="score judged documents only: unjudged ones are removed"
     )
-    command.add_argument(
-        "-M", type=_depth, metavar="N", help="score the first N documents of each ranking"
-    )
+    command.add_argument("-M", metavar="N", help="score the first N documents of each ranking")
     command.add_argument(
         "-l",
         default="1",
@@ -65,8 +64,7 @@ def add(commands: Any) -> dict[str, Handler]:
     )
     command.add_argument(
         "-N",
-        type=_depth,
-        default=0,
+        default="0",
         metavar="N",
         help="the number of documents in the collection (for utility's fourth coefficient)",
     )
@@ -96,13 +94,17 @@ def add(commands: Any) -> dict[str, Handler]:
     return {"trec-eval": _trec_eval}
 
 
-def _depth(text: str) -> int:
+def _depth(option: str, text: str | None) -> int | None:
+    """A ``-M`` or ``-N`` value: a whole number >= 0 (trec_eval's ``atol`` reads anything,
+    ``abc`` and ``-5`` too: status 2 here, a deliberate difference)."""
+    if text is None:
+        return None
     try:
         value = int(text)
     except ValueError:
         value = -1
     if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {text!r}")
+        raise Stop(f"{option} must be a whole number >= 0, got {text!r}", 2)
     return value
 
 
@@ -165,7 +167,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     level = relevance_level(args.l)
     kind = _format(args.R, [request.name for request in requests])
     options = Options(
-        complete=args.c, max_docs=args.M, level=float(level), judged_only=args.J, collection=args.N
+        complete=args.c,
+        max_docs=_depth("-M", args.M),
+        level=float(level),
+        judged_only=args.J,
+        collection=_depth("-N", args.N) or 0,
     )
     if kind == "prefs":
         return _preferences(args, requests, options)

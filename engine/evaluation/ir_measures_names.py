@@ -44,7 +44,8 @@ class Measure:
     ir_measures parameters to slotwise ones, ``values`` translates their values;
     ``unsupported`` names ir_measures parameters slotwise lacks, with a hint; ``fixed``
     are slotwise parameters always set to match ir_measures, ``fixed_when_cut`` those set
-    when a cutoff is given (ir_measures then picks another provider).
+    when a cutoff is given (ir_measures then picks another provider); ``max_cutoff`` is
+    the deepest cutoff ir_measures' provider accepts.
     """
 
     alias: str
@@ -55,6 +56,7 @@ class Measure:
     fixed: Mapping[str, Any] = attrs.field(factory=dict)
     fixed_when_cut: Mapping[str, Any] = attrs.field(factory=dict)
     at: tuple[str, str] = ("cutoff", "k")
+    max_cutoff: int | None = None
 
 
 _REL = {"rel": "relevance_threshold"}
@@ -63,6 +65,28 @@ _JUDGED_ONLY = {
     "judged_only": "slotwise keeps unjudged documents in the ranking (slotwise trec-eval -J "
     "removes them, as trec_eval does)"
 }
+
+_BINARY = {
+    "rel": "slotwise's subtopic judgements are binary groups: read diversity qrels with "
+    "engine.io.trec.read_subtopic_qrels(path, threshold=N) for rel=N"
+}
+_NDEVAL_DEPTH = 20  # pyndeval refuses a deeper cutoff
+
+
+def _diversity(
+    alias: str, cutoff: Literal["required", "none"], *params: str, judged_only: bool = True
+) -> Measure:
+    """A measure of ir_measures' pyndeval provider (which orders tied scores by doc id
+    ascending): ``cutoff`` required (up to 20) or none; ``params`` pass as they are."""
+    return Measure(
+        alias,
+        cutoff,
+        {p: p for p in params},
+        unsupported={**_BINARY, **(_JUDGED_ONLY if judged_only else {})},
+        fixed=_ASCENDING,
+        max_cutoff=_NDEVAL_DEPTH if cutoff == "required" else None,
+    )
+
 
 #: ir_measures name -> slotwise alias and parameters.
 MEASURES: Mapping[str, Measure] = {
@@ -104,12 +128,16 @@ MEASURES: Mapping[str, Measure] = {
     "SetR": Measure("retrieval-set-recall", "none", _REL),
     "SetF": Measure("retrieval-set-f", "none", {**_REL, "beta": "beta"}),
     "SetAP": Measure("retrieval-set-map", "none", _REL),
+    "alpha_nDCG": _diversity("diversity-alpha-ndcg-at-k", "required", "alpha"),
+    "alpha_DCG": _diversity("diversity-alpha-dcg-at-k", "required", "alpha"),
+    "ERR_IA": _diversity("diversity-err-ia-at-k", "required"),
+    "nERR_IA": _diversity("diversity-nerr-ia-at-k", "required"),
+    "NRBP": _diversity("diversity-nrbp", "none", "alpha", "beta", judged_only=False),
+    "nNRBP": _diversity("diversity-nnrbp", "none", "alpha", "beta", judged_only=False),
+    "AP_IA": _diversity("diversity-map-ia", "none"),
+    "P_IA": _diversity("diversity-precision-ia-at-k", "required"),
+    "StRecall": _diversity("diversity-subtopic-recall-at-k", "required", judged_only=False),
 }
-
-_SUBTOPICS = (
-    "a diversity measure: it needs subtopic-level judgements (qrels with a subtopic field, "
-    "as TREC Web's diversity qrels), which slotwise's labels do not carry"
-)
 
 #: ir_measures names slotwise refuses, with the reason (docs/metrics.md, "Not mapped").
 UNSUPPORTED: Mapping[str, str] = {
@@ -128,12 +156,6 @@ UNSUPPORTED: Mapping[str, str] = {
     "BPM": "the bejeweled player model has no slotwise counterpart",
     "Accuracy": "ir_measures' Accuracy scores pairs of runs, not one ranking per query",
     "NumQ": "a count of queries, not a per-query score: it is the n of slotwise's results",
-    **dict.fromkeys(
-        ["alpha_nDCG", "alpha_DCG", "ERR_IA", "nERR_IA", "NRBP", "nNRBP", "AP_IA", "P_IA"],
-        _SUBTOPICS,
-    ),
-    "StRecall": _SUBTOPICS,
-    "STREC": _SUBTOPICS,
 }
 
 #: Other names ir_measures registers for the same measures.
@@ -145,6 +167,7 @@ ALIASES: Mapping[str, str] = {
     "MRR": "RR",
     "RPrec": "Rprec",
     "BPref": "Bpref",
+    "MAP_IA": "AP_IA",
 }
 
 _NAME = re.compile(
@@ -183,6 +206,10 @@ def translate(text: str) -> str | None:
         raise MetricParameterError(f"{text}: {name} needs a {at}, e.g. {name}@{_EXAMPLES[at]}")
     if cutoff is not None and measure.cutoff == "none":
         raise MetricParameterError(f"{text}: {name} takes no cutoff (nor does ir_measures')")
+    if cutoff is not None and measure.max_cutoff is not None and cutoff > measure.max_cutoff:
+        raise MetricParameterError(
+            f"{text}: {name} takes a cutoff up to {measure.max_cutoff} (as ir_measures' provider)"
+        )
     if cutoff is None and measure.cutoff == "whole":
         cutoff = WHOLE_RANKING
     mapped = dict(measure.fixed)

@@ -31,13 +31,14 @@ import pyarrow.compute as pc
 import pyarrow.csv as csv
 
 from engine.errors import InputError, Problem
-from engine.io.columns import Columns, lengths, string_bytes
+from engine.io.columns import GROUPS, Columns, lengths, string_bytes
 from engine.io.files import COMPRESSIONS, AtomicFile, arrow_input, open_binary
 from engine.io.frames import Coded, Where, flat, labels_columns, retrieved_twice, run_columns
 
 __all__ = [
     "read_qrels",
     "read_run",
+    "read_subtopic_qrels",
     "run_tag",
     "stream_qrels",
     "stream_run",
@@ -80,6 +81,61 @@ def read_qrels(path: str | os.PathLike[str]) -> Columns:
     """Samples of a qrels file: one per query, in order of first appearance, with its
     relevance labels. A document judged twice for a query is an error naming both lines."""
     return _read(Path(path), _QRELS)
+
+
+def read_subtopic_qrels(path: str | os.PathLike[str], threshold: float = 1.0) -> Columns:
+    """Samples of diversity qrels (``qid subtopic docid rel``, as TREC Web's: the second
+    field names the subtopic), one per query in order of first appearance: each document's
+    relevance label is its largest over the subtopics, and each subtopic with a document
+    labelled >= ``threshold`` is a group listing those documents (``expected_output.groups``,
+    what the diversity metrics read; a query without one has no group). Every bad line is
+    reported, a document a subtopic labels twice naming both lines."""
+    path = Path(path)
+    seen: dict[tuple[str, str, str], int] = {}
+    best: dict[tuple[str, str], float] = {}
+    groups: dict[str, dict[str, list[str]]] = {}
+    problems = []
+    with open_binary(path) as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                fields = raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8").split()
+            except UnicodeDecodeError as error:
+                problems.append(
+                    Problem(f"not UTF-8 text: {error.reason}", source=str(path), line=number)
+                )
+                continue
+            if not fields or fields[0].startswith("#"):
+                continue
+            label = _number(fields[3]) if len(fields) == 4 else None
+            if label is None:
+                message = "expected 4 fields 'qid subtopic docid rel', rel a finite number"
+                problems.append(Problem(message, source=str(path), line=number))
+                continue
+            qid, subtopic, doc = fields[:3]
+            first = seen.setdefault((qid, subtopic, doc), number)
+            if first != number:
+                message = f"subtopic {subtopic!r} labels document {doc!r} again (line {first})"
+                problems.append(Problem(message, sample_id=qid, source=str(path), line=number))
+                continue
+            best[qid, doc] = max(label, best.get((qid, doc), -math.inf))
+            members = groups.setdefault(qid, {}).setdefault(subtopic, [])
+            if label >= threshold:
+                members.append(doc)
+    if problems:
+        raise InputError(problems, summary=f"malformed diversity qrels {path}")
+    queries = Coded.of_strings((q for q, _ in best), len(best))
+    docs = Coded.of_strings((d for _, d in best), len(best))
+    columns = labels_columns(queries, docs, {"relevance": np.fromiter(best.values(), float)})
+    code = {doc: i for i, doc in enumerate(docs.ids.to_pylist())}
+    column = pa.array(
+        [
+            [{"group": s, "docs": [code[d] for d in ds]} for s, ds in groups[q].items() if ds]
+            for q in columns.ids.to_pylist()
+        ],
+        GROUPS,
+    )
+    table = columns.table.set_column(columns.table.column_names.index("groups"), "groups", column)
+    return Columns(table, columns.docs)
 
 
 def read_run(path: str | os.PathLike[str]) -> Columns:
