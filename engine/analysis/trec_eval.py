@@ -623,7 +623,8 @@ def trec_eval(
     values: dict[str, FloatArray] = {}
     if len(joined):
         evaluation = Dataset(qrels, engine).with_metrics(specs)
-        results = evaluation.evaluate(ranked, chunk_size=_CHUNK)
+        scored = _top(joined, ranked, None)  # the joined table, ranked as trec_eval ranks
+        results = evaluation.evaluate_aligned(scored, chunk_size=_CHUNK)
         scores = {spec: results.values(labels[spec]) for spec in specs}
         counts = {name: scores[spec] for name, spec in helpers.items()}
         counts["collection"] = np.full(len(joined), float(options.collection))
@@ -800,10 +801,14 @@ def _ranked(joined: Columns, options: Options) -> Columns:
     return Columns(pa.table({"id": joined.ids, "retrieved": retrieved}), joined.docs)
 
 
-def _top(joined: Columns, ranked: Columns, length: int) -> Columns:
-    """The samples with the first ``length`` documents of each ranking."""
-    top = pc.list_slice(ranked.column("retrieved"), 0, length)
+def _top(joined: Columns, ranked: Columns, length: int | None) -> Columns:
+    """The samples with the first ``length`` documents of each ranking (None: all), and
+    without the per-item ``tied`` flags of the rankings as they were read."""
+    top = ranked.column("retrieved")
+    top = top if length is None else pc.list_slice(top, 0, length)
     table = joined.table.set_column(joined.table.column_names.index("retrieved"), "retrieved", top)
+    if "tied" in table.column_names:
+        table = table.drop_columns(["tied"])
     return Columns(table, joined.docs)
 
 

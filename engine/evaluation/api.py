@@ -671,6 +671,14 @@ class Evaluation:
             columns, strict=strict, errors=outcomes.errors, keep=outcomes.outputs, only=only
         )
 
+    def evaluate_aligned(self, joined: Columns, *, chunk_size: int | None = None) -> Results:
+        """Score outputs already put beside this evaluation's samples, row for row
+        (``dataset.columns.beside(outputs)``, rows as the dataset's): for a caller that
+        needed the joined table itself first (``slotwise trec-eval``)."""
+        if not joined.ids.equals(self.dataset.columns.ids):
+            raise ValueError("evaluate_aligned needs the dataset's rows, in order")
+        return self._score(joined, strict=False, chunk_size=chunk_size, beside=True)
+
     def _score(
         self,
         outputs: Columns,
@@ -680,9 +688,11 @@ class Evaluation:
         errors: Mapping[str, str] | None = None,
         keep: Mapping[str, Any] | None = None,
         only: Sequence[int] | None = None,
+        beside: bool = False,
     ) -> Results:
+        """Score ``outputs`` (with ``beside``: already beside the samples)."""
         dataset, executor = self.dataset, self.engine.executor
-        joined, unknown = aligned(dataset.columns, outputs)
+        joined, unknown = (outputs, []) if beside else aligned(dataset.columns, outputs)
         shape, extra = None, {}
         if only is not None:  # a partial run: padded as the whole dataset, labelled so
             shape = Shape.of(joined)
