@@ -19,7 +19,7 @@ from engine.io.config import DEFAULT_K
 
 T = TypeVar("T")
 
-__all__ = ["DEFAULT_K", "Batch", "Groups", "Shape", "row_sums"]
+__all__ = ["DEFAULT_K", "Batch", "Flat", "Groups", "Shape", "row_sums"]
 
 _SHIFT = np.int64(32)  # key = row << 32 | document code
 
@@ -59,6 +59,39 @@ class Shape:
         names = set(self.widths) | set(other.widths)
         widths = {n: max(self.widths.get(n, 0), other.widths.get(n, 0)) for n in names}
         return Shape(widths, max(self.max_label, other.max_label))
+
+
+@attrs.frozen
+class Flat:
+    """What :meth:`Batch.compile` joins, as flat arrays: every ranked document code, row
+    by row, and each row's count (repeats included); every relevance label's document
+    code and value, row by row, and each row's count; per row ``metadata.k`` (0 when
+    unset) and whether it has an output."""
+
+    retrieved: npt.NDArray[np.int32]
+    retrieved_lengths: IntArray
+    label_codes: IntArray
+    label_values: FloatArray
+    label_lengths: IntArray
+    k: IntArray
+    has_output: BoolArray
+
+    @classmethod
+    def of(cls, columns: Columns) -> Flat:
+        """The arrays read from ``columns``' ``retrieved``, ``relevance`` and ``k``."""
+        codes, sizes = columns.doc_codes("retrieved")
+        k = columns.column("k").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        has_output = columns.column("retrieved").is_valid().to_numpy(zero_copy_only=False)
+        return cls(codes, sizes, *_label_arrays(columns.column("relevance")), k, has_output)
+
+
+def _label_arrays(column: pa.Array) -> tuple[IntArray, FloatArray, IntArray]:
+    """A label column (``relevance``, ``utility``, ``grades``) as flat arrays: each
+    label's document code and value, row by row, and each row's count."""
+    entries = pc.list_flatten(column)
+    codes = entries.field("doc").to_numpy(zero_copy_only=False).astype(np.int64)
+    values = entries.field("label").to_numpy(zero_copy_only=False).astype(np.float64)
+    return codes, values, lengths(column)
 
 
 def _running(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -145,17 +178,25 @@ class Batch:
 
     @classmethod
     def compile(
-        cls, columns: Columns, default_k: int = DEFAULT_K, shape: Shape | None = None
+        cls,
+        columns: Columns,
+        default_k: int = DEFAULT_K,
+        shape: Shape | None = None,
+        flat: Flat | None = None,
     ) -> Batch:
         """Join each sample's ranking with its labels. ``shape`` fixes the padding for
-        every chunk of a dataset (by default this batch's own)."""
+        every chunk of a dataset (by default this batch's own); ``flat``: the arrays
+        :meth:`Flat.of` reads from ``columns``, when the caller has them already."""
         n = len(columns)
-        codes, raw_lengths = columns.doc_codes("retrieved")
-        label_column = columns.column("relevance")
+        flat = Flat.of(columns) if flat is None else flat
+        codes, raw_lengths = flat.retrieved, flat.retrieved_lengths
         if shape is None or not {"retrieved", "relevance"} <= set(shape.widths):
-            own = {"retrieved": int(raw_lengths.max(initial=0)), "relevance": _widest(label_column)}
+            own = {
+                "retrieved": int(raw_lengths.max(initial=0)),
+                "relevance": int(flat.label_lengths.max(initial=0)),
+            }
             shape = Shape({**own, **shape.widths}, shape.max_label) if shape else None
-            shape = shape or Shape(own, _max_label(label_column))
+            shape = shape or Shape(own, _max_label(columns.column("relevance")))
         width = shape.widths["retrieved"]
         index = _rectangular_index(codes, raw_lengths, width, len(columns.docs))  # common
         if index is not None:  # every ranking fills the width, none repeats an id
@@ -172,23 +213,25 @@ class Batch:
             positions = np.full((n, width), -1, dtype=np.int64)
             positions[owners[keep], col] = original_col[keep]
             dropped = np.bincount(owners[~keep], minlength=n).astype(np.int64)
-        k = columns.column("k").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        label_rows = _owners(flat.label_lengths)
         batch = cls(
             columns=columns,
             doc_codes=doc_codes,
             positions=positions,
             lengths=kept_lengths.astype(np.int64),
             ranked_labels=np.empty((n, width)),
-            label_values=_sorted_labels(label_column, shape.widths["relevance"]),
-            sample_k=k,
+            label_values=_sorted_labels(
+                label_rows, flat.label_values, n, shape.widths["relevance"]
+            ),
+            sample_k=flat.k,
             duplicates_dropped=dropped,
-            has_output=columns.column("retrieved").is_valid().to_numpy(zero_copy_only=False),
+            has_output=flat.has_output,
             shape=shape,
             default_k=default_k,
         )
         if index is not None:
             batch.__dict__["_ranked_index"] = index
-        batch.ranked_labels = batch._join("relevance")
+        batch.ranked_labels = batch._join(label_rows, flat.label_codes, flat.label_values)
         return batch
 
     # -- shape and cutoffs -------------------------------------------------------------
@@ -328,11 +371,8 @@ class Batch:
     def labels(self, kind: str) -> tuple[IntArray, IntArray, FloatArray]:
         """Every label of one kind (``relevance``, ``utility``) as flat arrays: its
         sample's row, its document code and its value, in each sample's order."""
-        column = self.columns.column(kind)
-        entries = pc.list_flatten(column)
-        codes = entries.field("doc").to_numpy(zero_copy_only=False).astype(np.int64)
-        values = entries.field("label").to_numpy(zero_copy_only=False).astype(np.float64)
-        return _owners(lengths(column)), codes, values
+        codes, values, sizes = _label_arrays(self.columns.column(kind))
+        return _owners(sizes), codes, values
 
     @cached_property
     def utilities(self) -> FloatArray:
@@ -346,7 +386,7 @@ class Batch:
             return self.ranked_labels
         found = self._views.get(("ranked", kind))
         if found is None:
-            found = self._views[("ranked", kind)] = self._join(kind)
+            found = self._views[("ranked", kind)] = self._join(*self.labels(kind))
         return found
 
     def sorted_labels(self, kind: str) -> FloatArray:
@@ -356,9 +396,10 @@ class Batch:
             return self.label_values
         found = self._views.get(("sorted", kind))
         if found is None:
-            column = self.columns.column(kind)
-            width = self.shape.widths.get(kind, _widest(column))
-            found = self._views[("sorted", kind)] = _sorted_labels(column, width)
+            rows, _, values = self.labels(kind)
+            width = self.shape.widths.get(kind, _widest(self.columns.column(kind)))
+            found = _sorted_labels(rows, values, len(self), width)
+            self._views[("sorted", kind)] = found
         return found
 
     def member(self, name: str) -> BoolArray:
@@ -467,9 +508,9 @@ class Batch:
         slot = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
         return np.where(keys[slot] == wanted, values[slot], np.nan)
 
-    def _join(self, kind: str) -> FloatArray:
-        """Each ranked document's ``kind`` label: shape ``(Q, L)``, NaN if absent."""
-        rows, codes, values = self.labels(kind)
+    def _join(self, rows: IntArray, codes: IntArray, values: FloatArray) -> FloatArray:
+        """Each ranked document's label among labels given as (row, code, value): shape
+        ``(Q, L)``, NaN where it has none."""
         out = np.full(self.doc_codes.shape, np.nan)
         where, columns = self._find(rows, codes, positions=True)
         out[rows[where], columns] = values[where]
@@ -509,6 +550,8 @@ def _search_rows(keys: IntArray, wanted: IntArray, rows: IntArray, width: int) -
     """Where each wanted key is, or would be, in ``keys``: sorted rows of ``width`` keys,
     each key searched in its own row only (a binary search of a few steps for all keys
     at once; a whole-array search is slower on long rankings). Clipped to a valid index."""
+    if keys.size <= width:  # one row: a whole-array search is the same search
+        return np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
     low, high = rows * width, rows * width + width
     for _ in range(max(width, 1).bit_length()):
         middle = (low + high) // 2
@@ -531,15 +574,11 @@ def _max_label(column: pa.Array) -> float:
     return float(top) if top is not None else 0.0
 
 
-def _sorted_labels(column: pa.Array, width: int) -> FloatArray:
-    """Each sample's labels sorted descending, NaN-padded to ``width``."""
-    sizes = lengths(column)
-    values = (
-        pc.list_flatten(column).field("label").to_numpy(zero_copy_only=False).astype(np.float64)
-    )
-    owners = _owners(sizes)
+def _sorted_labels(owners: IntArray, values: FloatArray, rows: int, width: int) -> FloatArray:
+    """Each of ``rows`` samples' labels (``values``, each in row ``owners``) sorted
+    descending, NaN-padded to ``width``."""
     order = np.lexsort((-values, owners))
-    col, _ = _columns_of(owners[order], sizes.size)
-    out = np.full((sizes.size, width), np.nan)
+    col, _ = _columns_of(owners[order], rows)
+    out = np.full((rows, width), np.nan)
     out[owners[order], col] = values[order]
     return out

@@ -39,7 +39,7 @@ from engine.errors import (
     Problem,
     SlotwiseError,
 )
-from engine.evaluation.batch import Batch, Shape
+from engine.evaluation.batch import Batch, Flat, Shape
 from engine.evaluation.executors import IN_PROCESS, Executor
 from engine.evaluation.metric import (
     Metric,
@@ -155,11 +155,13 @@ class Plan:
 
 @attrs.frozen
 class ChunkTask:
-    """One chunk of aligned samples and outputs, and what scoring it needs."""
+    """One chunk of aligned samples and outputs, and what scoring it needs (``flat``:
+    the columns' arrays, when the caller has them; see :meth:`Batch.compile`)."""
 
     columns: Columns
     plan: Plan
     shape: Shape | None
+    flat: Flat | None = None
 
 
 @attrs.frozen
@@ -199,7 +201,7 @@ def call_score(metric: Metric, label: str, distribution: str | None, batch: Batc
 def score_chunk(task: ChunkTask) -> ChunkScores:
     """Score one chunk as the whole dataset would be scored."""
     plan = task.plan
-    batch = Batch.compile(task.columns, plan.default_k, task.shape)
+    batch = Batch.compile(task.columns, plan.default_k, task.shape, task.flat)
     problems = [
         p
         for m, label in zip(plan.metrics, plan.labels, strict=True)
