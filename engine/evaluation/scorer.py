@@ -123,7 +123,7 @@ class Scorer:
             retrieved_lengths=np.array([retrieved.size], dtype=np.int64),
             label_codes=local.label_codes[first:last],
             label_values=local.label_values[first:last],
-            label_lengths=local.label_bounds[row + 1 : row + 2] - first,
+            label_lengths=np.array([last - first], dtype=np.int64),
             k=local.k[row : row + 1],
             has_output=np.ones(1, dtype=np.bool_),
         )

@@ -432,11 +432,10 @@ def output_columns(actual: Any, codes: dict[str, int]) -> dict[str, pa.Array]:
     else:
         ids = [str(i["id"]) if isinstance(i, Mapping) else str(i) for i in items]
         text = [i.get("text") if isinstance(i, Mapping) else None for i in items]
-    has_text = any(t is not None for t in text)
     columns = {
-        "texts": pa.array([text], OUTPUT_COLUMNS["texts"])
-        if has_text
-        else pa.nulls(1, OUTPUT_COLUMNS["texts"])
+        "texts": pa.array(
+            [text if any(t is not None for t in text) else None], OUTPUT_COLUMNS["texts"]
+        )
     }
     for name, values in (("retrieved", ids), ("pool", pool), ("cited", cites)):
         if values is None:
