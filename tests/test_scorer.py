@@ -67,6 +67,15 @@ def _same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
+def _differing(scores: dict[str, float], results: engine.Results, row: int) -> list[str]:
+    """The labels whose score is not, bit for bit, the results' value at ``row``."""
+    return [
+        label
+        for label in results.labels
+        if not _same(scores[label], float(results.values(label)[row]))
+    ]
+
+
 class TestOneAtATime:
     def test_each_sample_scores_as_it_does_among_all_others(self, eng):
         """Bit for bit, for every built-in metric these labels allow, although each sample
@@ -80,12 +89,7 @@ class TestOneAtATime:
         scorer = evaluation.scorer()
         for row, (sample_id, output) in enumerate(outputs.items()):
             scores = scorer.add(sample_id, output)
-            mismatched = [
-                label
-                for label in whole.labels
-                if not _same(scores[label], float(whole.values(label)[row]))
-            ]
-            assert mismatched == [], sample_id
+            assert _differing(scores, whole, row) == [], sample_id
 
     def test_every_label_kind_of_the_kit_fixture(self, eng):
         """The conformance kit's samples (graded and binary labels, both utility forms,
@@ -104,12 +108,7 @@ class TestOneAtATime:
             if sample_id not in OUTPUTS:
                 continue
             scores = scorer.add(sample_id, OUTPUTS[sample_id])
-            mismatched = [
-                label
-                for label in whole.labels
-                if not _same(scores[label], float(whole.values(label)[row]))
-            ]
-            assert mismatched == [], sample_id
+            assert _differing(scores, whole, row) == [], sample_id
 
     def test_trec_eval_collection_against_its_reference(self, eng, trec_collection):
         """trec_eval's test collection, one query at a time: each value equals trec_eval's
@@ -294,16 +293,9 @@ class TestRealisticData:
         scorer = evaluation.scorer()
         for row, (sample_id, output) in enumerate(outputs.items()):
             scores = scorer.add(sample_id, output)
-            mismatched = [
-                label
-                for label in whole.labels
-                if not _same(scores[label], float(whole.values(label)[row]))
-                or (
-                    sample_id in plain
-                    and not _same(scores[label], float(as_scored.values(label)[row]))
-                )
-            ]
-            assert mismatched == [], sample_id
+            assert _differing(scores, whole, row) == [], sample_id
+            if sample_id in plain:
+                assert _differing(scores, as_scored, row) == [], sample_id
 
     def test_failed_and_invalid_outputs_are_error_rows_as_in_run(self, eng):
         """A call that raises and one that returns an invalid output are error rows of
