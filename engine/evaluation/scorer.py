@@ -106,8 +106,8 @@ class Scorer:
     def _joined(self, row: int, actual: Any) -> tuple[Columns, Flat]:
         """The dataset's row ``row`` with ``actual`` beside it, coded into a vocabulary of
         only the documents they name (the cost of one sample, whatever the dataset's
-        size), and the arrays :meth:`Batch.compile` joins, taken without reading them back
-        from Arrow."""
+        size), and the arrays :meth:`Batch.compile` joins: the row's labels and ``k``
+        sliced from the dataset's arrays, the output's codes as coded here."""
         local = _local_of(self.evaluation.dataset)
         start, end = local.bounds[row], local.bounds[row + 1]
         docs = local.docs.take(pa.array(local.codes[start:end]))
@@ -116,7 +116,7 @@ class Scorer:
         table = local.table.slice(row, 1)
         for name in ("retrieved", "texts", "pool", "cited"):
             table = table.append_column(name, columns[name])
-        retrieved = columns["retrieved"].values.to_numpy()
+        retrieved = columns["retrieved"].values.to_numpy().copy()  # writable, as Flat.of's
         first, last = local.label_bounds[row], local.label_bounds[row + 1]
         flat = Flat(
             retrieved=retrieved,
@@ -124,7 +124,7 @@ class Scorer:
             label_codes=local.label_codes[first:last],
             label_values=local.label_values[first:last],
             label_lengths=np.array([last - first], dtype=np.int64),
-            k=local.k[row : row + 1],
+            k=local.k[row : row + 1].copy(),
             has_output=np.ones(1, dtype=np.bool_),
         )
         return Columns(table, pa.array(list(codes), pa.string())), flat
