@@ -190,7 +190,7 @@ def call_score(metric: Metric, label: str, distribution: str | None, batch: Batc
             f"metric {label!r}{source} failed while scoring: {type(error).__name__}: {error}"
         ) from error
     array = np.asarray(values)
-    if array.shape != (len(batch),) or not np.issubdtype(array.dtype, np.floating):
+    if array.shape != (len(batch),) or array.dtype.kind != "f":  # a floating type
         raise MetricScoreError(
             f"metric {label!r}{source} returned {array.dtype} of shape {array.shape}; "
             f"expected one float per sample, shape ({len(batch)},)"
