@@ -19,7 +19,15 @@ from engine.errors import InputError, MetricRequirementError, Problem
 from engine.evaluation.batch import Flat, Shape
 from engine.evaluation.pipeline import ChunkTask, score_chunk
 from engine.io import documents
-from engine.io.columns import LABEL_KINDS, Columns, label_lists, lengths, list_array, offsets_of
+from engine.io.columns import (
+    LABEL_KINDS,
+    OUTPUT_COLUMNS,
+    Columns,
+    label_lists,
+    lengths,
+    list_array,
+    offsets_of,
+)
 from engine.logs import log
 
 if TYPE_CHECKING:
@@ -114,8 +122,8 @@ class Scorer:
         codes = {doc: code for code, doc in enumerate(docs.to_pylist())}
         columns = documents.output_columns(actual, codes)
         table = local.table.slice(row, 1)
-        for name in ("retrieved", "texts", "pool", "cited"):
-            table = table.append_column(name, columns[name])
+        for name, column in columns.items():
+            table = table.set_column(table.schema.get_field_index(name), name, column)
         retrieved = columns["retrieved"].values.to_numpy().copy()  # writable, as Flat.of's
         first, last = local.label_bounds[row], local.label_bounds[row + 1]
         flat = Flat(
@@ -239,9 +247,10 @@ def _local_of(dataset: Dataset) -> _Local:
 class _Local:
     """A dataset's sample columns with each row's documents coded 0, 1, ... in that row
     alone: row ``r``'s local code ``c`` is document ``docs[codes[bounds[r] + c]]``. Built
-    once, in whole-array operations, so a row can be taken with its own small vocabulary;
-    with the relevance labels (local codes, values; row ``r``'s from ``label_bounds[r]``)
-    and ``k`` (0 when unset) as numpy arrays, to slice a row's without Arrow."""
+    once, in whole-array operations, so a row can be taken with its own small vocabulary
+    (the table has null output columns, for a row's output to be set into); with the
+    relevance labels (local codes, values; row ``r``'s from ``label_bounds[r]``) and ``k``
+    (0 when unset) as numpy arrays, to slice a row's without Arrow."""
 
     table: pa.Table
     docs: pa.Array
@@ -265,8 +274,10 @@ class _Local:
             local = np.searchsorted(unique, key) - bounds[key >> 32]
             column = _with_codes(columns.column(name), local.astype(np.int32))
             table = table.set_column(table.column_names.index(name), name, column)
+        for name in ("retrieved", "texts", "pool", "cited"):  # null until an output's are set
+            table = table.append_column(name, pa.nulls(len(columns), OUTPUT_COLUMNS[name]))
         docs = columns.docs.cast(pa.string())
-        coded = Flat.of(Columns(table, docs))  # no outputs: only the labels and k are read
+        coded = Flat.of(Columns(table, docs))  # no outputs yet: only the labels and k are read
         return cls(
             table,
             docs,
