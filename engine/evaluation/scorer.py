@@ -118,8 +118,8 @@ class Scorer:
         sliced from the dataset's arrays, the output's codes as coded here."""
         local = _local_of(self.evaluation.dataset)
         start, end = local.bounds[row], local.bounds[row + 1]
-        docs = local.docs.take(pa.array(local.codes[start:end]))
-        codes = {doc: code for code, doc in enumerate(docs.to_pylist())}
+        labelled = local.ids.slice(start, end - start).to_pylist()
+        codes = {doc: code for code, doc in enumerate(labelled)}
         columns = documents.output_columns(actual, codes)
         table = local.table.slice(row, 1)
         for name, column in columns.items():
@@ -246,15 +246,14 @@ def _local_of(dataset: Dataset) -> _Local:
 @attrs.frozen
 class _Local:
     """A dataset's sample columns with each row's documents coded 0, 1, ... in that row
-    alone: row ``r``'s local code ``c`` is document ``docs[codes[bounds[r] + c]]``. Built
-    once, in whole-array operations, so a row can be taken with its own small vocabulary
-    (the table has null output columns, for a row's output to be set into); with the
+    alone: row ``r``'s local code ``c`` is document ``ids[bounds[r] + c]``. Built once, in
+    whole-array operations, so a row can be taken with its own small vocabulary (the
+    table has null output columns, for a row's output to be set into); with the
     relevance labels (local codes, values; row ``r``'s from ``label_bounds[r]``) and ``k``
     (0 when unset) as numpy arrays, to slice a row's without Arrow."""
 
     table: pa.Table
-    docs: pa.Array
-    codes: npt.NDArray[np.int64]
+    ids: pa.Array
     bounds: npt.NDArray[np.int64]
     label_codes: npt.NDArray[np.int64]
     label_values: npt.NDArray[np.float64]
@@ -276,12 +275,11 @@ class _Local:
             table = table.set_column(table.column_names.index(name), name, column)
         for name in ("retrieved", "texts", "pool", "cited"):  # null until an output's are set
             table = table.append_column(name, pa.nulls(len(columns), OUTPUT_COLUMNS[name]))
-        docs = columns.docs.cast(pa.string())
-        coded = Flat.of(Columns(table, docs))  # no outputs yet: only the labels and k are read
+        ids = columns.docs.cast(pa.string()).take(pa.array(unique & 0xFFFFFFFF))
+        coded = Flat.of(Columns(table, ids))  # no outputs yet: only the labels and k are read
         return cls(
             table,
-            docs,
-            unique & 0xFFFFFFFF,
+            ids,
             bounds,
             coded.label_codes,
             coded.label_values,

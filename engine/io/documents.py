@@ -438,8 +438,8 @@ def output_columns(actual: Any, codes: dict[str, int]) -> dict[str, pa.Array]:
             columns["texts"] = pa.array([text], OUTPUT_COLUMNS["texts"])
     for name, values in (("retrieved", ids), ("pool", pool), ("cited", cites)):
         if values is not None:
-            found = [codes.setdefault(str(d), len(codes)) for d in values]
-            columns[name] = list_array([0, len(found)], pa.array(found, pa.int32()))
+            found = np.array([codes.setdefault(str(d), len(codes)) for d in values], np.int32)
+            columns[name] = list_array([0, found.size], pa.array(found))
     return columns
 
 
