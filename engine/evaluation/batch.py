@@ -363,10 +363,7 @@ class Batch:
     def has(self, name: str) -> BoolArray:
         """Per sample, whether it carries column ``name`` (``relevance``, ``utility``,
         ``answers``, ``groups``, ``texts``, ``pool``, ``cited``)."""
-        return self.shared(  # type: ignore[no-any-return]
-            ("has", name),
-            lambda: _read_only(self.columns.column(name).is_valid().to_numpy(zero_copy_only=False)),
-        )
+        return self.shared(("has", name), lambda: _valid(self.columns.column(name)))
 
     def labels(self, kind: str) -> tuple[IntArray, IntArray, FloatArray]:
         """Every label of one kind (``relevance``, ``utility``) as flat arrays: its
@@ -566,6 +563,14 @@ def _row_keys(codes: npt.NDArray[Any]) -> IntArray:
     rows = np.arange(codes.shape[0], dtype=np.int64)[:, None]
     keys: IntArray = ((rows << _SHIFT) | codes).ravel()
     return keys
+
+
+def _valid(column: pa.Array) -> BoolArray:
+    """Per row, whether ``column`` holds a value, read-only (no compute call when no row
+    is null, the common case)."""
+    if not column.null_count:
+        return _read_only(np.ones(len(column), dtype=np.bool_))
+    return _read_only(column.is_valid().to_numpy(zero_copy_only=False))
 
 
 def _max_label(column: pa.Array) -> float:
