@@ -67,6 +67,15 @@ def _same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
+def _differing(scores: dict[str, float], results: engine.Results, row: int) -> list[str]:
+    """The labels whose score is not, bit for bit, the results' value at ``row``."""
+    return [
+        label
+        for label in results.labels
+        if not _same(scores[label], float(results.values(label)[row]))
+    ]
+
+
 class TestOneAtATime:
     def test_each_sample_scores_as_it_does_among_all_others(self, eng):
         """Bit for bit, for every built-in metric these labels allow, although each sample
@@ -80,12 +89,7 @@ class TestOneAtATime:
         scorer = evaluation.scorer()
         for row, (sample_id, output) in enumerate(outputs.items()):
             scores = scorer.add(sample_id, output)
-            mismatched = [
-                label
-                for label in whole.labels
-                if not _same(scores[label], float(whole.values(label)[row]))
-            ]
-            assert mismatched == [], sample_id
+            assert _differing(scores, whole, row) == [], sample_id
 
     def test_every_label_kind_of_the_kit_fixture(self, eng):
         """The conformance kit's samples (graded and binary labels, both utility forms,
@@ -104,12 +108,7 @@ class TestOneAtATime:
             if sample_id not in OUTPUTS:
                 continue
             scores = scorer.add(sample_id, OUTPUTS[sample_id])
-            mismatched = [
-                label
-                for label in whole.labels
-                if not _same(scores[label], float(whole.values(label)[row]))
-            ]
-            assert mismatched == [], sample_id
+            assert _differing(scores, whole, row) == [], sample_id
 
     def test_trec_eval_collection_against_its_reference(self, eng, trec_collection):
         """trec_eval's test collection, one query at a time: each value equals trec_eval's
@@ -227,3 +226,105 @@ class TestRefusals:
         scorer.add("q-2", [])
         document = json.loads(scorer.results().to_json())
         assert document["diagnostics"]["missing_outputs"] == []
+
+
+CORPUS = 5_000_000
+CLASSIC = [
+    "retrieval-ndcg-at-k@10",
+    "retrieval-map",
+    "retrieval-mrr",
+    "retrieval-recall-at-k@100",
+    "retrieval-precision-at-k@10",
+]
+
+
+def _realistic(seed: int, count: int = 150) -> tuple[list[dict], dict[str, dict[str, float]]]:
+    """Samples as a real corpus gives them: about 10 judged documents each (graded 0-3,
+    some -1; some samples with nothing relevant; some with ``metadata.k``), and per
+    sample a run of up to 100 scored ids drawn from millions, about half of its judged
+    documents among mostly unjudged ones, scores coarse enough to tie often."""
+    rng = random.Random(seed)
+    samples, scored = [], {}
+    for q in range(count):
+        judged = [f"doc{i}" for i in rng.sample(range(CORPUS), rng.randint(1, 12))]
+        grades = [-1, 0] if q % 10 == 0 else [-1, 0, 0, 1, 2, 3]
+        sample = {"id": f"q{q}", "input": f"q{q}"}
+        sample["expected_output"] = {"relevance": {d: rng.choice(grades) for d in judged}}
+        if q % 7 == 0:
+            sample["metadata"] = {"k": rng.choice([1, 3, 20])}
+        samples.append(sample)
+        picked = rng.sample(judged, len(judged) // 2)
+        others = [f"doc{i}" for i in rng.sample(range(CORPUS), rng.randint(0, 100 - len(picked)))]
+        scored[f"q{q}"] = {d: rng.randint(0, 12) / 4 for d in picked + others}
+    return samples, scored
+
+
+def _trec_order(scores: dict[str, float]) -> list[str]:
+    """Ids ranked as trec_eval ranks them: score descending, ties by id descending."""
+    return sorted(scores, key=lambda d: (scores[d], d), reverse=True)
+
+
+class TestRealisticData:
+    def test_one_at_a_time_equals_evaluate_at_once(self, eng):
+        """Realistic samples (ids from a corpus of millions, mostly unjudged, ties in the
+        scores, empty outputs, rankings that repeat an id, metadata.k) added one at a
+        time give, bit for bit, the row ``evaluate`` gives them all at once, for every
+        built-in metric these labels allow; the scored run evaluated as it is (trec_eval's
+        tie order) gives the same rows as its rankings."""
+        samples, scored = _realistic(seed=22)
+        outputs: dict[str, list[str]] = {i: _trec_order(s) for i, s in scored.items()}
+        for sample_id in ("q3", "q40", "q91"):
+            outputs[sample_id] = []
+        for sample_id in ("q5", "q60", "q117"):  # an id ranked twice
+            ranking = outputs[sample_id]
+            outputs[sample_id] = ranking[:4] + ranking[1:2] + ranking[4:] + ranking[:1]
+        dataset = eng.dataset(samples=samples)
+        applicable = _applicable(eng, dataset, outputs)
+        assert {"retrieval-ndcg-at-k", "retrieval-map", "retrieval-mrr"} <= set(applicable)
+        evaluation = dataset.with_metrics([*CLASSIC, *sorted(set(applicable) - set(CLASSIC))])
+        whole = evaluation.evaluate(outputs)
+        repeats = sum(len(r) - len(set(r)) for r in outputs.values())
+        assert whole.diagnostics.duplicate_ids_dropped == repeats > 0
+        tied = [i for i, s in scored.items() if len(set(s.values())) < len(s)]
+        assert len(tied) > len(scored) // 2
+        plain = {i: s for i, s in scored.items() if outputs[i] == _trec_order(s)}
+        assert len(plain) >= len(scored) - 6
+        as_scored = evaluation.evaluate(plain)
+        scorer = evaluation.scorer()
+        for row, (sample_id, output) in enumerate(outputs.items()):
+            scores = scorer.add(sample_id, output)
+            assert _differing(scores, whole, row) == [], sample_id
+            if sample_id in plain:
+                assert _differing(scores, as_scored, row) == [], sample_id
+
+    def test_failed_and_invalid_outputs_are_error_rows_as_in_run(self, eng):
+        """A call that raises and one that returns an invalid output are error rows of
+        ``run``; through the scorer the first is ``add_error``, the second refused by
+        ``add`` (InputError, nothing recorded) and then added as an error with the reason
+        ``run`` gave: the results equal ``run``'s, values, summaries and diagnostics."""
+        samples, scored = _realistic(seed=23, count=60)
+        outputs = {i: _trec_order(s) for i, s in scored.items()}
+        outputs["q8"] = []
+        failing, invalid = {"q2", "q30"}, {"q4": None, "q41": {"retrieved": "doc1"}}
+
+        def system(question: str) -> object:
+            if question in failing:
+                raise TimeoutError(f"{question} timed out")
+            return invalid[question] if question in invalid else outputs[question]
+
+        evaluation = eng.dataset(samples=samples).with_metrics(CLASSIC)
+        ran = evaluation.run(system, progress=False)
+        assert set(ran.diagnostics.errors) == failing | set(invalid)
+        scorer = evaluation.scorer()
+        for sample_id in outputs:
+            if sample_id in failing:
+                scorer.add_error(sample_id, TimeoutError(f"{sample_id} timed out"))
+            elif sample_id in invalid:
+                with pytest.raises(InputError, match="invalid outputs"):
+                    scorer.add(sample_id, invalid[sample_id])
+                scorer.add_error(sample_id, ran.diagnostics.errors[sample_id])
+            else:
+                scorer.add(sample_id, outputs[sample_id])
+        scored_results = scorer.results()
+        assert _timeless(scored_results) == _timeless(ran)
+        assert scored_results.summary(resamples=200) == ran.summary(resamples=200)

@@ -19,7 +19,7 @@ from engine.io.config import DEFAULT_K
 
 T = TypeVar("T")
 
-__all__ = ["DEFAULT_K", "Batch", "Groups", "Shape", "row_sums"]
+__all__ = ["DEFAULT_K", "Batch", "Flat", "Groups", "Shape", "row_sums"]
 
 _SHIFT = np.int64(32)  # key = row << 32 | document code
 
@@ -59,6 +59,39 @@ class Shape:
         names = set(self.widths) | set(other.widths)
         widths = {n: max(self.widths.get(n, 0), other.widths.get(n, 0)) for n in names}
         return Shape(widths, max(self.max_label, other.max_label))
+
+
+@attrs.frozen
+class Flat:
+    """What :meth:`Batch.compile` joins, as flat arrays: every ranked document code, row
+    by row, and each row's count (repeats included); every relevance label's document
+    code and value, row by row, and each row's count; per row ``metadata.k`` (0 when
+    unset) and whether it has an output."""
+
+    retrieved: npt.NDArray[np.int32]
+    retrieved_lengths: IntArray
+    label_codes: IntArray
+    label_values: FloatArray
+    label_lengths: IntArray
+    k: IntArray
+    has_output: BoolArray
+
+    @classmethod
+    def of(cls, columns: Columns) -> Flat:
+        """The arrays read from ``columns``' ``retrieved``, ``relevance`` and ``k``."""
+        codes, sizes = columns.doc_codes("retrieved")
+        k = columns.column("k").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        has_output = columns.column("retrieved").is_valid().to_numpy(zero_copy_only=False)
+        return cls(codes, sizes, *_label_arrays(columns.column("relevance")), k, has_output)
+
+
+def _label_arrays(column: pa.Array) -> tuple[IntArray, FloatArray, IntArray]:
+    """A label column (``relevance``, ``utility``, ``grades``) as flat arrays: each
+    label's document code and value, row by row, and each row's count."""
+    entries = pc.list_flatten(column)
+    codes = entries.field("doc").to_numpy(zero_copy_only=False).astype(np.int64)
+    values = entries.field("label").to_numpy(zero_copy_only=False).astype(np.float64)
+    return codes, values, lengths(column)
 
 
 def _running(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -145,17 +178,25 @@ class Batch:
 
     @classmethod
     def compile(
-        cls, columns: Columns, default_k: int = DEFAULT_K, shape: Shape | None = None
+        cls,
+        columns: Columns,
+        default_k: int = DEFAULT_K,
+        shape: Shape | None = None,
+        flat: Flat | None = None,
     ) -> Batch:
         """Join each sample's ranking with its labels. ``shape`` fixes the padding for
-        every chunk of a dataset (by default this batch's own)."""
+        every chunk of a dataset (by default this batch's own); ``flat``: the arrays
+        :meth:`Flat.of` reads from ``columns``, when the caller has them already."""
         n = len(columns)
-        codes, raw_lengths = columns.doc_codes("retrieved")
-        label_column = columns.column("relevance")
+        flat = Flat.of(columns) if flat is None else flat
+        codes, raw_lengths = flat.retrieved, flat.retrieved_lengths
         if shape is None or not {"retrieved", "relevance"} <= set(shape.widths):
-            own = {"retrieved": int(raw_lengths.max(initial=0)), "relevance": _widest(label_column)}
+            own = {
+                "retrieved": int(raw_lengths.max(initial=0)),
+                "relevance": int(flat.label_lengths.max(initial=0)),
+            }
             shape = Shape({**own, **shape.widths}, shape.max_label) if shape else None
-            shape = shape or Shape(own, _max_label(label_column))
+            shape = shape or Shape(own, _max_label(columns.column("relevance")))
         width = shape.widths["retrieved"]
         index = _rectangular_index(codes, raw_lengths, width, len(columns.docs))  # common
         if index is not None:  # every ranking fills the width, none repeats an id
@@ -172,23 +213,25 @@ class Batch:
             positions = np.full((n, width), -1, dtype=np.int64)
             positions[owners[keep], col] = original_col[keep]
             dropped = np.bincount(owners[~keep], minlength=n).astype(np.int64)
-        k = columns.column("k").fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        label_rows = _owners(flat.label_lengths)
         batch = cls(
             columns=columns,
             doc_codes=doc_codes,
             positions=positions,
             lengths=kept_lengths.astype(np.int64),
             ranked_labels=np.empty((n, width)),
-            label_values=_sorted_labels(label_column, shape.widths["relevance"]),
-            sample_k=k,
+            label_values=_sorted_labels(
+                label_rows, flat.label_values, n, shape.widths["relevance"]
+            ),
+            sample_k=flat.k,
             duplicates_dropped=dropped,
-            has_output=columns.column("retrieved").is_valid().to_numpy(zero_copy_only=False),
+            has_output=flat.has_output,
             shape=shape,
             default_k=default_k,
         )
         if index is not None:
             batch.__dict__["_ranked_index"] = index
-        batch.ranked_labels = batch._join("relevance")
+        batch.ranked_labels = batch._join(label_rows, flat.label_codes, flat.label_values)
         return batch
 
     # -- shape and cutoffs -------------------------------------------------------------
@@ -320,19 +363,13 @@ class Batch:
     def has(self, name: str) -> BoolArray:
         """Per sample, whether it carries column ``name`` (``relevance``, ``utility``,
         ``answers``, ``groups``, ``texts``, ``pool``, ``cited``)."""
-        return self.shared(  # type: ignore[no-any-return]
-            ("has", name),
-            lambda: _read_only(self.columns.column(name).is_valid().to_numpy(zero_copy_only=False)),
-        )
+        return self.shared(("has", name), lambda: _valid(self.columns.column(name)))
 
     def labels(self, kind: str) -> tuple[IntArray, IntArray, FloatArray]:
         """Every label of one kind (``relevance``, ``utility``) as flat arrays: its
         sample's row, its document code and its value, in each sample's order."""
-        column = self.columns.column(kind)
-        entries = pc.list_flatten(column)
-        codes = entries.field("doc").to_numpy(zero_copy_only=False).astype(np.int64)
-        values = entries.field("label").to_numpy(zero_copy_only=False).astype(np.float64)
-        return _owners(lengths(column)), codes, values
+        codes, values, sizes = _label_arrays(self.columns.column(kind))
+        return _owners(sizes), codes, values
 
     @cached_property
     def utilities(self) -> FloatArray:
@@ -346,7 +383,7 @@ class Batch:
             return self.ranked_labels
         found = self._views.get(("ranked", kind))
         if found is None:
-            found = self._views[("ranked", kind)] = self._join(kind)
+            found = self._views[("ranked", kind)] = self._join(*self.labels(kind))
         return found
 
     def sorted_labels(self, kind: str) -> FloatArray:
@@ -356,9 +393,10 @@ class Batch:
             return self.label_values
         found = self._views.get(("sorted", kind))
         if found is None:
-            column = self.columns.column(kind)
-            width = self.shape.widths.get(kind, _widest(column))
-            found = self._views[("sorted", kind)] = _sorted_labels(column, width)
+            rows, _, values = self.labels(kind)
+            width = self.shape.widths.get(kind, _widest(self.columns.column(kind)))
+            found = _sorted_labels(rows, values, len(self), width)
+            self._views[("sorted", kind)] = found
         return found
 
     def member(self, name: str) -> BoolArray:
@@ -452,34 +490,45 @@ class Batch:
         """(sorted keys, their labels) of one label kind."""
         found = self._labels.get(kind)
         if found is None:
-            rows, codes, values = self.labels(kind)
-            keys = (rows << _SHIFT) | codes
-            if keys.size > 1 and (keys[1:] < keys[:-1]).any():
-                order = np.argsort(keys, kind="stable")
-                keys, values = keys[order], values[order]
-            found = self._labels[kind] = (keys, values)
+            found = self._labels[kind] = _keyed(*self.labels(kind))
         return found
 
     def _lookup(self, kind: str, rows: IntArray, codes: npt.ArrayLike) -> FloatArray:
         """The ``kind`` label of each (row, code) pair; NaN when there is none."""
-        keys, values = self._sorted_labels_of(kind)
-        wanted = (rows.astype(np.int64) << _SHIFT) | np.asarray(codes, dtype=np.int64)
-        if not keys.size:
-            return np.full(wanted.size, np.nan)
-        slot = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
-        return np.where(keys[slot] == wanted, values[slot], np.nan)
+        return _looked_up(*self._sorted_labels_of(kind), rows, codes)
 
-    def _join(self, kind: str) -> FloatArray:
-        """Each ranked document's ``kind`` label: shape ``(Q, L)``, NaN if absent."""
-        rows, codes, values = self.labels(kind)
+    def _join(self, rows: IntArray, codes: IntArray, values: FloatArray) -> FloatArray:
+        """Each ranked document's label among labels given as (row, code, value): shape
+        ``(Q, L)``, NaN where it has none."""
         out = np.full(self.doc_codes.shape, np.nan)
         if rows.size > self.doc_codes.size:  # more labels than slots: look the slots up
             slots = np.nonzero(self.valid)
-            out[slots] = self._lookup(kind, slots[0], self.doc_codes[slots])
+            out[slots] = _looked_up(*_keyed(rows, codes, values), slots[0], self.doc_codes[slots])
             return out
         where, columns = self._find(rows, codes, positions=True)
         out[rows[where], columns] = values[where]
         return out
+
+
+def _keyed(rows: IntArray, codes: IntArray, values: FloatArray) -> tuple[IntArray, FloatArray]:
+    """Labels given as (row, code, value) as sorted keys ``row << 32 | code`` and their
+    values."""
+    keys = (rows.astype(np.int64) << _SHIFT) | codes
+    if keys.size > 1 and (keys[1:] < keys[:-1]).any():
+        order = np.argsort(keys, kind="stable")
+        keys, values = keys[order], values[order]
+    return keys, values
+
+
+def _looked_up(
+    keys: IntArray, values: FloatArray, rows: IntArray, codes: npt.ArrayLike
+) -> FloatArray:
+    """The value of each (row, code) pair among sorted ``keys``; NaN when it has none."""
+    wanted = (rows.astype(np.int64) << _SHIFT) | np.asarray(codes, dtype=np.int64)
+    if not keys.size:
+        return np.full(wanted.size, np.nan)
+    slot = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+    return np.where(keys[slot] == wanted, values[slot], np.nan)
 
 
 def _rectangular_index(
@@ -515,6 +564,8 @@ def _search_rows(keys: IntArray, wanted: IntArray, rows: IntArray, width: int) -
     """Where each wanted key is, or would be, in ``keys``: sorted rows of ``width`` keys,
     each key searched in its own row only (a binary search of a few steps for all keys
     at once; a whole-array search is slower on long rankings). Clipped to a valid index."""
+    if keys.size <= width:  # one row: a whole-array search is the same search
+        return np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
     low, high = rows * width, rows * width + width
     for _ in range(max(width, 1).bit_length()):
         middle = (low + high) // 2
@@ -531,21 +582,25 @@ def _row_keys(codes: npt.NDArray[Any]) -> IntArray:
     return keys
 
 
+def _valid(column: pa.Array) -> BoolArray:
+    """Per row, whether ``column`` holds a value, read-only (no compute call when no row
+    is null, the common case)."""
+    if not column.null_count:
+        return _read_only(np.ones(len(column), dtype=np.bool_))
+    return _read_only(column.is_valid().to_numpy(zero_copy_only=False))
+
+
 def _max_label(column: pa.Array) -> float:
     labels = pc.list_flatten(column).field("label")
     top = pc.max(labels).as_py() if len(labels) else None
     return float(top) if top is not None else 0.0
 
 
-def _sorted_labels(column: pa.Array, width: int) -> FloatArray:
-    """Each sample's labels sorted descending, NaN-padded to ``width``."""
-    sizes = lengths(column)
-    values = (
-        pc.list_flatten(column).field("label").to_numpy(zero_copy_only=False).astype(np.float64)
-    )
-    owners = _owners(sizes)
-    col, _ = _columns_of(owners, sizes.size)
-    out = np.full((sizes.size, width), np.inf)  # labels are finite: padding sorts last
+def _sorted_labels(owners: IntArray, values: FloatArray, rows: int, width: int) -> FloatArray:
+    """Each of ``rows`` samples' labels (``values``, each in row ``owners``) sorted
+    descending, NaN-padded to ``width``."""
+    col, _ = _columns_of(owners, rows)
+    out = np.full((rows, width), np.inf)  # labels are finite: padding sorts last
     out[owners, col] = -values
     out.sort(axis=1)  # each row at once (numpy sorts rows with SIMD)
     out *= -1.0

@@ -219,10 +219,10 @@ def missing_requirements(metric: Metric, label: str, batch: Batch) -> Iterable[P
     needs = sorted(metric.requires)
     if not needs:
         return
-    lacking = np.stack([lacks(need, batch) for need in needs], axis=1)
-    if not lacking.any():
+    lacking = [lacks(need, batch) for need in needs]
+    if not any(found.any() for found in lacking):
         return
-    rows, orders = np.nonzero(lacking)
+    rows, orders = np.nonzero(np.stack(lacking, axis=1))
     for index, order in zip(rows.tolist(), orders.tolist(), strict=True):  # sample order
         yield Problem(
             message=f"metric {label!r} needs {REQUIREMENTS[needs[order]]}",

@@ -39,7 +39,7 @@ from engine.errors import (
     Problem,
     SlotwiseError,
 )
-from engine.evaluation.batch import Batch, Shape
+from engine.evaluation.batch import Batch, Flat, Shape
 from engine.evaluation.executors import IN_PROCESS, Executor
 from engine.evaluation.metric import (
     Metric,
@@ -155,11 +155,13 @@ class Plan:
 
 @attrs.frozen
 class ChunkTask:
-    """One chunk of aligned samples and outputs, and what scoring it needs."""
+    """One chunk of aligned samples and outputs, and what scoring it needs (``flat``:
+    the columns' arrays, when the caller has them; see :meth:`Batch.compile`)."""
 
     columns: Columns
     plan: Plan
     shape: Shape | None
+    flat: Flat | None = None
 
 
 @attrs.frozen
@@ -188,7 +190,7 @@ def call_score(metric: Metric, label: str, distribution: str | None, batch: Batc
             f"metric {label!r}{source} failed while scoring: {type(error).__name__}: {error}"
         ) from error
     array = np.asarray(values)
-    if array.shape != (len(batch),) or not np.issubdtype(array.dtype, np.floating):
+    if array.shape != (len(batch),) or array.dtype.kind != "f":  # a floating type
         raise MetricScoreError(
             f"metric {label!r}{source} returned {array.dtype} of shape {array.shape}; "
             f"expected one float per sample, shape ({len(batch)},)"
@@ -199,7 +201,7 @@ def call_score(metric: Metric, label: str, distribution: str | None, batch: Batc
 def score_chunk(task: ChunkTask) -> ChunkScores:
     """Score one chunk as the whole dataset would be scored."""
     plan = task.plan
-    batch = Batch.compile(task.columns, plan.default_k, task.shape)
+    batch = Batch.compile(task.columns, plan.default_k, task.shape, task.flat)
     problems = [
         p
         for m, label in zip(plan.metrics, plan.labels, strict=True)

@@ -16,10 +16,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import InputError, MetricRequirementError, Problem
-from engine.evaluation.batch import Shape
+from engine.evaluation.batch import Flat, Shape
 from engine.evaluation.pipeline import ChunkTask, score_chunk
 from engine.io import documents
-from engine.io.columns import LABEL_KINDS, Columns, label_lists, lengths, list_array, offsets_of
+from engine.io.columns import (
+    LABEL_KINDS,
+    OUTPUT_COLUMNS,
+    Columns,
+    label_lists,
+    lengths,
+    list_array,
+    offsets_of,
+)
 from engine.logs import log
 
 if TYPE_CHECKING:
@@ -103,19 +111,31 @@ class Scorer:
         self._rows = {sample_id: row for row, sample_id in enumerate(evaluation.dataset.ids)}
         self._shape = Shape.of(evaluation.dataset.columns)  # labels' widths, largest label
 
-    def _joined(self, row: int, actual: Any) -> Columns:
+    def _joined(self, row: int, actual: Any) -> tuple[Columns, Flat]:
         """The dataset's row ``row`` with ``actual`` beside it, coded into a vocabulary of
-        only the documents they name: the cost of one sample, whatever the dataset's size."""
+        only the documents they name (the cost of one sample, whatever the dataset's
+        size), and the arrays :meth:`Batch.compile` joins: the row's labels and ``k``
+        sliced from the dataset's arrays, the output's codes as coded here."""
         local = _local_of(self.evaluation.dataset)
         start, end = local.bounds[row], local.bounds[row + 1]
-        docs = local.docs.take(pa.array(local.codes[start:end]))
-        codes = {doc: code for code, doc in enumerate(docs.to_pylist())}
+        labelled = local.ids.slice(start, end - start).to_pylist()
+        codes = {doc: code for code, doc in enumerate(labelled)}
         columns = documents.output_columns(actual, codes)
-        new = list(codes)[end - start :]
         table = local.table.slice(row, 1)
-        for name in ("retrieved", "texts", "pool", "cited"):
-            table = table.append_column(name, columns[name])
-        return Columns(table, pa.concat_arrays([docs, pa.array(new, docs.type)]))
+        for name, column in columns.items():
+            table = table.set_column(table.schema.get_field_index(name), name, column)
+        retrieved = columns["retrieved"].values.to_numpy().copy()  # writable, as Flat.of's
+        first, last = local.label_bounds[row], local.label_bounds[row + 1]
+        flat = Flat(
+            retrieved=retrieved,
+            retrieved_lengths=np.array([retrieved.size], dtype=np.int64),
+            label_codes=local.label_codes[first:last],
+            label_values=local.label_values[first:last],
+            label_lengths=np.array([last - first], dtype=np.int64),
+            k=local.k[row : row + 1].copy(),
+            has_output=np.ones(1, dtype=np.bool_),
+        )
+        return Columns(table, pa.array(list(codes), pa.string())), flat
 
     def __len__(self) -> int:
         """How many samples have an output or an error so far."""
@@ -133,9 +153,9 @@ class Scorer:
             row = self._check_new(sample_id)
         actual_output = documents.plain_output(actual_output)
         documents.parse_outputs([(sample_id, actual_output, None)])
-        joined = self._joined(row, actual_output)
+        joined, flat = self._joined(row, actual_output)
         plan = self.evaluation.plan
-        scores = score_chunk(ChunkTask(joined, plan, self._shape))
+        scores = score_chunk(ChunkTask(joined, plan, self._shape, flat))
         if scores.problems:
             raise MetricRequirementError(
                 list(scores.problems), summary="the sample lacks what the metrics require"
@@ -226,13 +246,19 @@ def _local_of(dataset: Dataset) -> _Local:
 @attrs.frozen
 class _Local:
     """A dataset's sample columns with each row's documents coded 0, 1, ... in that row
-    alone: row ``r``'s local code ``c`` is document ``docs[codes[bounds[r] + c]]``. Built
-    once, in whole-array operations, so a row can be taken with its own small vocabulary."""
+    alone: row ``r``'s local code ``c`` is document ``ids[bounds[r] + c]``. Built once, in
+    whole-array operations, so a row can be taken with its own small vocabulary (the
+    table has null output columns, for a row's output to be set into); with the
+    relevance labels (local codes, values; row ``r``'s from ``label_bounds[r]``) and ``k``
+    (0 when unset) as numpy arrays, to slice a row's without Arrow."""
 
     table: pa.Table
-    docs: pa.Array
-    codes: npt.NDArray[np.int64]
+    ids: pa.Array
     bounds: npt.NDArray[np.int64]
+    label_codes: npt.NDArray[np.int64]
+    label_values: npt.NDArray[np.float64]
+    label_bounds: npt.NDArray[np.int64]
+    k: npt.NDArray[np.int64]
 
     @classmethod
     def of(cls, columns: Columns) -> _Local:
@@ -247,7 +273,19 @@ class _Local:
             local = np.searchsorted(unique, key) - bounds[key >> 32]
             column = _with_codes(columns.column(name), local.astype(np.int32))
             table = table.set_column(table.column_names.index(name), name, column)
-        return cls(table, columns.docs.cast(pa.string()), unique & 0xFFFFFFFF, bounds)
+        for name in ("retrieved", "texts", "pool", "cited"):  # null until an output's are set
+            table = table.append_column(name, pa.nulls(len(columns), OUTPUT_COLUMNS[name]))
+        ids = columns.docs.cast(pa.string()).take(pa.array(unique & 0xFFFFFFFF))
+        coded = Flat.of(Columns(table, ids))  # no outputs yet: only the labels and k are read
+        return cls(
+            table,
+            ids,
+            bounds,
+            coded.label_codes,
+            coded.label_values,
+            offsets_of(coded.label_lengths),
+            coded.k,
+        )
 
 
 def _owned_codes(column: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:

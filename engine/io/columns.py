@@ -185,11 +185,11 @@ class Columns:
         return self.column("id")
 
     def has(self, name: str) -> bool:
-        return name in self.table.column_names
+        return self.table.schema.get_field_index(name) >= 0  # no list of every name
 
     def column(self, name: str) -> pa.Array:
         """One column as a single array (all null when the table lacks it)."""
-        if name not in self.table.column_names:
+        if not self.has(name):
             kind = SAMPLE_COLUMNS.get(name) or OUTPUT_COLUMNS[name]
             return pa.nulls(len(self), kind)
         column = self.table.column(name)

@@ -419,29 +419,27 @@ def outputs_columns(outputs: Mapping[str, Any]) -> Columns:
 
 
 def output_columns(actual: Any, codes: dict[str, int]) -> dict[str, pa.Array]:
-    """One validated output as one-row output columns (no ``id``), its document ids coded
-    through ``codes`` (id -> code), which gains the ids it lacks, numbered on: for joining
-    one output with one sample without recoding the sample."""
+    """One validated output as one-row output columns (no ``id``; only those it has: an
+    absent ``texts``, ``pool`` or ``cited`` is null), its document ids coded through
+    ``codes`` (id -> code), which gains the ids it lacks, numbered on: for joining one
+    output with one sample without recoding the sample."""
     items, pool, cites = (
         (actual["retrieved"], actual.get("pool"), actual.get("cited"))
         if isinstance(actual, Mapping)
         else (actual, None, None)
     )
+    columns: dict[str, pa.Array] = {}
     if set(map(type, items)) <= {str}:  # bare string ids: no texts
-        ids, text = items, []
+        ids = items
     else:
         ids = [str(i["id"]) if isinstance(i, Mapping) else str(i) for i in items]
         text = [i.get("text") if isinstance(i, Mapping) else None for i in items]
-    columns = {
-        "texts": pa.array(
-            [text if any(t is not None for t in text) else None], OUTPUT_COLUMNS["texts"]
-        )
-    }
+        if any(t is not None for t in text):
+            columns["texts"] = pa.array([text], OUTPUT_COLUMNS["texts"])
     for name, values in (("retrieved", ids), ("pool", pool), ("cited", cites)):
-        found = [] if values is None else [codes.setdefault(str(d), len(codes)) for d in values]
-        columns[name] = list_array(
-            [0, len(found)], pa.array(found, pa.int32()), None if values is not None else [True]
-        )
+        if values is not None:
+            found = np.array([codes.setdefault(str(d), len(codes)) for d in values], np.int32)
+            columns[name] = list_array([0, found.size], pa.array(found))
     return columns
 
 
