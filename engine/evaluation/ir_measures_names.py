@@ -147,8 +147,9 @@ UNSUPPORTED: Mapping[str, str] = {
         for n in (8, 9, 10, 11)
     },
     "RBP": (
-        "ir_measures computes it with cwl_eval, whose graded gain and default p=0.8 have not "
-        "been checked against retrieval-rbp (trec_eval's rbp, p=0.9); write retrieval-rbp"
+        "ir_measures computes it with cwl_eval, which ranks tied scores in the run file's "
+        "order, where slotwise ranks them as trec_eval does, so the numbers differ on tied "
+        "runs; without ties RBP(rel=N, p=P) is retrieval-rbp(p=P, relevance_threshold=N)"
     ),
     "Compat": "the compatibility measure has no slotwise counterpart",
     "INST": "cwl_eval's INST has no slotwise counterpart",
