@@ -27,6 +27,7 @@ from engine.io.columns import (
     lengths,
     list_array,
     offsets_of,
+    owned_codes,
 )
 from engine.logs import log
 
@@ -263,7 +264,7 @@ class _Local:
     @classmethod
     def of(cls, columns: Columns) -> _Local:
         names = [name for name in (*LABEL_KINDS, "groups") if columns.has(name)]
-        found = {name: _owned_codes(columns.column(name)) for name in names}
+        found = {name: owned_codes(columns.column(name)) for name in names}
         keys = [(owners << 32) | codes for owners, codes in found.values()]
         ordered = np.sort(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
         unique = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))[: ordered.size]]
@@ -286,20 +287,6 @@ class _Local:
             offsets_of(coded.label_lengths),
             coded.k,
         )
-
-
-def _owned_codes(column: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Every document code of a label or ``groups`` column, and the row it is in."""
-    flat = pc.list_flatten(column)
-    owners = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
-    if flat.type.get_field_index("doc") >= 0:
-        codes = flat.field("doc")
-    else:  # groups: the member lists of each row's groups
-        members = flat.field("docs")
-        owners = owners[pc.list_parent_indices(members).to_numpy(zero_copy_only=False)]
-        codes = pc.list_flatten(members)
-    as_int = codes.to_numpy(zero_copy_only=False).astype(np.int64)
-    return owners.astype(np.int64), as_int
 
 
 def _with_codes(column: pa.Array, codes: npt.NDArray[np.int32]) -> pa.Array:

@@ -57,6 +57,7 @@ __all__ = [
     "list_array",
     "merge_vocabularies",
     "offsets_of",
+    "owned_codes",
     "stack",
     "string_bytes",
     "table_of",
@@ -290,26 +291,24 @@ _MATCH_BLOCK = 1 << 16
 _NONE = np.zeros(0, dtype=np.int64)
 
 
-def _owned(column: pa.Array) -> tuple[IntArray, CodeArray]:
-    """Every document code of a document column, with the row it is in."""
-    if (
-        pa.types.is_struct(column.type.value_type)
-        and column.type.value_type.get_field_index("docs") >= 0
-    ):  # groups: the members of each row's groups
-        members = pc.list_flatten(column).field("docs")
-        group_rows = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
-        owners = group_rows[pc.list_parent_indices(members).to_numpy(zero_copy_only=False)]
-        return owners.astype(np.int64), _codes(members)
-    return pc.list_parent_indices(column).to_numpy(zero_copy_only=False).astype(np.int64), _codes(
-        column
-    )
+def owned_codes(column: pa.Array) -> tuple[IntArray, IntArray]:
+    """Every document code of a label or ``groups`` column, and the row it is in."""
+    flat = pc.list_flatten(column)
+    owners = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
+    if flat.type.get_field_index("doc") >= 0:
+        codes = flat.field("doc")
+    else:  # groups: the member lists of each row's groups
+        members = flat.field("docs")
+        owners = owners[pc.list_parent_indices(members).to_numpy(zero_copy_only=False)]
+        codes = pc.list_flatten(members)
+    return owners.astype(np.int64), codes.to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def labelled_codes(samples: Columns, offsets: IntArray, ids: pa.Array) -> CodeArray:
     """For ids given row by row (row ``r``'s are ``ids[offsets[r]:offsets[r + 1]]``): the
     code of the same id among the row's labels and groups in ``samples``, else -1. The
     labelled ids of a block of rows are hashed together, never the whole vocabulary."""
-    found = [_owned(samples.column(name)) for name in (*LABEL_KINDS, "groups") if samples.has(name)]
+    found = [owned_codes(samples.column(n)) for n in (*LABEL_KINDS, "groups") if samples.has(n)]
     keys = np.sort(np.concatenate([(rows << 32) | codes for rows, codes in found] or [_NONE]))
     keys = keys[np.diff(keys, prepend=-1) != 0].astype(np.int64)  # each (row, code) once
     label_rows, label_codes = keys >> 32, (keys & 0xFFFFFFFF).astype(np.int32)

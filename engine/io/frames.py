@@ -247,8 +247,8 @@ def _repeats(
     pair is fingerprinted, so the ids need no codes; only the rows whose fingerprints
     meet are coded and compared exactly."""
     codes = docs.codes[rows]
-    ids = docs.ids if codes.size == len(docs.ids) and (codes == rows).all() else None
-    ids = docs.ids.take(pa.array(codes)) if ids is None else ids
+    as_coded = codes.size == len(docs.ids) and bool((codes == np.arange(codes.size)).all())
+    ids = docs.ids if as_coded else docs.ids.take(pa.array(codes))  # each row's id
     keys = _fingerprints(ids) ^ (queries.codes[rows].astype(np.uint64) * np.uint64(_MIX[2]))
     ordered = np.sort(keys)
     meet = ordered[1:] == ordered[:-1]
