@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from conftest import qrels_of, run_of
 
@@ -68,6 +69,36 @@ class TestReadRun:
         """Equal scores: larger doc id (string order, so 'd9' > 'd10') first."""
         path = _write(tmp_path / "r.txt", "q Q0 d10 1 1.0 t\nq Q0 d9 2 1.0 t\nq Q0 d2 3 2.0 t\n")
         assert run_of(read_run(path)) == {"q": ["d2", "d9", "d10"]}
+
+    def test_a_document_labelled_twice_in_interleaved_qrels(self, tmp_path: Path) -> None:
+        """Qrels whose queries are not grouped are read in query order; a document one
+        query labels twice is found (naming both lines), the same id in another query is
+        not a repeat."""
+        lines = [f"q{i % 3} 0 d{i // 3} {i % 2}" for i in range(30)]  # q0 q1 q2 q0 ...
+        path = _write(tmp_path / "q.txt", "\n".join(lines) + "\n")
+        assert qrels_of(read_qrels(path))["q1"] == {f"d{i}": (3 * i + 1) % 2 for i in range(10)}
+        _write(path, "\n".join([*lines, "q1 0 d4 1"]) + "\n")
+        with pytest.raises(InputError) as caught:
+            read_qrels(path)
+        (problem,) = caught.value.problems
+        assert (problem.line, problem.sample_id) == (31, "q1")
+        assert "the first at line 14" in str(problem)
+
+    def test_interleaved_label_tables_repeat_check_each_row(self) -> None:
+        """A label table whose queries are interleaved is grouped by query before the
+        repeat check: a valid one reads, and a repeat names its own document."""
+        table = pa.table({"query_id": ["q0", "q1", "q0", "q1"], "doc_id": ["a", "a", "b", "c"]})
+        table = table.append_column("relevance", pa.array([1, 0, 2, 1]))
+        assert qrels_of(frames.labels_from_table(table)) == {
+            "q0": {"a": 1, "b": 2},
+            "q1": {"a": 0, "c": 1},
+        }
+        again = pa.concat_tables([table, table.slice(0, 1)])
+        with pytest.raises(InputError) as caught:
+            frames.labels_from_table(again)
+        (problem,) = caught.value.problems
+        assert "document 'a' has two relevance labels (the first at row 0)" in str(problem)
+        assert problem.sample_id == "q0"
 
     def test_a_document_retrieved_twice_is_an_error(self, tmp_path: Path) -> None:
         """trec_eval refuses a run that retrieves a document twice for a query: so does
