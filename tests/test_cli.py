@@ -237,6 +237,28 @@ class TestTrecFiles:
         for name, label in labels.items():
             assert summary[label]["mean"] == pytest.approx(expected[name], abs=5e-5), name
 
+    def test_run_document_is_the_apis(self, reference_data, tmp_path, monkeypatch, capsys):
+        """`run --qrels --run --format json` (which hashes the qrels on a thread while it
+        reads the run, and reads the two files side by side) writes the document the API
+        makes reading them one after the other: hash, summary, per-sample rows."""
+        import engine
+        from engine.io import trec
+
+        monkeypatch.setenv("SOURCE_DATE_EPOCH", "0")
+        monkeypatch.chdir(tmp_path)  # no configuration file, for either
+        folder = reference_data / "trec_eval"
+        specs = ["retrieval-map", "retrieval-ndcg-at-k@10"]
+        argv = ["run", "--qrels", str(folder / "qrels.test"), "--run"]
+        argv += [str(folder / "results.test"), "--metrics", ",".join(specs), "--format", "json"]
+        assert main(argv) == 0
+        written = json.loads(capsys.readouterr().out)
+        dataset = engine.Engine().dataset(trec.read_qrels(folder / "qrels.test"), name="qrels")
+        results = dataset.with_metrics(specs).evaluate(trec.read_run(folder / "results.test"))
+        expected = json.loads(results.to_json())
+        assert written["dataset"]["hash"] == dataset.hash == expected["dataset"]["hash"]
+        assert written["dataset"]["hash"].startswith("sha256:")
+        assert written == expected
+
     def test_import_export_round_trip(self, reference_data, tmp_path, monkeypatch, capsys):
         """qrels + run -> dataset + outputs -> qrels + run gives the same scores."""
         monkeypatch.chdir(tmp_path)

@@ -397,7 +397,7 @@ class TestCli:
 )
 def test_unsupported_ir_measures_names_say_why(name: str, reason: str) -> None:
     """Each ir_measures name slotwise does not map is refused with the reason."""
-    with pytest.raises(engine.MetricParameterError, match="") as caught:
+    with pytest.raises(engine.MetricParameterError) as caught:
         translate(name)
     assert reason in str(caught.value)
 

@@ -7,6 +7,7 @@ import argparse
 import ctypes
 import json
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -156,19 +157,21 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("--subtopics goes with --qrels QRELS, without --stream")
     if args.stream:
         return _run_stream(engine, args)
-    if args.qrels is not None:
-        read = trec.read_subtopic_qrels if args.subtopics else trec.read_qrels
-        dataset = engine.dataset(read(args.qrels), name=args.qrels.name.split(".")[0])
-    else:
-        dataset = engine.dataset(_dataset_name(engine, args.dataset))
+    with ThreadPoolExecutor(1, thread_name_prefix="slotwise-read") as pool:
+        run = None if args.trec_run is None else pool.submit(trec.read_run, args.trec_run)
+        if args.qrels is not None:  # read while the run is
+            read = trec.read_subtopic_qrels if args.subtopics else trec.read_qrels
+            dataset = engine.dataset(read(args.qrels), name=args.qrels.name.split(".")[0])
+        else:
+            dataset = engine.dataset(_dataset_name(engine, args.dataset))
+        if args.format != "table":
+            dataset.hash_ahead()  # the results' header has it: computed while the rest runs
+        outputs: Any = (args.outputs or dataset.outputs) if run is None else run.result()
     specs = split_specs(args.metrics) or list(dataset.metrics)
     if not specs:
         raise UsageError(
             "no metrics: pass --metrics or declare them for the dataset in " + CONFIG_FILENAME
         )
-    outputs: Any = args.outputs or dataset.outputs
-    if args.trec_run is not None:
-        outputs = trec.read_run(args.trec_run)
     if outputs is None:
         raise UsageError(
             "no outputs: pass --outputs FILE (or --run FILE) or declare `outputs:` for the dataset"

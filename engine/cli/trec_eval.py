@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -176,8 +177,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     if kind == "prefs":
         return _preferences(args, requests, options)
     grouped = kind == "qrels_jg"
-    qrels = files.read_qrels_jg(args.qrels) if grouped else files.read_qrels(args.qrels)
-    run, runid = files.read_run(args.run)
+    with ThreadPoolExecutor(1, thread_name_prefix="slotwise-read") as pool:
+        reading = pool.submit(files.read_run, args.run)  # while the qrels are read
+        qrels = files.read_qrels_jg(args.qrels) if grouped else files.read_qrels(args.qrels)
+        run, runid = reading.result()
     zscores = files.read_zscores(args.Z) if args.Z is not None else None
     queries, ranked = qrels.ids, run.ids
     if grouped:  # the queries of the judgment groups

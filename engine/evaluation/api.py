@@ -8,7 +8,7 @@ import inspect
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 from typing import IO, Any
@@ -331,6 +331,15 @@ class Engine:
         return results
 
 
+_HASHER = ThreadPoolExecutor(1, thread_name_prefix="slotwise-hash")
+
+
+def _content_hash(columns: Columns) -> str:
+    digest = ContentHash()
+    digest.update(columns)
+    return digest.hexdigest()
+
+
 @attrs.define(eq=False, repr=False)
 class Dataset:
     """Validated samples, in columns, plus what a declaration says about them (name,
@@ -350,12 +359,21 @@ class Dataset:
         declared = f"; metrics {', '.join(self.metrics)}" if self.metrics else ""
         return f"<Dataset {self.name or '(unnamed)'}: {len(self)} samples{declared}>"
 
-    @cached_property
+    _hashing: Future[str] | None = attrs.field(default=None, init=False)
+
+    @property
     def hash(self) -> str:
         """sha256 of the content: equal content gives an equal hash, whatever the source."""
-        digest = ContentHash()
-        digest.update(self.columns)
-        return digest.hexdigest()
+        if self._hashing is None:
+            self._hashing = Future()
+            self._hashing.set_result(_content_hash(self.columns))
+        return self._hashing.result()
+
+    def hash_ahead(self) -> None:
+        """Start computing :attr:`hash` on a thread of its own, to overlap with other work
+        (the command line: while it reads the run and scores); reading ``hash`` waits."""
+        if self._hashing is None:
+            self._hashing = _HASHER.submit(_content_hash, self.columns)
 
     @cached_property
     def samples(self) -> tuple[Sample, ...]:

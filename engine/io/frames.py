@@ -236,28 +236,46 @@ def labels_columns(
 def retrieved_twice(queries: Coded, docs: Coded, where: Where) -> list[Problem]:
     """A problem per row that retrieves a document again for its query (trec_eval refuses
     such a run)."""
-    rows = np.arange(docs.codes.size)
-    return _repeats(rows, "is retrieved twice for this query", queries, docs, where)
+    return _repeats(None, "is retrieved twice for this query", queries, docs, where)
 
 
 def _repeats(
-    rows: IntArray, saying: str, queries: Coded, docs: Coded, where: Where
+    rows: IntArray | None, saying: str, queries: Coded, docs: Coded, where: Where
 ) -> list[Problem]:
-    """A problem per one of ``rows`` whose (query, document id) an earlier one has. Each
-    pair is fingerprinted, so the ids need no codes; only the rows whose fingerprints
-    meet are coded and compared exactly."""
-    codes = docs.codes[rows]
-    as_coded = codes.size == len(docs.ids) and bool((codes == np.arange(codes.size)).all())
+    """A problem per one of ``rows`` (None: every row) whose (query, document id) an
+    earlier one has. Each pair is fingerprinted, so the ids need no codes; only the rows
+    whose fingerprints meet are coded and compared exactly."""
+    every = np.arange(docs.codes.size) if rows is None else rows
+    codes = docs.codes if rows is None else docs.codes[rows]
+    as_coded = codes.size == len(docs.ids) and _counts_up(codes)
     ids = docs.ids if as_coded else docs.ids.take(pa.array(codes))  # each row's id
-    keys = _fingerprints(ids) ^ (queries.codes[rows].astype(np.uint64) * np.uint64(_MIX[2]))
-    ordered = np.sort(keys)
+    query_codes = queries.codes if rows is None else queries.codes[rows]
+    ordered = _pair_keys(ids, query_codes)
+    ordered.sort()
     meet = ordered[1:] == ordered[:-1]
     if not meet.any():  # the common case: one sort, nothing to compare
         return []
-    again = np.flatnonzero(np.isin(keys, ordered[1:][meet]))
+    again = np.flatnonzero(np.isin(_pair_keys(ids, query_codes), ordered[1:][meet]))
     exact = Coded.of(ids.take(pa.array(again)))
-    pairs = (queries.codes[rows[again]].astype(np.int64) << np.int64(32)) | exact.codes
-    return _again(pairs, rows[again], saying, queries, docs, where)
+    pairs = (query_codes[again].astype(np.int64) << np.int64(32)) | exact.codes
+    return _again(pairs, every[again], saying, queries, docs, where)
+
+
+def _counts_up(codes: npt.NDArray[np.int32]) -> bool:
+    """Whether ``codes`` are 0, 1, 2, ... (checked a slice at a time)."""
+    return all(
+        (codes[start : start + _SLICE] == np.arange(start, min(start + _SLICE, codes.size))).all()
+        for start in range(0, codes.size, _SLICE)
+    )
+
+
+def _pair_keys(ids: pa.Array, query_codes: npt.NDArray[np.int32]) -> npt.NDArray[np.uint64]:
+    """A 64-bit fingerprint of each (query, id) pair."""
+    keys = _fingerprints(ids)
+    mixed = query_codes.astype(np.uint64)
+    mixed *= np.uint64(_MIX[2])
+    keys ^= mixed
+    return keys
 
 
 _MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)
@@ -267,26 +285,37 @@ _SLICE = 1 << 16  # strings fingerprinted at a time
 
 def _fingerprints(ids: pa.Array) -> npt.NDArray[np.uint64]:
     """A 64-bit fingerprint of each string, from its length and its first and last 8
-    bytes: equal strings have equal fingerprints (different strings rarely do). Computed
-    a slice at a time, so the temporaries stay small."""
+    bytes: equal strings have equal fingerprints (different strings rarely do). Read in
+    place from the array's bytes, a slice at a time, so the temporaries stay small."""
     ids = ids.cast(pa.string())
     offsets = np.frombuffer(ids.buffers()[1], dtype=np.int32)[
         ids.offset : ids.offset + len(ids) + 1
     ]
-    data = np.zeros(int(offsets[-1]) + 8, dtype=np.uint8)  # 8 readable bytes after any start
-    if ids.buffers()[2] is not None:
-        data[: offsets[-1]] = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[: offsets[-1]]
-    words = np.ndarray((data.size - 7,), dtype="<u8", buffer=data, strides=(1,))  # unaligned
+    end = int(offsets[-1])
+    data = np.zeros(8, dtype=np.uint8)  # a short array's bytes, padded to one word
+    if end >= 8:
+        data = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[:end]
+    elif end:
+        data[:end] = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[:end]
+    limit = data.size - 8  # the last place a whole word starts
+    words = np.ndarray((limit + 1,), dtype="<u8", buffer=data, strides=(1,))  # unaligned
     out = np.empty(len(ids), dtype=np.uint64)
     for start in range(0, len(ids), _SLICE):
         bounds = offsets[start : start + _SLICE + 1].astype(np.int64)
         size = np.diff(bounds)
         mask = _BYTES[np.minimum(size, 8)]  # the string's bytes of an 8-byte word
-        first = words[bounds[:-1]] & mask
-        last = words[bounds[:-1] + np.maximum(size - 8, 0)] & mask
+        first = _word_at(words, bounds[:-1], limit) & mask
+        last = _word_at(words, bounds[:-1] + np.maximum(size - 8, 0), limit) & mask
         mixed = first * np.uint64(_MIX[0]) ^ last * np.uint64(_MIX[1]) ^ size.astype(np.uint64)
         out[start : start + size.size] = mixed ^ (mixed >> np.uint64(29)) * np.uint64(_MIX[1])
     return out
+
+
+def _word_at(words: npt.NDArray[np.uint64], at: IntArray, limit: int) -> npt.NDArray[np.uint64]:
+    """The 8 bytes from each of ``at``, zero past the end: a place nearer the end than a
+    word reads the last word, shifted down."""
+    safe = np.minimum(at, limit)
+    return words[safe] >> ((at - safe) * 8).astype(np.uint64)  # type: ignore[no-any-return]
 
 
 def _again(
@@ -414,8 +443,11 @@ def _trec_order(
     rising, tied = _out_of_order(score, query_codes)
     if not rising and not tied:
         return rows, None
-    order = np.lexsort((-score, query_codes)) if rising else np.arange(score.size)
-    ordered_query, ordered_score = query_codes[order], score[order]
+    if rising:
+        order = np.lexsort((-score, query_codes))
+        ordered_query, ordered_score = query_codes[order], score[order]
+    else:  # only ties to break: no copies
+        order, ordered_query, ordered_score = np.arange(score.size), query_codes, score
     ties = (ordered_query[1:] == ordered_query[:-1]) & (ordered_score[1:] == ordered_score[:-1])
     _break_ties(order, ties, docs.codes if rows is None else docs.codes[rows], docs.ids)
     return (order if rows is None else rows[order]), (ties if ties.any() else None)
