@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from engine.cores import one_blas_thread
 from engine.errors import MissingDependencyError
 
 __all__ = [
@@ -64,7 +65,10 @@ class ThreadExecutor:
         self.workers = workers or os.cpu_count() or 1
 
     def map(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[R]:
-        with ThreadPoolExecutor(self.workers, thread_name_prefix="slotwise") as pool:
+        with (
+            one_blas_thread(),
+            ThreadPoolExecutor(self.workers, thread_name_prefix="slotwise") as pool,
+        ):
             pending: deque[Future[R]] = deque()
             for task in tasks:
                 pending.append(pool.submit(fn, task))

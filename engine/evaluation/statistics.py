@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from collections.abc import Sequence
 
 import attrs
 import numpy as np
 import numpy.typing as npt
+
+from engine.cores import on_cores
 
 __all__ = [
     "BLOCK",
@@ -32,7 +31,6 @@ __all__ = [
 ]
 
 FloatArray = npt.NDArray[np.float64]
-T = TypeVar("T")
 
 DEFAULT_SEED = 0
 DEFAULT_RESAMPLES = 1000
@@ -109,7 +107,7 @@ class Bootstrap:
         blocks = [
             (pending[start : start + BLOCK], self._block + i) for i, start in enumerate(starts)
         ]
-        for sums in _on_cores(lambda block: self._block_sums(*block), blocks):
+        for sums in on_cores(lambda block: self._block_sums(*block), blocks, "slotwise-bootstrap"):
             self._sums += sums  # in dataset order, whichever thread computed them
         self._block += len(blocks)
         self._pending = pending[len(blocks) * BLOCK :]
@@ -146,17 +144,6 @@ class Bootstrap:
             low, high = np.percentile(resampled, [tail, 100 - tail])
             found.append((float(low), float(high)))
         return found
-
-
-def _on_cores(work: Callable[[T], FloatArray], items: Sequence[T]) -> Iterator[FloatArray]:
-    """``work`` of each item, in order, computed on a thread per core (numpy releases the
-    GIL) when there are several items."""
-    workers = min(os.cpu_count() or 1, len(items))
-    if workers < 2:
-        yield from map(work, items)
-        return
-    with ThreadPoolExecutor(workers, thread_name_prefix="slotwise-bootstrap") as pool:
-        yield from pool.map(work, items)
 
 
 def _weights(draws: npt.NDArray[np.uint8]) -> FloatArray:

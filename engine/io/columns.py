@@ -44,6 +44,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.cores import on_cores
+
 __all__ = [
     "LABEL_KINDS",
     "OUTPUT_COLUMNS",
@@ -318,11 +320,13 @@ def labelled_codes(samples: Columns, offsets: IntArray, ids: pa.Array) -> CodeAr
     matched = np.full(len(ids), -1, dtype=np.int32)
     weight = label_bounds + offsets  # ids up to each row
     edges = np.searchsorted(weight, np.arange(0, weight[-1], _MATCH_BLOCK)).tolist()
-    for first, last in itertools.pairwise([*edges, len(samples)]):
+
+    def match(rows: tuple[int, int]) -> None:
+        first, last = rows
         start, end = label_bounds[first], label_bounds[last]
         lo, hi = offsets[first], offsets[last]
         if start == end or lo == hi:
-            continue
+            return
         block = pc.dictionary_encode(label_ids.slice(start, end - start))
         width = len(block.dictionary)
         own = (label_rows[start:end] - first) * width + block.indices.to_numpy(zero_copy_only=False)
@@ -335,6 +339,9 @@ def labelled_codes(samples: Columns, offsets: IntArray, ids: pa.Array) -> CodeAr
         at = np.minimum(np.searchsorted(own, wanted), own.size - 1)
         hit = (position >= 0) & (own[at] == wanted)
         matched[lo:hi][hit] = label_codes[start + order[at[hit]]]
+
+    blocks = list(itertools.pairwise([*edges, len(samples)]))
+    list(on_cores(match, blocks, "slotwise-match"))  # blocks side by side, each its own ids
     return matched
 
 

@@ -209,11 +209,17 @@ def _numbers(
 
 
 def labels_columns(
-    queries: Coded, docs: Coded, values: Mapping[str, FloatArray], where: Where = Where()
+    queries: Coded,
+    docs: Coded,
+    values: Mapping[str, FloatArray],
+    where: Where = Where(),
+    *,
+    distinct: bool = False,
 ) -> Columns:
     """Samples from long-format labels: one per query id, in order of first appearance,
     with one list per label kind (NaN: no label of that kind for this document; a query
-    with none has a null list). A document labelled twice by one kind is an error."""
+    with none has a null list). A document labelled twice by one kind is an error, looked
+    for unless the caller knows each query's documents are ``distinct`` (a dict's keys)."""
     order, _ = grouped(queries.codes, len(queries.ids))
     rows = np.arange(queries.codes.size) if order is None else order
     query_codes, doc_codes = queries.codes[rows], docs.codes[rows]
@@ -221,7 +227,8 @@ def labels_columns(
     problems = []
     for kind, kind_values in values.items():
         present = ~np.isnan(kind_values[rows])
-        problems += _repeats(rows[present], f"has two {kind} labels", queries, docs, where)
+        if not distinct:
+            problems += _repeats(rows[present], f"has two {kind} labels", queries, docs, where)
         sizes = np.bincount(query_codes[present], minlength=len(queries.ids))
         columns[kind] = label_lists(
             offsets_of(sizes), doc_codes[present], kind_values[rows][present], mask=sizes == 0
@@ -368,7 +375,7 @@ def labels_from_dicts(qrels: Mapping[str, Any]) -> Columns | None:
     if found is None:
         return None
     queries, docs, labels = found
-    return labels_columns(queries, Coded.rows(docs), {"relevance": labels})
+    return labels_columns(queries, Coded.rows(docs), {"relevance": labels}, distinct=True)
 
 
 def _long_from_dicts(nested: Mapping[str, Any]) -> tuple[Coded, pa.Array, FloatArray] | None:

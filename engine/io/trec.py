@@ -125,7 +125,8 @@ def read_subtopic_qrels(path: str | os.PathLike[str], threshold: float = 1.0) ->
         raise InputError(problems, summary=f"malformed diversity qrels {path}")
     queries = Coded.of_strings((q for q, _ in best), len(best))
     docs = Coded.of_strings((d for _, d in best), len(best))
-    columns = labels_columns(queries, docs, {"relevance": np.fromiter(best.values(), float)})
+    relevance = {"relevance": np.fromiter(best.values(), float)}
+    columns = labels_columns(queries, docs, relevance, distinct=True)  # keys of `best`
     code = {doc: i for i, doc in enumerate(docs.ids.to_pylist())}
     column = pa.array(
         [

@@ -1,0 +1,35 @@
+"""Work spread over the machine's cores: threads, for work that releases the GIL (numpy,
+Arrow), with results in the items' order.
+
+While slotwise's threads run, BLAS (numpy's ``@``) runs each call on its calling thread:
+a BLAS that starts a thread per core for each call of each of slotwise's threads would
+put several threads on every core, and they wait on each other (the bootstrap took three
+times as long so on two cores)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from threadpoolctl import threadpool_limits
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def one_blas_thread() -> Any:
+    """A context in which BLAS calls run on their calling thread alone."""
+    return threadpool_limits(1, user_api="blas")
+
+
+def on_cores(work: Callable[[T], R], items: Sequence[T], name: str = "slotwise") -> Iterator[R]:
+    """``work`` of each item, in order, computed on a thread per core when there are
+    several items (one thread: in this one)."""
+    workers = min(os.cpu_count() or 1, len(items))
+    if workers < 2:
+        yield from map(work, items)
+        return
+    with one_blas_thread(), ThreadPoolExecutor(workers, thread_name_prefix=name) as pool:
+        yield from pool.map(work, items)
