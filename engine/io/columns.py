@@ -239,7 +239,7 @@ class Columns:
             column = other.column(name)
             if name in ID_LISTS and column.null_count < len(column):
                 codes, offsets = _codes(column), offsets_of(lengths(column))
-                ids = other.docs.take(pa.array(codes))
+                ids = other.docs if counts_up(codes) else other.docs.take(pa.array(codes))
                 matched = labelled_codes(self, offsets, ids)
                 if (matched < 0).any():
                     docs = pa.concat_arrays(
@@ -247,7 +247,7 @@ class Columns:
                     )
                     matched = np.where(matched >= 0, matched, codes + len(self.docs))
                 mask = column.is_null().to_numpy(zero_copy_only=False)
-                column = list_array(offsets, pa.array(matched.astype(np.int32), CODE), mask)
+                column = list_array(offsets, pa.array(matched, CODE), mask)
             if name != "id":
                 left = left.append_column(name, column)
         return Columns(left, docs)
@@ -256,6 +256,15 @@ class Columns:
         """A document-list column flattened: (codes, per-row lengths)."""
         column = self.column(name)
         return _codes(column), lengths(column)
+
+
+def counts_up(codes: npt.NDArray[Any]) -> bool:
+    """Whether ``codes`` are 0, 1, 2, ... (checked a slice at a time, no big temporary)."""
+    step = 1 << 16
+    return all(
+        (codes[start : start + step] == np.arange(start, min(start + step, codes.size))).all()
+        for start in range(0, codes.size, step)
+    )
 
 
 def _codes(column: pa.Array) -> CodeArray:

@@ -33,6 +33,7 @@ from engine.io.columns import (
     OUTPUT_COLUMNS,
     SAMPLE_COLUMNS,
     Columns,
+    counts_up,
     grouped,
     label_lists,
     lengths,
@@ -254,7 +255,7 @@ def _repeats(
     whose fingerprints meet are coded and compared exactly."""
     every = np.arange(docs.codes.size) if rows is None else rows
     codes = docs.codes if rows is None else docs.codes[rows]
-    as_coded = codes.size == len(docs.ids) and _counts_up(codes)
+    as_coded = codes.size == len(docs.ids) and counts_up(codes)
     ids = docs.ids if as_coded else docs.ids.take(pa.array(codes))  # each row's id
     query_codes = queries.codes if rows is None else queries.codes[rows]
     ordered = _pair_keys(ids, query_codes)
@@ -266,14 +267,6 @@ def _repeats(
     exact = Coded.of(ids.take(pa.array(again)))
     pairs = (query_codes[again].astype(np.int64) << np.int64(32)) | exact.codes
     return _again(pairs, every[again], saying, queries, docs, where)
-
-
-def _counts_up(codes: npt.NDArray[np.int32]) -> bool:
-    """Whether ``codes`` are 0, 1, 2, ... (checked a slice at a time)."""
-    return all(
-        (codes[start : start + _SLICE] == np.arange(start, min(start + _SLICE, codes.size))).all()
-        for start in range(0, codes.size, _SLICE)
-    )
 
 
 def _pair_keys(ids: pa.Array, query_codes: npt.NDArray[np.int32]) -> npt.NDArray[np.uint64]:
