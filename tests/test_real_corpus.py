@@ -190,6 +190,22 @@ class TestVocabularies:
                 if docs[code] in qrels[qid]:
                     assert code == label_code[docs[code]]
 
+    def test_outputs_sliced_from_a_larger_run_join_by_their_own_ids(self) -> None:
+        """The first queries of a run count their codes up from 0 while the run's
+        vocabulary holds every query's ids (a streamed chunk): each keeps its own ids."""
+        run = {"q0": {"a": 3.0, "b": 2.0}, "q1": {"c": 1.0, "d": 0.5}}
+        labels = labels_from_dicts({"q0": {"b": 1}})
+        assert labels is not None
+        outputs = run_from_dicts(run).slice(0, 1)
+        assert len(outputs.docs) == 4  # the codes of q0 count up; the vocabulary is longer
+        joined = labels.beside(outputs)
+        docs = joined.docs.to_pylist()
+        assert [docs[c] for c in joined.column("retrieved")[0].as_py()] == ["a", "b"]
+        assert (
+            joined.column("retrieved")[0].as_py()[1]
+            == joined.column("relevance")[0].as_py()[0]["doc"]
+        )
+
     def test_label_sources_are_found_in_their_own_row(self) -> None:
         """A label source names a document of its own sample, even when other samples
         label the same id under another code."""

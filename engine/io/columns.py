@@ -239,7 +239,8 @@ class Columns:
             column = other.column(name)
             if name in ID_LISTS and column.null_count < len(column):
                 codes, offsets = _codes(column), offsets_of(lengths(column))
-                ids = other.docs if counts_up(codes) else other.docs.take(pa.array(codes))
+                whole = codes.size == len(other.docs) and counts_up(codes)
+                ids = other.docs if whole else other.docs.take(pa.array(codes))
                 matched = labelled_codes(self, offsets, ids)
                 if (matched < 0).any():
                     docs = pa.concat_arrays(
