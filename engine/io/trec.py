@@ -48,7 +48,9 @@ __all__ = [
 ]
 
 _ID = pa.dictionary(pa.int32(), pa.string())
-_BLOCK = 1 << 24  # bytes per streamed block
+_BLOCK = 1 << 24  # the most bytes per streamed block
+_BLOCK_QUERIES = 1 << 14  # about this many queries per streamed block
+_FIRST_READ = 1 << 20  # bytes read before the size of a query is known
 _CSV_BLOCK = 1 << 22  # bytes per block of pyarrow's CSV reader (parsed in parallel)
 
 
@@ -177,16 +179,18 @@ def stream_run_lengths(path: str | os.PathLike[str]) -> Iterator[tuple[pa.Array,
     """Per block of whole queries, each query id and how many lines it has: what a
     streamed evaluation's first pass needs of a run, read from the query column alone
     (a block that is not canonically formatted is read whole)."""
-    path = Path(path)
+    path, reads = Path(path), _Reads()
     delimiter = None
-    for offset, block in _blocks(path):
+    for offset, block in _blocks(path, reads):
         delimiter = delimiter or _delimiter(block[: block.find(b"\n") + 1])
         queries = _query_column(pa.BufferReader(block), delimiter)
         if queries is None:
             columns = _worded(io.BytesIO(block), _RUN, path, _line_at(path, offset))
-            yield columns.ids, lengths(columns.column("retrieved"))
+            ids, counts = columns.ids, lengths(columns.column("retrieved"))
         else:
-            yield queries.ids, np.bincount(queries.codes, minlength=len(queries.ids))
+            ids, counts = queries.ids, np.bincount(queries.codes, minlength=len(queries.ids))
+        reads.learn(len(block), len(ids))
+        yield ids, counts
 
 
 def _query_column(source: Any, delimiter: str) -> Coded | None:
@@ -233,11 +237,13 @@ def _read(path: Path, layout: _Format) -> Columns:
 def _stream(path: Path, layout: _Format) -> Iterator[Columns]:
     """Blocks of whole queries; the problems of every block are reported together, once
     the whole file was read."""
-    delimiter = None
+    delimiter, reads = None, _Reads()
     problems: list[Problem] = []
-    for offset, block in _blocks(path):
+    for offset, block in _blocks(path, reads):
         delimiter = delimiter or _delimiter(block[: block.find(b"\n") + 1])
         parsed = _columnar(pa.BufferReader(block), layout, delimiter)
+        if parsed is not None:
+            reads.learn(len(block), len(parsed[0].ids))
         if parsed is not None and not problems:
             try:
                 yield layout.columns(*parsed, Where(str(path)))
@@ -356,12 +362,26 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _blocks(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(byte offset, block) of about ``_BLOCK`` bytes of whole lines each; the lines of
-    the last query of a block move to the next one, so no query is split."""
+class _Reads:
+    """How many bytes a stream reads next: about ``_BLOCK_QUERIES`` queries' worth, as
+    the blocks parsed so far measure a query (at most ``_BLOCK``). Sparse qrels hold a
+    query in a line or two, so ``_BLOCK`` bytes of them would be most of a million
+    queries held at once."""
+
+    def __init__(self) -> None:
+        self.size = min(_FIRST_READ, _BLOCK)
+
+    def learn(self, size: int, queries: int) -> None:
+        """A block of ``size`` bytes held ``queries`` queries."""
+        self.size = max(1, min(_BLOCK, size * _BLOCK_QUERIES // max(queries, 1)))
+
+
+def _blocks(path: Path, reads: _Reads) -> Iterator[tuple[int, bytes]]:
+    """(byte offset, block) of about ``reads.size`` bytes of whole lines each; the lines
+    of the last query of a block move to the next one, so no query is split."""
     offset, rest = 0, b""
     with open_binary(path) as handle:
-        while chunk := handle.read(_BLOCK):
+        while chunk := handle.read(reads.size):
             block = rest + chunk
             end = block.rfind(b"\n") + 1
             cut = _last_query_start(block, end)
