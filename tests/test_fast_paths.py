@@ -162,6 +162,21 @@ class TestTrecReaders:
             streamed.update(found)
         assert streamed == run_of(trec.read_run(path))
 
+    def test_sparse_qrels_stream_in_blocks_of_queries(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A block holds about ``_BLOCK_QUERIES`` queries however short their lines are:
+        after a first read, the read size follows the bytes a query takes."""
+        monkeypatch.setattr(trec, "_BLOCK_QUERIES", 10)
+        monkeypatch.setattr(trec, "_FIRST_READ", 400)
+        path = tmp_path / "sparse.qrels"
+        text = "".join(f"{1000 + q} 0 {q * 7} 1\n" for q in range(500))  # a line a query
+        path.write_text(text)
+        sizes = [len(block) for block in trec.stream_qrels(path)]
+        assert sum(sizes) == 500
+        assert sizes[0] == text[:400].count("\n") - 1  # the last query may go on: held back
+        assert all(9 <= size <= 11 for size in sizes[1:-1])  # 10 queries' bytes, give or take a cut
+
 
 class TestEvaluateTrec:
     def test_same_results_as_the_dataset_path(self, tmp_path: Path) -> None:
