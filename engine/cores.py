@@ -4,7 +4,9 @@ Arrow), with results in the items' order.
 While slotwise's threads run, BLAS (numpy's ``@``) runs each call on its calling thread:
 a BLAS that starts a thread per core for each call of each of slotwise's threads would
 put several threads on every core, and they wait on each other (the bootstrap took three
-times as long so on two cores)."""
+times as long so on two cores). A BLAS that splits a product over threads may also round
+it differently (OpenBLAS on AMD EPYC: a few units in the last place), so work on one
+thread keeps BLAS to one thread too."""
 
 from __future__ import annotations
 
@@ -26,10 +28,12 @@ def one_blas_thread() -> Any:
 
 def on_cores(work: Callable[[T], R], items: Sequence[T], name: str = "slotwise") -> Iterator[R]:
     """``work`` of each item, in order, computed on a thread per core when there are
-    several items (one thread: in this one)."""
+    several items (one thread: in this one). BLAS runs on one thread either way, so a
+    matrix product gives the same bits however many cores there are."""
     workers = min(os.cpu_count() or 1, len(items))
-    if workers < 2:
-        yield from map(work, items)
-        return
-    with one_blas_thread(), ThreadPoolExecutor(workers, thread_name_prefix=name) as pool:
-        yield from pool.map(work, items)
+    with one_blas_thread():
+        if workers < 2:
+            yield from map(work, items)
+            return
+        with ThreadPoolExecutor(workers, thread_name_prefix=name) as pool:
+            yield from pool.map(work, items)

@@ -37,16 +37,27 @@ def test_thread_executor_keeps_blas_on_its_thread(blas) -> None:
     assert _blas_threads(None) == blas
 
 
-def test_bootstrap_sums_are_blas_thread_independent() -> None:
-    """The bootstrap's weighted sums (a matrix product) are the same, bit for bit, with
-    one BLAS thread as with several: each sum is one dot product either way."""
+@pytest.mark.parametrize("cpus", [1, 2])
+def test_bootstrap_is_the_same_whatever_the_threads(monkeypatch, blas, cpus) -> None:
+    """The bootstrap's intervals are the same, bit for bit, on one core or several and
+    whatever BLAS threads the caller allows: its matrix products run on one BLAS thread
+    (a product split over BLAS threads can round differently: OpenBLAS on AMD EPYC
+    changes a few units in the last place)."""
     from threadpoolctl import threadpool_limits
 
+    from engine.evaluation.statistics import BLOCK, Bootstrap
+
     rng = np.random.default_rng(3)
-    weights = rng.integers(0, 6, size=(1000, 1024)).astype(np.float64)
-    values = rng.random((1024, 10))
-    with threadpool_limits(1, user_api="blas"):
-        alone = weights @ values
-    with threadpool_limits(4, user_api="blas"):
-        several = weights @ values
-    np.testing.assert_array_equal(alone.view(np.int64), several.view(np.int64))
+    values = rng.random((5 * BLOCK + 7, 4))  # blocks, and a partial one for intervals()
+
+    def intervals(workers: int, blas_threads: int) -> tuple[bytes, list]:  # type: ignore[type-arg]
+        monkeypatch.setattr(cores.os, "cpu_count", lambda: workers)
+        bootstrap = Bootstrap(4)
+        with threadpool_limits(blas_threads, user_api="blas"):
+            bootstrap.add(values[:BLOCK])  # one block: on the calling thread
+            bootstrap.add(values[BLOCK:])
+            return bootstrap._sums.tobytes(), bootstrap.intervals()
+
+    alone = intervals(1, 1)
+    assert intervals(cpus, 4) == alone
+    assert intervals(cpus, 1) == alone

@@ -18,7 +18,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from engine.cores import on_cores
+from engine.cores import on_cores, one_blas_thread
 
 __all__ = [
     "BLOCK",
@@ -129,8 +129,9 @@ class Bootstrap:
         if not 0 < level < 1:
             raise ValueError(f"level must be between 0 and 1, got {level}")
         sums = self._sums
-        if self._pending.shape[0]:  # the last, partial block
-            sums = sums + self._block_sums(self._pending, self._block)
+        if self._pending.shape[0]:  # the last, partial block, rounded as the others
+            with one_blas_thread():
+                sums = sums + self._block_sums(self._pending, self._block)
         with np.errstate(invalid="ignore", divide="ignore"):
             means = sums[:, : self.columns] / sums[:, self.columns :]
         tail = (1 - level) / 2 * 100
