@@ -239,8 +239,7 @@ class Columns:
             column = other.column(name)
             if name in ID_LISTS and column.null_count < len(column):
                 codes, offsets = _codes(column), offsets_of(lengths(column))
-                whole = codes.size == len(other.docs) and counts_up(codes)
-                ids = other.docs if whole else other.docs.take(pa.array(codes))
+                ids = row_ids(other.docs, codes)
                 matched = labelled_codes(self, offsets, ids)
                 if (matched < 0).any():
                     docs = pa.concat_arrays(
@@ -259,13 +258,15 @@ class Columns:
         return _codes(column), lengths(column)
 
 
-def counts_up(codes: npt.NDArray[Any]) -> bool:
-    """Whether ``codes`` are 0, 1, 2, ... (checked a slice at a time, no big temporary)."""
-    step = 1 << 16
-    return all(
+def row_ids(ids: pa.Array, codes: npt.NDArray[Any]) -> pa.Array:
+    """The id of each code: ``ids`` itself when the codes are 0, 1, ... over all of them
+    (no copy of every id), else taken."""
+    step = 1 << 16  # checked a slice at a time, no big temporary
+    whole = codes.size == len(ids) and all(
         (codes[start : start + step] == np.arange(start, min(start + step, codes.size))).all()
         for start in range(0, codes.size, step)
     )
+    return ids if whole else ids.take(pa.array(codes))
 
 
 def _codes(column: pa.Array) -> CodeArray:

@@ -33,12 +33,12 @@ from engine.io.columns import (
     OUTPUT_COLUMNS,
     SAMPLE_COLUMNS,
     Columns,
-    counts_up,
     grouped,
     label_lists,
     lengths,
     list_array,
     offsets_of,
+    row_ids,
     table_of,
 )
 from engine.io.files import AtomicFile, arrow_input, format_suffix
@@ -255,8 +255,7 @@ def _repeats(
     whose fingerprints meet are coded and compared exactly."""
     every = np.arange(docs.codes.size) if rows is None else rows
     codes = docs.codes if rows is None else docs.codes[rows]
-    as_coded = codes.size == len(docs.ids) and counts_up(codes)
-    ids = docs.ids if as_coded else docs.ids.take(pa.array(codes))  # each row's id
+    ids = row_ids(docs.ids, codes)  # each row's id
     query_codes = queries.codes if rows is None else queries.codes[rows]
     ordered = _pair_keys(ids, query_codes)
     ordered.sort()
