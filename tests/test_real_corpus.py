@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import pytrec_eval
 from conftest import run_of
@@ -19,6 +20,7 @@ from engine.evaluation.label_sources import slot_sources
 from engine.io import columns as columns_module
 from engine.io import trec
 from engine.io.columns import Columns, stack
+from engine.io.fingerprints import fingerprints
 from engine.io.frames import labels_from_dicts, run_from_dicts
 
 CORPUS = 8_841_823
@@ -146,17 +148,19 @@ class TestVocabularies:
         assert isinstance(stack(parts), Columns)
 
     @pytest.mark.parametrize("block", [5, 1 << 16], ids=["tiny-blocks", "one-block"])
+    @pytest.mark.parametrize("judged", [2, 4], ids=["few-labels", "deep-pools"])
     def test_beside_matches_ids_within_their_row(
-        self, monkeypatch: pytest.MonkeyPatch, block: int
+        self, monkeypatch: pytest.MonkeyPatch, block: int, judged: int
     ) -> None:
         """Labels coded per query (an id judged by many queries has a code in each) and
         outputs coded per query meet row by row: a ranked id takes its own row's label
-        code exactly when that row labels it, whatever block the rows fall in."""
+        code exactly when that row labels it, whatever block the rows fall in, whether a
+        block's labels are few (looked up) or as many as its outputs (one dictionary)."""
         monkeypatch.setattr(columns_module, "_MATCH_BLOCK", block)
         rng = np.random.default_rng(7)
         pool = [f"d{i}" for i in range(12)]  # few ids: most are judged by several queries
         qrels = {
-            f"q{q}": {d: int(rng.integers(0, 3)) for d in rng.choice(pool, 4, replace=False)}
+            f"q{q}": {d: int(rng.integers(0, 3)) for d in rng.choice(pool, judged, replace=False)}
             for q in range(40)
         }
         run = {
@@ -189,6 +193,25 @@ class TestVocabularies:
                 assert (docs[code] in qrels[qid]) == (code in label_code.values())
                 if docs[code] in qrels[qid]:
                     assert code == label_code[docs[code]]
+
+    def test_an_unlabelled_output_never_takes_the_next_rows_label(self) -> None:
+        """More labels than outputs: the outputs are hashed and the labels looked up. An
+        output no label names (u1, numbered just past the labelled ids) is no label's,
+        though its number meets the next row's labelled "a"."""
+        qrels = {"q0": {"a": 1, "p1": 0, "p2": 0, "p3": 0, "p4": 0}, "q1": {"a": 2}}
+        labels = labels_from_dicts(qrels)
+        assert labels is not None
+        run = {"q0": {"a": 4.0, "u1": 3.0, "u2": 2.0, "u3": 1.0}, "q1": {"a": 1.0}}
+        joined = labels.beside(run_from_dicts(run))
+        retrieved = joined.column("retrieved").to_pylist()
+        labelled = [[e["doc"] for e in row] for row in joined.column("relevance").to_pylist()]
+        assert retrieved[0][0] == labelled[0][0] and retrieved[1] == labelled[1]
+        assert not set(retrieved[0][1:]) & {*labelled[0], *labelled[1]}
+        results = engine.Engine(config={}).evaluate_trec(qrels, run, ["retrieval-map"])
+        expected = pytrec_eval.RelevanceEvaluator(qrels, {"map"}).evaluate(run)
+        assert {row["id"]: row["scores"]["retrieval-map"] for row in results.per_sample()} == {
+            q: expected[q]["map"] for q in qrels
+        }
 
     def test_outputs_sliced_from_a_larger_run_join_by_their_own_ids(self) -> None:
         """The first queries of a run count their codes up from 0 while the run's
@@ -224,3 +247,17 @@ class TestVocabularies:
         outputs = run_from_dicts({f"q{i}": {"a": 2.0, "b": 1.0, "c": 0.5} for i in range(4)})
         sources = slot_sources(samples.beside(outputs)).to_pylist()
         assert sources == ["judge", "human", None, "human", "judge", None] * 2
+
+
+class TestFingerprints:
+    def test_every_byte_counts_and_equal_ids_agree(self) -> None:
+        """Ids that share their length and both ends (MS MARCO v2's shards, URLs) get
+        different fingerprints, and an id gets the same one wherever it sits: in another
+        array, at another offset, in a slice."""
+        ids = [f"msmarco_passage_{shard:02d}_000042" for shard in range(70)]
+        ids += ["", "a", "ab", "abcdefgh", "abcdefghi", "http://example.org/a/index.html"]
+        found = fingerprints(pa.array(ids))
+        assert len(set(found.tolist())) == len(ids)
+        shifted = fingerprints(pa.array(["x" * 13, *ids]).slice(1))
+        assert shifted.tolist() == found.tolist()
+        assert fingerprints(pa.array(ids[::-1])).tolist() == found.tolist()[::-1]

@@ -500,14 +500,31 @@ class Batch:
     def _join(self, rows: IntArray, codes: IntArray, values: FloatArray) -> FloatArray:
         """Each ranked document's label among labels given as (row, code, value): shape
         ``(Q, L)``, NaN where it has none."""
+        if rows.size > self.doc_codes.size and _distinct(codes):  # one label per code
+            size = int(codes.max()) + 1
+            owner = np.full(size, -1, dtype=np.int64)
+            owner[codes] = rows
+            by_code = np.empty(size)
+            by_code[codes] = values
+            at = np.clip(self.doc_codes, 0, size - 1)  # padding (-1) and unlabelled ids too
+            slot_rows = np.arange(len(self))[:, None]
+            labelled = (owner[at] == slot_rows) & self.valid & (self.doc_codes < size)
+            return np.where(labelled, by_code[at], np.nan)
         out = np.full(self.doc_codes.shape, np.nan)
         if rows.size > self.doc_codes.size:  # more labels than slots: look the slots up
             slots = np.nonzero(self.valid)
-            out[slots] = _looked_up(*_keyed(rows, codes, values), slots[0], self.doc_codes[slots])
+            ranked = self.doc_codes[slots]
+            out[slots] = _looked_up(*_keyed(rows, codes, values), slots[0], ranked)
             return out
         where, columns = self._find(rows, codes, positions=True)
         out[rows[where], columns] = values[where]
         return out
+
+
+def _distinct(codes: IntArray) -> bool:
+    """Whether the (non-negative) codes are all different, as a TREC qrels file's are (its
+    ids are coded line by line)."""
+    return bool(codes.size) and int(np.bincount(codes).max()) <= 1
 
 
 def _keyed(rows: IntArray, codes: IntArray, values: FloatArray) -> tuple[IntArray, FloatArray]:

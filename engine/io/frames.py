@@ -42,6 +42,7 @@ from engine.io.columns import (
     table_of,
 )
 from engine.io.files import AtomicFile, arrow_input, format_suffix
+from engine.io.fingerprints import pair_keys
 
 __all__ = [
     "TABLE_SUFFIXES",
@@ -257,64 +258,15 @@ def _repeats(
     codes = docs.codes if rows is None else docs.codes[rows]
     ids = row_ids(docs.ids, codes)  # each row's id
     query_codes = queries.codes if rows is None else queries.codes[rows]
-    ordered = _pair_keys(ids, query_codes)
+    ordered = pair_keys(ids, query_codes)
     ordered.sort()
     meet = ordered[1:] == ordered[:-1]
     if not meet.any():  # the common case: one sort, nothing to compare
         return []
-    again = np.flatnonzero(np.isin(_pair_keys(ids, query_codes), ordered[1:][meet]))
+    again = np.flatnonzero(np.isin(pair_keys(ids, query_codes), ordered[1:][meet]))
     exact = Coded.of(ids.take(pa.array(again)))
     pairs = (query_codes[again].astype(np.int64) << np.int64(32)) | exact.codes
     return _again(pairs, every[again], saying, queries, docs, where)
-
-
-def _pair_keys(ids: pa.Array, query_codes: npt.NDArray[np.int32]) -> npt.NDArray[np.uint64]:
-    """A 64-bit fingerprint of each (query, id) pair."""
-    keys = _fingerprints(ids)
-    mixed = query_codes.astype(np.uint64)
-    mixed *= np.uint64(_MIX[2])
-    keys ^= mixed
-    return keys
-
-
-_MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)
-_BYTES = np.array([(1 << (8 * n)) - 1 for n in range(9)], dtype=np.uint64)  # n low bytes
-_SLICE = 1 << 16  # strings fingerprinted at a time
-
-
-def _fingerprints(ids: pa.Array) -> npt.NDArray[np.uint64]:
-    """A 64-bit fingerprint of each string, from its length and its first and last 8
-    bytes: equal strings have equal fingerprints (different strings rarely do). Read in
-    place from the array's bytes, a slice at a time, so the temporaries stay small."""
-    ids = ids.cast(pa.string())
-    offsets = np.frombuffer(ids.buffers()[1], dtype=np.int32)[
-        ids.offset : ids.offset + len(ids) + 1
-    ]
-    end = int(offsets[-1])
-    data = np.zeros(8, dtype=np.uint8)  # a short array's bytes, padded to one word
-    if end >= 8:
-        data = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[:end]
-    elif end:
-        data[:end] = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[:end]
-    limit = data.size - 8  # the last place a whole word starts
-    words = np.ndarray((limit + 1,), dtype="<u8", buffer=data, strides=(1,))  # unaligned
-    out = np.empty(len(ids), dtype=np.uint64)
-    for start in range(0, len(ids), _SLICE):
-        bounds = offsets[start : start + _SLICE + 1].astype(np.int64)
-        size = np.diff(bounds)
-        mask = _BYTES[np.minimum(size, 8)]  # the string's bytes of an 8-byte word
-        first = _word_at(words, bounds[:-1], limit) & mask
-        last = _word_at(words, bounds[:-1] + np.maximum(size - 8, 0), limit) & mask
-        mixed = first * np.uint64(_MIX[0]) ^ last * np.uint64(_MIX[1]) ^ size.astype(np.uint64)
-        out[start : start + size.size] = mixed ^ (mixed >> np.uint64(29)) * np.uint64(_MIX[1])
-    return out
-
-
-def _word_at(words: npt.NDArray[np.uint64], at: IntArray, limit: int) -> npt.NDArray[np.uint64]:
-    """The 8 bytes from each of ``at``, zero past the end: a place nearer the end than a
-    word reads the last word, shifted down."""
-    safe = np.minimum(at, limit)
-    return words[safe] >> ((at - safe) * 8).astype(np.uint64)  # type: ignore[no-any-return]
 
 
 def _again(
