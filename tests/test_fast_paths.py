@@ -4,6 +4,7 @@ checked goes to the path that words the problem."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -295,6 +296,21 @@ class TestQrelsDicts:
                 digest.update(columns)
                 hashes.append(digest.hexdigest())
             assert hashes[0] == hashes[1]
+
+    def test_the_hash_is_sha256_of_the_canonical_lines(self, tmp_path: Path) -> None:
+        """A dataset's hash, written out by hand (engine.io.columns.ContentHash): a line per
+        sample, its fields joined by U+001F, labels sorted by document id as ``doc=label``
+        joined by U+001E, an absent field U+0000, the line ended by U+001D and a newline.
+        The same from dicts and from a qrels file whose lines are not sorted."""
+        field, item, end, absent = "\x1f", "\x1e", "\x1d\n", "\x00"
+        rest = field + field.join([absent] * 7)  # utility grades answers groups k input meta
+        lines = f"q1{field}a=0.5{item}b=2{item}c10=1{rest}{end}q2{field}x=3{rest}{end}"
+        expected = "sha256:" + hashlib.sha256(lines.encode()).hexdigest()
+        qrels = {"q1": {"b": 2, "c10": 1, "a": 0.5}, "q2": {"x": 3}}
+        (tmp_path / "q.txt").write_text("q1 0 c10 1\nq1 0 b 2\nq2 0 x 3\nq1 0 a 0.5\n")
+        eng = engine.Engine(config={})
+        assert eng.dataset(qrels).hash == expected
+        assert eng.dataset(trec.read_qrels(tmp_path / "q.txt")).hash == expected
 
     @pytest.mark.parametrize("qrels", [{"q": {"a": float("nan")}}, {"": {"a": 1}}, {}])
     def test_invalid_qrels_are_reported(self, qrels: dict) -> None:  # type: ignore[type-arg]

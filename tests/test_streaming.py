@@ -20,7 +20,7 @@ from engine.errors import InputError, MetricRequirementError
 from engine.evaluation.metric import MetricBase
 from engine.evaluation.statistics import Tally, exact_parts
 from engine.io import sources, trec
-from engine.io.frames import labels_from_dicts
+from engine.io.frames import labels_from_dicts, run_from_dicts
 
 METRICS = [
     "retrieval-ndcg-at-k@10",
@@ -102,6 +102,25 @@ class TestChunked:
             assert chunked.aggregates[label] == whole.aggregates[label]
         assert chunked.diagnostics == whole.diagnostics
         assert chunked.per_sample() == whole.per_sample()
+
+    @pytest.mark.parametrize(("cores", "size"), [(1, None), (2, 1536), (4, 1024)])
+    def test_big_enough_work_is_shared_by_the_cores(
+        self, monkeypatch: pytest.MonkeyPatch, cores: int, size: int | None
+    ) -> None:
+        """Without chunk_size, 3,000 rankings of 300 (900,000 ranked documents: three
+        times the 2**18 worth splitting) make a chunk per core, at most three, of a
+        multiple of 64 samples (1,500 -> 1,536; 1,000 -> 1,024); the provenance says
+        so and the numbers are one chunk's."""
+        monkeypatch.setattr("os.cpu_count", lambda: cores)
+        qrels = {f"q{q}": {f"d{q}-{d}": d % 3 for d in range(0, 600, 7)} for q in range(3000)}
+        run = {f"q{q}": {f"d{q}-{d}": 1.0 / (d + 1) for d in range(300)} for q in range(3000)}
+        eng = engine.Engine(config={})
+        results = eng.evaluate_trec(qrels, run, ["retrieval-map", "retrieval-ndcg-at-k@10"])
+        assert results.provenance.get("chunk_size") == size
+        whole = eng.dataset(qrels).with_metrics(["retrieval-map", "retrieval-ndcg-at-k@10"])
+        one = whole.evaluate(run_from_dicts(run), chunk_size=3000)
+        assert results.per_sample() == one.per_sample()
+        assert results.aggregates == one.aggregates
 
     def test_chunk_size_is_validated(self, eng: engine.Engine) -> None:
         """A chunk size that is not a positive integer is refused."""

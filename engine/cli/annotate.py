@@ -11,12 +11,8 @@ import inspect
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.annotate.base import AnnotationError, AnnotatorRegistry
-from engine.annotate.cache import Cache
-from engine.annotate.runner import AnnotationInterrupted, Runner
-from engine.annotate.tasks import TASKS, annotate_samples
 from engine.cli.common import (
     Handler,
     UsageError,
@@ -32,6 +28,10 @@ from engine.io.files import format_suffix, read_document, read_jsonl
 from engine.io.records import outputs_of, samples_of
 from engine.io.sources import read_dataset, read_outputs
 from engine.logs import log
+
+if TYPE_CHECKING:  # the annotation machinery is imported when the command runs
+    from engine.annotate.cache import Cache
+    from engine.annotate.runner import Runner
 
 __all__ = ["add"]
 
@@ -194,6 +194,8 @@ def add(commands: Any) -> dict[str, Handler]:
 
 
 def _tasks(values: list[str]) -> list[str]:
+    from engine.annotate.tasks import TASKS
+
     tasks = [t.strip() for v in values or ["utility"] for t in v.split(",") if t.strip()]
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
@@ -226,6 +228,8 @@ def _dataset(args: argparse.Namespace) -> tuple[Path, Path | None]:
 
 
 def _annotator(args: argparse.Namespace) -> Any:
+    from engine.annotate.base import AnnotatorRegistry
+
     cls = AnnotatorRegistry().get(args.annotator)
     accepted = inspect.signature(cls).parameters
     options: dict[str, Any] = {}
@@ -244,6 +248,11 @@ def _annotator(args: argparse.Namespace) -> Any:
 
 
 def _annotate(args: argparse.Namespace) -> int:
+    from engine.annotate.base import AnnotationError
+    from engine.annotate.cache import Cache
+    from engine.annotate.runner import AnnotationInterrupted, Runner
+    from engine.annotate.tasks import annotate_samples
+
     tasks = _tasks(args.task)
     if args.runs is not None and tasks != ["relevance"]:
         raise UsageError("--runs pools documents for --task relevance alone")
@@ -322,7 +331,9 @@ def _fill(
 ) -> int:
     """``annotate --runs``: pool the runs, judge the pooled pairs (only the unlabelled
     ones with --holes) and write the dataset with each label's source."""
+    from engine.annotate.base import AnnotationError
     from engine.annotate.holes import fill_holes, pool, relevance_agreement
+    from engine.annotate.runner import AnnotationInterrupted
     from engine.evaluation.api import Engine
 
     def announce(line: str) -> None:

@@ -20,6 +20,7 @@ A multi-chunk run has no run-level reports (``summarize`` needs every sample at 
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 from collections import deque
@@ -70,6 +71,7 @@ __all__ = [
     "StreamingError",
     "aligned",
     "chunk_size_of",
+    "default_chunk_size",
     "evaluate",
     "first_pass",
     "prefetched",
@@ -80,6 +82,7 @@ __all__ = [
 #: Chunk boundaries fall on multiples of this many samples (see the module docstring).
 CHUNK_ALIGN = 64
 DEFAULT_CHUNK_SIZE = 16384
+_SPLIT_SLOTS = 1 << 18  # fewer ranked documents are scored as one chunk: splitting costs more
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -87,6 +90,18 @@ BoolArray = npt.NDArray[np.bool_]
 
 class StreamingError(SlotwiseError, ValueError):
     """The evaluation cannot be streamed as asked (a metric, an input order)."""
+
+
+def default_chunk_size(joined: Columns) -> int | None:
+    """The chunk size of an in-memory evaluation given none: chunks of about
+    ``DEFAULT_CHUNK_SIZE`` rankings of 100 (a chunk's arrays stay in the CPU's caches),
+    and a chunk per core once there are :data:`_SPLIT_SLOTS` ranked documents to share
+    (10,000 queries of 100 are scored on both cores); None: one chunk."""
+    column = joined.column("retrieved")
+    slots = len(pc.list_flatten(column)) if len(column) else 0
+    cores = os.cpu_count() or 1
+    chunks = max(-(-slots // (100 * DEFAULT_CHUNK_SIZE)), min(cores, slots // _SPLIT_SLOTS))
+    return -(-len(joined) // chunks) if chunks > 1 else None
 
 
 def chunk_size_of(chunk_size: int) -> int:

@@ -464,7 +464,8 @@ def _labels_text(column: pa.Array, docs: pa.Array) -> pa.Array:
     sizes = lengths(column)
     owners = np.repeat(np.arange(len(column)), sizes)
     names, order = _sorted_names(flat.field("doc").to_numpy(zero_copy_only=False), owners, docs)
-    values = pc.cast(flat.field("label").take(pa.array(order)), pa.string())
+    labels = pc.dictionary_encode(flat.field("label").take(pa.array(order)))
+    values = labels.dictionary.cast(pa.string()).take(labels.indices)  # few distinct labels
     entries = pc.binary_join_element_wise(names, values, "=")
     mask = column.is_null().to_numpy(zero_copy_only=False)
     return pc.binary_join(list_array(offsets_of(sizes), entries, mask), _ITEM)

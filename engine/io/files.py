@@ -15,8 +15,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-import yaml
-
 from engine.errors import InputError, Problem
 
 __all__ = [
@@ -118,6 +116,8 @@ def read_document(path: Path) -> Any:
     """Parse a whole YAML (``.yaml``/``.yml``) or JSON file."""
     text = read_text(path)
     if format_suffix(path) in (".yaml", ".yml"):
+        import yaml  # here: reading TREC files and JSON does not import it
+
         try:
             return yaml.safe_load(text)
         except yaml.YAMLError as error:
@@ -144,6 +144,8 @@ def read_document(path: Path) -> Any:
 def yaml_lines(text: str, pointers: Iterable[str]) -> dict[str, int]:
     """The 1-based line of the YAML node at each JSON pointer (of its deepest existing
     ancestor when the pointer goes further than the document), for error messages."""
+    import yaml
+
     root = yaml.compose(text, Loader=yaml.SafeLoader)
     found = {}
     for pointer in pointers:
