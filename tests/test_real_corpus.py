@@ -16,10 +16,11 @@ from conftest import run_of
 
 import engine
 from engine.errors import InputError
+from engine.evaluation.batch import Batch
 from engine.evaluation.label_sources import slot_sources
 from engine.io import columns as columns_module
 from engine.io import trec
-from engine.io.columns import Columns, stack
+from engine.io.columns import Columns, list_array, stack
 from engine.io.fingerprints import fingerprints
 from engine.io.frames import labels_from_dicts, run_from_dicts
 
@@ -261,3 +262,17 @@ class TestFingerprints:
         shifted = fingerprints(pa.array(["x" * 13, *ids]).slice(1))
         assert shifted.tolist() == found.tolist()
         assert fingerprints(pa.array(ids[::-1])).tolist() == found.tolist()[::-1]
+
+
+def test_an_id_another_sample_labels_has_no_label_here() -> None:
+    """More labels than ranked slots, each code one label's (as TREC qrels are coded):
+    a ranking that shares its vocabulary with the labels (a Columns built by hand, as a
+    plugin may) and names an id only another sample labels finds no label for it."""
+    labels = labels_from_dicts({"q1": {"a": 1, "b": 2, "c": 1}, "q2": {"d": 1, "e": 1, "f": 3}})
+    assert labels is not None
+    docs = labels.docs.to_pylist()
+    ranked = [[docs.index("d"), docs.index("a")], [docs.index("a")]]
+    column = list_array([0, 2, 3], pa.array(np.concatenate(ranked), pa.int32()))
+    batch = Batch.compile(Columns(labels.table.append_column("retrieved", column), labels.docs))
+    assert np.isnan(batch.ranked_labels[0, 0]) and batch.ranked_labels[0, 1] == 1.0
+    assert np.isnan(batch.ranked_labels[1]).all()  # "a" is q1's label, not q2's
