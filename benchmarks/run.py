@@ -293,7 +293,7 @@ def floor(qrels_path: Path, run_path: Path) -> list[str]:
     import pyarrow.compute as pc
     import pyarrow.csv as csv
 
-    from engine.io.frames import _fingerprints
+    from engine.io.fingerprints import fingerprints
 
     def read(path: Path, doc: Any) -> Any:
         run = path == run_path
@@ -321,7 +321,7 @@ def floor(qrels_path: Path, run_path: Path) -> list[str]:
         ),
         "one vocabulary of every run id (`dictionary_encode`)": lambda: pc.dictionary_encode(docs),
         "a 64-bit fingerprint of every run id, sorted (slotwise's repeat check)": lambda: np.sort(
-            _fingerprints(docs)
+            fingerprints(docs)
         ),
         "the hash join: each run id looked up in the qrels' ids (`index_in`)": lambda: pc.index_in(
             docs, value_set=judged
