@@ -32,6 +32,7 @@ from engine.evaluation.pipeline import (
     StreamingError,
     aligned,
     chunk_size_of,
+    default_chunk_size,
     evaluate,
     first_pass,
     prefetched,
@@ -716,11 +717,10 @@ class Evaluation:
             shape = Shape.of(joined)
             joined = joined.take(np.asarray(only, dtype=np.int64))
             extra = {"partial": {"samples_scored": len(joined), "samples_in_dataset": len(dataset)}}
-        if chunk_size is None and (
-            executor.name not in IN_PROCESS
-            or (len(joined) > DEFAULT_CHUNK_SIZE and not self.plan.reports)
-        ):  # chunks: arrays that stay in cache, bounded memory, the same numbers
+        if chunk_size is None and executor.name not in IN_PROCESS:
             chunk_size = DEFAULT_CHUNK_SIZE
+        elif chunk_size is None and not self.plan.reports:  # the same numbers, sooner
+            chunk_size = default_chunk_size(joined)
         size = chunk_size_of(chunk_size) if chunk_size is not None else None
         chunks = slices(joined, size)
         results = evaluate(
