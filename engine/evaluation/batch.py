@@ -500,8 +500,9 @@ class Batch:
     def _join(self, rows: IntArray, codes: IntArray, values: FloatArray) -> FloatArray:
         """Each ranked document's label among labels given as (row, code, value): shape
         ``(Q, L)``, NaN where it has none."""
-        if rows.size > self.doc_codes.size and _distinct(codes):  # one label per code
-            size = int(codes.max()) + 1
+        out = np.full(self.doc_codes.shape, np.nan)
+        if rows.size > self.doc_codes.size and _distinct(codes):  # one label per code:
+            size = int(codes.max()) + 1  # read each slot's label by its code
             owner = np.full(size, -1, dtype=np.int64)
             owner[codes] = rows
             by_code = np.empty(size)
@@ -509,15 +510,13 @@ class Batch:
             at = np.clip(self.doc_codes, 0, size - 1)  # padding (-1) and unlabelled ids too
             slot_rows = np.arange(len(self))[:, None]
             labelled = (owner[at] == slot_rows) & self.valid & (self.doc_codes < size)
-            return np.where(labelled, by_code[at], np.nan)
-        out = np.full(self.doc_codes.shape, np.nan)
-        if rows.size > self.doc_codes.size:  # more labels than slots: look the slots up
+            np.copyto(out, by_code[at], where=labelled)
+        elif rows.size > self.doc_codes.size:  # more labels than slots: look the slots up
             slots = np.nonzero(self.valid)
-            ranked = self.doc_codes[slots]
-            out[slots] = _looked_up(*_keyed(rows, codes, values), slots[0], ranked)
-            return out
-        where, columns = self._find(rows, codes, positions=True)
-        out[rows[where], columns] = values[where]
+            out[slots] = _looked_up(*_keyed(rows, codes, values), slots[0], self.doc_codes[slots])
+        else:
+            where, columns = self._find(rows, codes, positions=True)
+            out[rows[where], columns] = values[where]
         return out
 
 

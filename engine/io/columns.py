@@ -319,8 +319,9 @@ def owned_codes(column: pa.Array) -> tuple[IntArray, IntArray]:
 
 def labelled_codes(samples: Columns, offsets: IntArray, ids: pa.Array) -> CodeArray:
     """For ids given row by row (row ``r``'s are ``ids[offsets[r]:offsets[r + 1]]``): the
-    code of the same id among the row's labels and groups in ``samples``, else -1. The
-    labelled ids of a block of rows are hashed together, never the whole vocabulary."""
+    code of the same id among the row's labels and groups in ``samples``, else -1. A
+    block of rows at a time, the smaller side of the block (its labelled ids, or its
+    output ids) is hashed and the other looked up: never the whole vocabulary."""
     found = [owned_codes(samples.column(n)) for n in (*LABEL_KINDS, "groups") if samples.has(n)]
     keys = np.concatenate([(rows << 32) | codes for rows, codes in found] or [_NONE])
     if (keys[1:] <= keys[:-1]).any():  # (one kind of labels, read in order: no)
