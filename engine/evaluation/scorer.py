@@ -4,6 +4,7 @@ and the :class:`Scorer` that scores one output at a time for harnesses that see 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import weakref
 from concurrent.futures import Future
@@ -119,9 +120,9 @@ class Scorer:
         sliced from the dataset's arrays, the output's codes as coded here."""
         local = _local_of(self.evaluation.dataset)
         start, end = local.bounds[row], local.bounds[row + 1]
-        labelled = local.ids.slice(start, end - start).to_pylist()
-        codes = {doc: code for code, doc in enumerate(labelled)}
-        columns = documents.output_columns(actual, codes)
+        labelled = local.ids.slice(start, end - start)
+        codes = dict(zip(labelled.to_pylist(), itertools.count()))
+        columns, placed = documents.output_columns(actual, codes)
         table = local.table.slice(row, 1)
         for name, column in columns.items():
             table = table.set_column(table.schema.get_field_index(name), name, column)
@@ -136,7 +137,7 @@ class Scorer:
             k=local.k[row : row + 1].copy(),
             has_output=np.ones(1, dtype=np.bool_),
         )
-        return Columns(table, pa.array(list(codes), pa.string())), flat
+        return Columns(table, pa.concat_arrays([labelled, pa.array(placed, pa.string())])), flat
 
     def __len__(self) -> int:
         """How many samples have an output or an error so far."""

@@ -418,11 +418,14 @@ def outputs_columns(outputs: Mapping[str, Any]) -> Columns:
     return Columns(table_of(columns, OUTPUT_COLUMNS, len(retrieved)), vocabulary)
 
 
-def output_columns(actual: Any, codes: dict[str, int]) -> dict[str, pa.Array]:
+def output_columns(actual: Any, codes: dict[str, int]) -> tuple[dict[str, pa.Array], list[str]]:
     """One validated output as one-row output columns (no ``id``; only those it has: an
-    absent ``texts``, ``pool`` or ``cited`` is null), its document ids coded through
-    ``codes`` (id -> code), which gains the ids it lacks, numbered on: for joining one
-    output with one sample without recoding the sample."""
+    absent ``texts``, ``pool`` or ``cited`` is null), for joining one output with one
+    sample without recoding the sample. An id in ``codes`` (id -> code: the sample's
+    labelled ids) keeps its code; any other takes ``len(codes) + i``, ``i`` its first
+    place among the ids of the output's lists (retrieved, pool, cited, one after the
+    other). Returns the columns, and every id of those lists in place order, so that
+    the sample's ids followed by them give each code its id (in C: no Python step per id)."""
     items, pool, cites = (
         (actual["retrieved"], actual.get("pool"), actual.get("cited"))
         if isinstance(actual, Mapping)
@@ -436,11 +439,16 @@ def output_columns(actual: Any, codes: dict[str, int]) -> dict[str, pa.Array]:
         text = [i.get("text") if isinstance(i, Mapping) else None for i in items]
         if any(t is not None for t in text):
             columns["texts"] = pa.array([text], OUTPUT_COLUMNS["texts"])
+    labelled = len(codes)
+    placed: list[str] = []
     for name, values in (("retrieved", ids), ("pool", pool), ("cited", cites)):
         if values is not None:
-            found = np.array([codes.setdefault(str(d), len(codes)) for d in values], np.int32)
+            values = values if set(map(type, values)) <= {str} else list(map(str, values))
+            numbers = itertools.count(labelled + len(placed))  # a new id's code: its place
+            found = np.fromiter(map(codes.setdefault, values, numbers), np.int32, len(values))
+            placed += values
             columns[name] = list_array([0, found.size], pa.array(found))
-    return columns
+    return columns, placed
 
 
 def _ranked_columns(outputs: Mapping[str, Sequence[str]]) -> Columns:
