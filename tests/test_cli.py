@@ -346,3 +346,26 @@ def test_missing_optional_dependency_exits_2(project, capsys, monkeypatch, modul
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert f"pip install 'slotwise[{extra}]'" in err and "Traceback" not in err
+
+
+def test_arrows_buffers_come_from_the_system_allocator_unless_the_user_chose(monkeypatch):
+    """The command line gives Arrow the C library's allocator (mimalloc, Arrow's default,
+    keeps the pages its threads freed); ARROW_DEFAULT_MEMORY_POOL, when set, is obeyed."""
+    import pyarrow as pa
+
+    before = pa.default_memory_pool()
+    try:
+        mimalloc = pa.mimalloc_memory_pool()
+    except NotImplementedError:
+        pytest.skip("this pyarrow has no mimalloc")
+    try:
+        pa.set_memory_pool(mimalloc)
+        monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+        assert main(["--version"]) == 0
+        assert pa.default_memory_pool().backend_name == "system"
+        pa.set_memory_pool(mimalloc)
+        monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "mimalloc")
+        assert main(["--version"]) == 0
+        assert pa.default_memory_pool().backend_name == "mimalloc"
+    finally:
+        pa.set_memory_pool(before)

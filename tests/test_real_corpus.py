@@ -267,7 +267,8 @@ class TestFingerprints:
 def test_an_id_another_sample_labels_has_no_label_here() -> None:
     """More labels than ranked slots, each code one label's (as TREC qrels are coded):
     a ranking that shares its vocabulary with the labels (a Columns built by hand, as a
-    plugin may) and names an id only another sample labels finds no label for it."""
+    plugin may) and names an id only another sample labels finds no label for it; a
+    padded slot finds none either."""
     labels = labels_from_dicts({"q1": {"a": 1, "b": 2, "c": 1}, "q2": {"d": 1, "e": 1, "f": 3}})
     assert labels is not None
     docs = labels.docs.to_pylist()
@@ -276,3 +277,8 @@ def test_an_id_another_sample_labels_has_no_label_here() -> None:
     batch = Batch.compile(Columns(labels.table.append_column("retrieved", column), labels.docs))
     assert np.isnan(batch.ranked_labels[0, 0]) and batch.ranked_labels[0, 1] == 1.0
     assert np.isnan(batch.ranked_labels[1]).all()  # "a" is q1's label, not q2's
+    # a padded slot (-1) of the row owning the lowest code is no document: no label
+    column = list_array([0, 1, 3], pa.array([docs.index("a"), docs.index("d"), 0], pa.int32()))
+    batch = Batch.compile(Columns(labels.table.append_column("retrieved", column), labels.docs))
+    assert batch.ranked_labels[0, 0] == 1.0 and np.isnan(batch.ranked_labels[0, 1])
+    assert batch.ranked_labels[1, 0] == 1.0 and np.isnan(batch.ranked_labels[1, 1])

@@ -328,3 +328,30 @@ class TestRealisticData:
         scored_results = scorer.results()
         assert _timeless(scored_results) == _timeless(ran)
         assert scored_results.summary(resamples=200) == ran.summary(resamples=200)
+
+
+class TestOneOutputsCodes:
+    """How one output is coded beside its sample (documents.output_columns): the sample's
+    labelled ids keep their codes, every other id takes the code of its first place."""
+
+    def test_each_code_names_its_id(self):
+        import pyarrow as pa
+
+        from engine.io import documents
+
+        labelled = ["x", "z"]
+        codes = {doc: code for code, doc in enumerate(labelled)}
+        output = {"retrieved": ["a", "x", "a", 7], "pool": ["z", "b", "a"], "cited": ["b"]}
+        columns, placed = documents.output_columns(output, codes)
+        vocabulary = pa.array(labelled + placed, pa.string())
+
+        def ids(name):
+            return vocabulary.take(columns[name].values).to_pylist()
+
+        assert ids("retrieved") == ["a", "x", "a", "7"]  # an int id as its string
+        assert ids("pool") == ["z", "b", "a"]
+        assert ids("cited") == ["b"]
+        # written out: labelled x=0, z=1; then places 2.. over retrieved, pool, cited
+        assert columns["retrieved"].values.to_pylist() == [2, 0, 2, 5]
+        assert columns["pool"].values.to_pylist() == [1, 7, 2]
+        assert columns["cited"].values.to_pylist() == [7]

@@ -500,30 +500,41 @@ class Batch:
     def _join(self, rows: IntArray, codes: IntArray, values: FloatArray) -> FloatArray:
         """Each ranked document's label among labels given as (row, code, value): shape
         ``(Q, L)``, NaN where it has none."""
-        out = np.full(self.doc_codes.shape, np.nan)
-        if rows.size > self.doc_codes.size and _distinct(codes):  # one label per code:
-            size = int(codes.max()) + 1  # read each slot's label by its code
-            owner = np.full(size, -1, dtype=np.int64)
-            owner[codes] = rows
-            by_code = np.empty(size)
-            by_code[codes] = values
-            at = np.clip(self.doc_codes, 0, size - 1)  # padding (-1) and unlabelled ids too
-            slot_rows = np.arange(len(self))[:, None]
-            labelled = (owner[at] == slot_rows) & self.valid & (self.doc_codes < size)
-            np.copyto(out, by_code[at], where=labelled)
-        elif rows.size > self.doc_codes.size:  # more labels than slots: look the slots up
+        if rows.size > self.doc_codes.size:  # more labels than slots
+            by_code = _read_by_code(self.doc_codes, rows, codes, values)
+            if by_code is not None:
+                return by_code
+            out = np.full(self.doc_codes.shape, np.nan)  # look the slots up
             slots = np.nonzero(self.valid)
             out[slots] = _looked_up(*_keyed(rows, codes, values), slots[0], self.doc_codes[slots])
-        else:
-            where, columns = self._find(rows, codes, positions=True)
-            out[rows[where], columns] = values[where]
+            return out
+        out = np.full(self.doc_codes.shape, np.nan)
+        where, columns = self._find(rows, codes, positions=True)
+        out[rows[where], columns] = values[where]
         return out
 
 
-def _distinct(codes: IntArray) -> bool:
-    """Whether the (non-negative) codes are all different, as a TREC qrels file's are (its
-    ids are coded line by line)."""
-    return bool(codes.size) and int(np.bincount(codes).max()) <= 1
+def _read_by_code(
+    doc_codes: npt.NDArray[np.int32], rows: IntArray, codes: IntArray, values: FloatArray
+) -> FloatArray | None:
+    """Each slot's label read by its document's code, when every label has a code of its
+    own (a TREC qrels file's, coded line by line, so a chunk's lie near each other): its
+    row checked against the slot's; NaN where it has none. None when a code repeats."""
+    low = int(codes.min())
+    local = codes - low  # arrays over the chunk's range of codes, not every code
+    if int(np.bincount(local).max()) > 1:
+        return None
+    size = int(local.max()) + 1
+    owner = np.full(size, -1, dtype=np.int64)
+    owner[local] = rows
+    by_code = np.empty(size)
+    by_code[local] = values
+    at = np.clip(doc_codes - low, 0, size - 1)  # padding (-1) and unlabelled ids too
+    inside = (doc_codes >= low) & (doc_codes < low + size)  # padding is not
+    out = np.full(doc_codes.shape, np.nan)
+    slot_rows = np.arange(doc_codes.shape[0])[:, None]
+    np.copyto(out, by_code[at], where=inside & (owner[at] == slot_rows))
+    return out
 
 
 def _keyed(rows: IntArray, codes: IntArray, values: FloatArray) -> tuple[IntArray, FloatArray]:
