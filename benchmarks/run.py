@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import functools
 import gc
 import os
 import platform
@@ -280,11 +281,24 @@ def measure(
     prepared.clear()
     point.steps = {key: statistics.median(values) for key, values in timings.items()}
     point.rss = {name: statistics.median(values) for name, values in rss.items()}
-    if end_to_end_ranx and shape == "sparse":
+    if end_to_end_ranx:
         point.primitives = floor(qrels_path, run_path)
     for path in (qrels_path, run_path):
         path.unlink()
     return point
+
+
+#: What a fresh process pays before any work: Python alone, the libraries slotwise's core
+#: stands on (pyarrow imports pandas, when installed, at its first conversion), slotwise,
+#: and pytrec_eval.
+_PROCESS_COSTS = {
+    "Python alone": "pass",
+    "`import numpy, pyarrow.compute` and pyarrow's first conversion": (
+        "import numpy, pyarrow as pa, pyarrow.compute; pa.array([0])"
+    ),
+    "`import engine`": "import engine",
+    "`import pytrec_eval`": "import pytrec_eval",
+}
 
 
 def floor(qrels_path: Path, run_path: Path) -> list[str]:
@@ -316,6 +330,7 @@ def floor(qrels_path: Path, run_path: Path) -> list[str]:
     judged = pc.unique(read(qrels_path, pa.string()).column("doc").combine_chunks())
     steps = {
         "pyarrow reads the run (ids as strings)": lambda: read(run_path, pa.string()),
+        "pyarrow reads the qrels (ids as strings)": lambda: read(qrels_path, pa.string()),
         "pyarrow reads the run, ids dictionary-encoded per block": lambda: read(
             run_path, pa.dictionary(pa.int32(), pa.string())
         ),
@@ -327,9 +342,12 @@ def floor(qrels_path: Path, run_path: Path) -> list[str]:
             docs, value_set=judged
         ),
         "sorting every run id (`array_sort_indices`)": lambda: pc.array_sort_indices(docs),
-        "`import engine` in a fresh process": lambda: subprocess.run(
-            [sys.executable, "-c", "import engine"], check=True
-        ),
+        **{
+            f"{what} in a fresh process": functools.partial(
+                subprocess.run, [sys.executable, "-c", code], check=True
+            )
+            for what, code in _PROCESS_COSTS.items()
+        },
     }
     rows = ["| primitive | seconds |", "|---|---:|"]
     for title, step in steps.items():
@@ -479,8 +497,9 @@ def report(points: list[Point], args: argparse.Namespace, extra: list[str]) -> l
         if point.primitives:
             lines += [
                 "",
-                f"The floor: what the primitives cost on the run of the {point.corpus:,}-passage "
-                f"corpus ({point.queries * args.docs:,} lines), medians of 3:",
+                f"The floor: what the primitives cost on the {point.shape} qrels and the run of "
+                f"the {point.corpus:,}-passage corpus ({point.queries * args.docs:,} run lines, "
+                f"{point.queries:,} queries), medians of 3:",
                 "",
                 *point.primitives,
             ]
