@@ -4,6 +4,7 @@ metrics listing's width, validating TREC files, and the quickstart's README step
 from __future__ import annotations
 
 import io
+import json
 import re
 import subprocess
 import sys
@@ -78,6 +79,17 @@ def test_stream_title_counts_the_samples(capsys):
     title = in_memory.splitlines()[0].strip()
     assert title.endswith("samples)") and "(0 samples)" not in title
     assert streamed.splitlines()[0].strip() == title
+
+
+def test_stream_chunks_are_of_4096_samples_unless_given(tmp_path):
+    """`run --stream` scores chunks of 4,096 samples (a chunk's arrays are reused from the
+    heap, docs/scale.md), as its provenance says; --chunk-size overrides it."""
+    arguments = ["run", "--qrels", str(DATA / "trec_eval" / "qrels.test"), "--run"]
+    arguments += [str(DATA / "trec_eval" / "results.test"), "--metrics", "retrieval-map"]
+    for extra, size in (([], 4096), (["--chunk-size", "100"], 128)):
+        out = tmp_path / f"{size}.json"
+        assert main([*arguments, "--stream", *extra, "--format", "json", "--output", str(out)]) == 0
+        assert json.loads(out.read_text())["provenance"]["chunk_size"] == size
 
 
 def test_metrics_fit_the_terminal(monkeypatch):

@@ -34,6 +34,10 @@ __all__ = ["EXIT_FAILED", "add", "run_tables"]
 #: values were written, the failed one's are NA with the reason in the results.
 EXIT_FAILED = 3
 
+#: ``run --stream``'s samples per chunk: a chunk's arrays (a few MB) are reused from the
+#: heap rather than mapped afresh, and memory stays lower (docs/scale.md).
+STREAM_CHUNK_SIZE = 4096
+
 
 def add(commands: Any) -> dict[str, Handler]:
     run = commands.add_parser(
@@ -112,9 +116,9 @@ def add(commands: Any) -> dict[str, Handler]:
         "--chunk-size",
         type=positive_int,
         metavar="N",
-        help="samples per chunk, rounded up to a multiple of 64 (default: 16384 for --stream "
-        "and ray; in memory, about 16384 rankings of 100 a chunk, and a chunk per core from "
-        "2^18 ranked documents on)",
+        help=f"samples per chunk, rounded up to a multiple of 64 (default: {STREAM_CHUNK_SIZE} "
+        "with --stream, 16384 with ray; in memory, about 16384 rankings of 100 a chunk, and "
+        "a chunk per core from 2^18 ranked documents on)",
     )
     run.add_argument(
         "--keep-outputs",
@@ -206,15 +210,18 @@ def _run_ppi(engine: Engine, dataset: Any, specs: list[Any], outputs: Any, args:
 
 
 def _return_freed_blocks() -> None:
-    """Ask glibc to give every freed block of 128 KiB or more back to the system at once
-    (``mallopt(M_MMAP_THRESHOLD)``, as ``MALLOC_MMAP_THRESHOLD_=131072`` would): by
-    default it keeps them for reuse and, with a thread per core, its heaps fragment, so a
-    stream of millions of queries would grow slowly. Nothing to do without glibc."""
+    """Ask glibc to give every freed block of 8 MiB or more (a stream's read blocks, and
+    the like) back to the system at once (``mallopt(M_MMAP_THRESHOLD)``, as
+    ``MALLOC_MMAP_THRESHOLD_=8388608`` would): by default it keeps them for reuse and,
+    with a thread per core, its heaps fragment, so a stream of millions of queries would
+    grow slowly. Smaller blocks, a chunk's arrays among them, are reused: giving back every
+    block of 128 KiB or more made each of them a fresh mapping, twice as slow
+    (docs/scale.md). Nothing to do without glibc."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return
-    mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
+    mallopt(-3, 8 << 20)  # M_MMAP_THRESHOLD
 
 
 def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
@@ -237,7 +244,7 @@ def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
         qrels=args.qrels,
         outputs=args.outputs,
         run=args.trec_run,
-        chunk_size=args.chunk_size or 16384,
+        chunk_size=args.chunk_size or STREAM_CHUNK_SIZE,
         strict=args.strict,
         scores=(args.output or sys.stdout) if rows else None,
         scores_format=args.format if rows else None,
