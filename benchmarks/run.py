@@ -181,6 +181,27 @@ pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
 """
 
 
+#: The least program of the same job in pyarrow alone: read both files, hash-join the run
+#: to the qrels on (query, document), sort into trec_eval's order; no metric, nothing
+#: written. What Python + Arrow pay before scoring, in a fresh process.
+ARROW_SCRIPT = """
+import sys
+from concurrent.futures import ThreadPoolExecutor
+import pyarrow as pa, pyarrow.csv as csv
+def read(path, names, number):
+    return csv.read_csv(path, read_options=csv.ReadOptions(column_names=names),
+        parse_options=csv.ParseOptions(delimiter=" ", quote_char=False),
+        convert_options=csv.ConvertOptions(include_columns=["query", "doc", number],
+            column_types={"query": pa.string(), "doc": pa.string(), number: pa.float64()}))
+with ThreadPoolExecutor(1) as pool:
+    run = pool.submit(read, sys.argv[2], ["query", "q0", "doc", "rank", "score", "tag"], "score")
+    qrels = read(sys.argv[1], ["query", "iter", "doc", "label"], "label")
+    run = run.result()
+joined = run.join(qrels, keys=["query", "doc"], join_type="left outer")
+joined.sort_by([("query", "ascending"), ("score", "descending"), ("doc", "descending")])
+"""
+
+
 def slotwise_cli(qrels: Path, run: Path, out: Path, *extra: str) -> list[str]:
     slotwise = str(Path(sys.executable).with_name("slotwise"))
     return [slotwise, "run", "--qrels", str(qrels), "--run", str(run), "--metrics", ",".join(SLOTWISE),
@@ -245,6 +266,7 @@ def measure(
             str(run_path),
             ",".join(PYTREC),
         ],
+        ("cli", "pyarrow"): [sys.executable, "-c", ARROW_SCRIPT, str(qrels_path), str(run_path)],
         ("all_trec", "slotwise"): [
             slotwise,
             "trec-eval",
@@ -267,7 +289,7 @@ def measure(
         commands[("all_trec", "trec_eval")] = [str(binary), "-q", "-m", "all_trec",
                                                str(qrels_path), str(run_path)]  # fmt: skip
     timings: dict[tuple[str, str], list[float]] = {key: [] for key in [*steps, *commands]}
-    rss: dict[str, list[float]] = {"slotwise": [], "pytrec_eval": []}
+    rss: dict[str, list[float]] = {"slotwise": [], "pytrec_eval": [], "pyarrow": []}
     for _ in range(repeat):
         for key, step in steps.items():
             timings[key].append(timed(step))
@@ -492,6 +514,24 @@ def report(points: list[Point], args: argparse.Namespace, extra: list[str]) -> l
             lines.append(
                 f"| {point.corpus:,} | {point.shape} | {mine / 2**20:,.0f} | {theirs / 2**20:,.0f} "
                 f"| {mine / theirs:.2f} |"
+            )
+    lines += [
+        "",
+        "(d) against the least pyarrow program of the same job (benchmarks/run.py "
+        "`ARROW_SCRIPT`: read both files, hash-join the run to the qrels, sort in trec_eval's "
+        "order; no metric, nothing written), fresh processes:",
+        "",
+        "| corpus | qrels | slotwise (s) | pyarrow (s) | ratio | slotwise (MiB) "
+        "| pyarrow (MiB) | ratio |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for point in points:
+        mine, least = point.rss.get("slotwise"), point.rss.get("pyarrow")
+        if mine and least:
+            lines.append(
+                f"| {point.corpus:,} | {point.shape} | {seconds(point, 'cli', 'slotwise')} "
+                f"| {seconds(point, 'cli', 'pyarrow')} | {ratio(point, 'cli', 'pyarrow')} "
+                f"| {mine / 2**20:,.0f} | {least / 2**20:,.0f} | {mine / least:.2f} |"
             )
     for point in points:
         if point.primitives:

@@ -297,11 +297,16 @@ class TestQrelsDicts:
                 hashes.append(digest.hexdigest())
             assert hashes[0] == hashes[1]
 
-    def test_the_hash_is_sha256_of_the_canonical_lines(self, tmp_path: Path) -> None:
+    @pytest.mark.parametrize("entries", [1, 3, 1 << 16])
+    def test_the_hash_is_sha256_of_the_canonical_lines(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entries: int
+    ) -> None:
         """A dataset's hash, written out by hand (engine.io.columns.ContentHash): a line per
         sample, its fields joined by U+001F, labels sorted by document id as ``doc=label``
         joined by U+001E, an absent field U+0000, the line ended by U+001D and a newline.
-        The same from dicts and from a qrels file whose lines are not sorted."""
+        The same from dicts and from a qrels file whose lines are not sorted, and whatever
+        number of labels the lines are hashed a slice at a time."""
+        monkeypatch.setattr("engine.io.columns._HASH_ENTRIES", entries)
         field, item, end, absent = "\x1f", "\x1e", "\x1d\n", "\x00"
         rest = field + field.join([absent] * 7)  # utility grades answers groups k input meta
         lines = f"q1{field}a=0.5{item}b=2{item}c10=1{rest}{end}q2{field}x=3{rest}{end}"

@@ -148,15 +148,17 @@ class TestVocabularies:
         assert run_of(stack(parts)) == {"q1": ["a", "b"], "q2": ["b"]}
         assert isinstance(stack(parts), Columns)
 
+    @pytest.mark.parametrize("reverse", [False, True], ids=["codes-as-read", "codes-reversed"])
     @pytest.mark.parametrize("block", [5, 1 << 16], ids=["tiny-blocks", "one-block"])
     @pytest.mark.parametrize("judged", [2, 4], ids=["few-labels", "deep-pools"])
     def test_beside_matches_ids_within_their_row(
-        self, monkeypatch: pytest.MonkeyPatch, block: int, judged: int
+        self, monkeypatch: pytest.MonkeyPatch, block: int, judged: int, reverse: bool
     ) -> None:
         """Labels coded per query (an id judged by many queries has a code in each) and
         outputs coded per query meet row by row: a ranked id takes its own row's label
         code exactly when that row labels it, whatever block the rows fall in, whether a
-        block's labels are few (looked up) or as many as its outputs (one dictionary)."""
+        block's labels are few (looked up) or as many as its outputs (one dictionary),
+        and whether a row's label codes count up (as read) or down (recoded)."""
         monkeypatch.setattr(columns_module, "_MATCH_BLOCK", block)
         rng = np.random.default_rng(7)
         pool = [f"d{i}" for i in range(12)]  # few ids: most are judged by several queries
@@ -174,6 +176,10 @@ class TestVocabularies:
         labels = labels_from_dicts(qrels)
         assert labels is not None
         samples = stack([labels.slice(0, 17), labels.slice(17, 23)])  # stacked parts too
+        if reverse:
+            count = len(samples.docs)
+            flipped = np.arange(count)[::-1]
+            samples = samples.recoded(samples.docs.take(pa.array(flipped)), flipped)
         assert len(samples.docs) > len(set(samples.docs.to_pylist()))  # ids in many rows
         outputs = run_from_dicts(run)
         position = {q: i for i, q in enumerate(outputs.ids.to_pylist())}

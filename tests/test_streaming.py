@@ -122,6 +122,20 @@ class TestChunked:
         assert results.per_sample() == one.per_sample()
         assert results.aggregates == one.aggregates
 
+    def test_deep_pools_are_scored_in_chunks_of_few_labels(self) -> None:
+        """Without chunk_size, 600 queries of 500 judged documents (300,000 labels, more
+        than the 2**18 a chunk holds) and 100 ranked (too few to share): two chunks of
+        300, rounded to 320; the numbers are one chunk's."""
+        qrels = {f"q{q}": {f"d{q}-{d}": d % 4 for d in range(500)} for q in range(600)}
+        run = {f"q{q}": {f"d{q}-{d}": 1.0 / (d + 1) for d in range(0, 300, 3)} for q in range(600)}
+        metrics = ["retrieval-map", "retrieval-ndcg-at-k@10"]
+        eng = engine.Engine(config={})
+        results = eng.evaluate_trec(qrels, run, metrics)
+        assert results.provenance.get("chunk_size") == 320
+        one = eng.dataset(qrels).with_metrics(metrics).evaluate(run_from_dicts(run), chunk_size=600)
+        assert results.per_sample() == one.per_sample()
+        assert results.aggregates == one.aggregates
+
     def test_chunk_size_is_validated(self, eng: engine.Engine) -> None:
         """A chunk size that is not a positive integer is refused."""
         evaluation = eng.dataset(samples=_data(10)[0]).with_metrics(METRICS)

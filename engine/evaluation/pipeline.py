@@ -57,7 +57,7 @@ from engine.evaluation.results import (
     document_header,
 )
 from engine.evaluation.statistics import Bootstrap, Tally
-from engine.io.columns import Columns, stack
+from engine.io.columns import LABEL_KINDS, Columns, stack
 from engine.io.sinks import RowChunk, Sink
 from engine.logs import log
 from engine.version import VERSION
@@ -83,6 +83,7 @@ __all__ = [
 CHUNK_ALIGN = 64
 DEFAULT_CHUNK_SIZE = 16384
 _SPLIT_SLOTS = 1 << 18  # fewer ranked documents are scored as one chunk: splitting costs more
+_CHUNK_LABELS = 1 << 18  # the most judged documents of a chunk, about (docs/scale.md)
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -94,13 +95,19 @@ class StreamingError(SlotwiseError, ValueError):
 
 def default_chunk_size(joined: Columns) -> int | None:
     """The chunk size of an in-memory evaluation given none: chunks of about
-    ``DEFAULT_CHUNK_SIZE`` rankings of 100 (a chunk's arrays stay in the CPU's caches),
-    and a chunk per core once there are :data:`_SPLIT_SLOTS` ranked documents to share
-    (10,000 queries of 100 are scored on both cores); None: one chunk."""
+    ``DEFAULT_CHUNK_SIZE`` rankings of 100 and of at most about :data:`_CHUNK_LABELS`
+    judged documents (a deep pool's chunk stays small: its padded arrays are the peak of
+    memory), and a chunk per core once there are :data:`_SPLIT_SLOTS` ranked documents
+    to share (10,000 queries of 100 are scored on both cores); None: one chunk."""
     column = joined.column("retrieved")
     slots = len(pc.list_flatten(column)) if len(column) else 0
+    labels = sum(len(pc.list_flatten(joined.column(kind))) for kind in LABEL_KINDS)
     cores = os.cpu_count() or 1
-    chunks = max(-(-slots // (100 * DEFAULT_CHUNK_SIZE)), min(cores, slots // _SPLIT_SLOTS))
+    chunks = max(
+        -(-slots // (100 * DEFAULT_CHUNK_SIZE)),
+        -(-labels // _CHUNK_LABELS),
+        min(cores, slots // _SPLIT_SLOTS),
+    )
     return -(-len(joined) // chunks) if chunks > 1 else None
 
 

@@ -304,7 +304,7 @@ _MATCH_BLOCK = 1 << 16
 _NONE = np.zeros(0, dtype=np.int64)
 
 
-def owned_codes(column: pa.Array) -> tuple[IntArray, IntArray]:
+def owned_codes(column: pa.Array) -> tuple[IntArray, CodeArray]:
     """Every document code of a label or ``groups`` column, and the row it is in."""
     flat = pc.list_flatten(column)
     owners = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
@@ -314,7 +314,19 @@ def owned_codes(column: pa.Array) -> tuple[IntArray, IntArray]:
         members = flat.field("docs")
         owners = owners[pc.list_parent_indices(members).to_numpy(zero_copy_only=False)]
         codes = pc.list_flatten(members)
-    return owners.astype(np.int64), codes.to_numpy(zero_copy_only=False).astype(np.int64)
+    return owners.astype(np.int64, copy=False), codes.to_numpy(zero_copy_only=False)
+
+
+def _labelled(samples: Columns) -> tuple[IntArray, CodeArray]:
+    """Every (row, code) of the samples' labels and groups, by row."""
+    found = [owned_codes(samples.column(n)) for n in (*LABEL_KINDS, "groups") if samples.has(n)]
+    if len(found) == 1:  # one kind: already by row (a code met twice in a row is harmless)
+        rows, codes = found[0]
+        return rows, codes.astype(np.int32, copy=False)
+    keys = np.concatenate([(rows << 32) | codes for rows, codes in found] or [_NONE])
+    keys = np.sort(keys)
+    keys = keys[np.diff(keys, prepend=-1) != 0]  # each (row, code) once
+    return keys >> 32, (keys & 0xFFFFFFFF).astype(np.int32)
 
 
 def labelled_codes(samples: Columns, offsets: IntArray, ids: pa.Array) -> CodeArray:
@@ -322,12 +334,7 @@ def labelled_codes(samples: Columns, offsets: IntArray, ids: pa.Array) -> CodeAr
     code of the same id among the row's labels and groups in ``samples``, else -1. A
     block of rows at a time, the smaller side of the block (its labelled ids, or its
     output ids) is hashed and the other looked up: never the whole vocabulary."""
-    found = [owned_codes(samples.column(n)) for n in (*LABEL_KINDS, "groups") if samples.has(n)]
-    keys = np.concatenate([(rows << 32) | codes for rows, codes in found] or [_NONE])
-    if (keys[1:] <= keys[:-1]).any():  # (one kind of labels, read in order: no)
-        keys = np.sort(keys)
-        keys = keys[np.diff(keys, prepend=-1) != 0]  # each (row, code) once
-    label_rows, label_codes = keys >> 32, (keys & 0xFFFFFFFF).astype(np.int32)
+    label_rows, label_codes = _labelled(samples)
     label_ids = row_ids(samples.docs.cast(pa.string()), label_codes)
     label_bounds = np.searchsorted(label_rows, np.arange(len(samples) + 1))
     ids = ids.cast(pa.string())
@@ -421,14 +428,24 @@ class ContentHash:
         self._digest = hashlib.sha256()
 
     def update(self, columns: Columns) -> None:
-        if len(columns):
-            self._digest.update(string_bytes(_canonical_lines(columns)))
+        """Hash the samples' lines a slice at a time, of about :data:`_HASH_ENTRIES`
+        labels each (the lines of deep qrels are never all held at once)."""
+        weight = np.ones(len(columns), dtype=np.int64)
+        for kind in LABEL_KINDS:
+            weight += lengths(columns.column(kind))
+        ends = np.cumsum(weight)
+        marks = np.arange(0, int(ends[-1]) if ends.size else 0, _HASH_ENTRIES)
+        starts = np.unique(np.searchsorted(ends, marks, side="right")).tolist()
+        for start, end in itertools.pairwise([*starts, len(columns)]):
+            lines = _canonical_lines(columns.slice(start, end - start))
+            self._digest.update(string_bytes(lines))
 
     def hexdigest(self) -> str:
         return "sha256:" + self._digest.hexdigest()
 
 
 _FIELD, _ITEM, _LINE = "\x1f", "\x1e", "\x1d\n"
+_HASH_ENTRIES = 1 << 16  # labels hashed at a time
 
 
 def _canonical_lines(columns: Columns) -> pa.Array:
