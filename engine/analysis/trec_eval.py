@@ -32,7 +32,7 @@ from engine.evaluation.api import Dataset, Engine
 from engine.evaluation.batch import Batch, BoolArray, FloatArray
 from engine.evaluation.executors import ThreadExecutor
 from engine.evaluation.metric import metric_label
-from engine.evaluation.pipeline import aligned
+from engine.evaluation.pipeline import aligned, slices
 from engine.io.columns import Columns, list_array, offsets_of
 
 __all__ = [
@@ -575,11 +575,6 @@ def _added(values: FloatArray) -> float:
     return float(np.cumsum(values)[-1]) if values.size else 0.0
 
 
-#: Queries scored at once: a chunk's arrays stay in the CPU's caches, and the engine's
-#: executor (``threads`` in ``slotwise trec-eval``) scores chunks side by side.
-_CHUNK = 4096
-
-
 def trec_eval(
     engine: Engine,
     qrels: Columns,
@@ -598,7 +593,7 @@ def trec_eval(
     joined, _ = aligned(qrels, run)
     has_run = joined.column("retrieved").is_valid().to_numpy(zero_copy_only=False)
     num_rel_judged = _labels_above_zero(qrels) if options.complete else None
-    if not options.complete:
+    if not options.complete and not has_run.all():
         rows = np.flatnonzero(has_run)
         qrels, joined, has_run = qrels.take(rows), joined.take(rows), has_run[rows]
     ranked = _ranked(joined, options)
@@ -606,7 +601,10 @@ def trec_eval(
     for line in lines:
         if line.key == "relstring":
             length = max(0, int(line.numbers[0]))
-            relstrings = _relstrings(Batch.compile(_top(joined, ranked, length)), length)
+            top = slices(_top(joined, ranked, length), _BLOCK_QUERIES)  # deep pools: small
+            relstrings = pa.concat_arrays(
+                [_relstrings(Batch.compile(part), length) for part in top]
+            )
     threshold = repr(float(options.level))
     helpers = {
         name: spec.format(l=threshold)
@@ -624,7 +622,7 @@ def trec_eval(
     if len(joined):
         evaluation = Dataset(qrels, engine).with_metrics(specs)
         scored = _top(joined, ranked, None)  # the joined table, ranked as trec_eval ranks
-        results = evaluation.evaluate_aligned(scored, chunk_size=_CHUNK)
+        results = evaluation.evaluate_aligned(scored)  # in chunks, side by side
         scores = {spec: results.values(labels[spec]) for spec in specs}
         counts = {name: scores[spec] for name, spec in helpers.items()}
         counts["collection"] = np.full(len(joined), float(options.collection))
