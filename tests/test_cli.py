@@ -348,6 +348,40 @@ def test_missing_optional_dependency_exits_2(project, capsys, monkeypatch, modul
     assert f"pip install 'slotwise[{extra}]'" in err and "Traceback" not in err
 
 
+_PANDAS_LATER = """
+import math, sys
+from engine.cli import main
+assert main(sys.argv[1:]) == 0
+assert "pandas" not in sys.modules, "the command imported pandas"
+import pandas as pd, pyarrow as pa
+series = pa.array(pd.Series([1.0, math.nan]))
+assert series.null_count == 1, series  # NaN in a Series is null, as pyarrow's default
+assert pa.types.is_dictionary(pa.array(pd.Categorical(["a", "b", "a"])).type)
+frame = pa.Table.from_pandas(pd.DataFrame({"x": [1.0, math.nan]}), preserve_index=False)
+assert frame.column("x").null_count == 1
+print("ok")
+"""
+
+
+def test_the_command_line_imports_no_pandas_and_pyarrow_knows_it_later(tmp_path: Path):
+    """pyarrow looks for pandas at its first conversion (0.2-0.35 s of a fresh process);
+    the command line has it find none while pandas is not imported, and once something
+    imports pandas, pyarrow converts pandas objects as it does by default (NaN to null,
+    categoricals to dictionaries)."""
+    pytest.importorskip("pandas")
+    qrels = tmp_path / "q.txt"
+    qrels.write_text("q1 0 a 1\nq2 0 b 1\n", encoding="utf-8")
+    run = tmp_path / "r.txt"
+    run.write_text("q1 Q0 a 1 2 t\nq1 Q0 c 2 1 t\nq2 Q0 d 1 1 t\n", encoding="utf-8")
+    argv = ["run", "--qrels", str(qrels), "--run", str(run), "--metrics", "retrieval-map",
+            "--format", "json", "--output", str(tmp_path / "out.json")]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", _PANDAS_LATER, *argv], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
 def test_arrows_buffers_come_from_the_system_allocator_unless_the_user_chose(monkeypatch):
     """The command line gives Arrow the C library's allocator (mimalloc, Arrow's default,
     keeps the pages its threads freed); ARROW_DEFAULT_MEMORY_POOL, when set, is obeyed."""

@@ -140,6 +140,27 @@ class TestReadRun:
             str(problem)
         )
 
+    @pytest.mark.parametrize("block", [3, 1 << 16])
+    def test_repeats_are_found_in_every_block_of_queries(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+    ) -> None:
+        """The run is checked a block of whole queries at a time (blocks of about 3 rows:
+        a block per query), its queries interleaved in the file: each repeat is found in
+        its own query, named with both lines, and an id another query has is no repeat."""
+        monkeypatch.setattr(frames, "_CHECK_BLOCK", block)
+        lines = [f"q{i % 4} Q0 d{i // 4} {i // 4 + 1} {20 - i // 4} t" for i in range(40)]
+        path = _write(tmp_path / "r.txt", "\n".join(lines) + "\n")
+        assert run_of(read_run(path))["q3"] == [f"d{i}" for i in range(10)]
+        _write(path, "\n".join([*lines, "q1 Q0 d2 11 0 t", "q3 Q0 d9 11 0 t"]) + "\n")
+        with pytest.raises(InputError) as caught:
+            read_run(path)
+        found = [
+            (p.line, p.sample_id, "the first at line" in str(p)) for p in caught.value.problems
+        ]
+        assert found == [(41, "q1", True), (42, "q3", True)]
+        assert "(the first at line 10)" in str(caught.value.problems[0])
+        assert "(the first at line 40)" in str(caught.value.problems[1])
+
     def test_retrieved_twice_is_exit_2_in_slotwise_run(self, tmp_path: Path, capsys) -> None:
         qrels = _write(tmp_path / "q.txt", "q 0 a 1\n")
         run = _write(tmp_path / "r.txt", "q Q0 a 1 3 t\nq Q0 a 2 1 t\n")
@@ -174,6 +195,41 @@ class TestReadRun:
             (str(path), 3),
             (str(path), 4),
         ]
+
+
+class TestMeeting:
+    """frames._meeting: which keys of a group meet another of the same group (a superset
+    is allowed: those are compared exactly)."""
+
+    def test_a_table_of_short_groups(self) -> None:
+        """Groups of 3, 1, 4 and 2 keys sorted as rows of a table padded to 4: only the
+        groups holding an equal pair come back, whole; equal keys in different groups do
+        not meet."""
+        keys = np.array([5, 6, 7, 5, 8, 9, 8, 1, 2, 2], dtype=np.uint64)
+        sizes = np.array([3, 1, 4, 2])
+        assert frames._meeting(keys, sizes).tolist() == [4, 5, 6, 7, 8, 9]
+
+    def test_the_padding_never_meets_a_key(self) -> None:
+        """The padding is the largest key: a key equal to it in a short group meets
+        neither the padding nor anything else, two such keys in one group meet."""
+        top = np.iinfo(np.uint64).max
+        keys = np.array([top, 1, top, top, 3, 4, 5], dtype=np.uint64)
+        sizes = np.array([1, 1, 2, 3])
+        assert frames._meeting(keys, sizes).tolist() == [2, 3]
+
+    def test_a_few_long_groups_are_sorted_as_one_array(self) -> None:
+        """100 groups of one key and one of 50 (a table would be mostly padding): the two
+        equal keys of the long group meet, the same key alone in another group does not."""
+        keys = np.arange(150, dtype=np.uint64)
+        keys[120] = keys[130]
+        keys[0] = keys[130]
+        sizes = np.array([1] * 100 + [50])
+        assert frames._PADDING * keys.size < 50 * 101  # the one-array path
+        assert frames._meeting(keys, sizes).tolist() == [120, 130]
+
+    def test_groups_of_one_never_meet(self) -> None:
+        keys = np.zeros(4, dtype=np.uint64)
+        assert frames._meeting(keys, np.ones(4, dtype=np.int64)).tolist() == []
 
 
 class TestTrecOrder:

@@ -11,8 +11,6 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-import pyarrow as pa
-
 from engine.cli import (
     annotate,
     compare,
@@ -20,6 +18,7 @@ from engine.cli import (
     explain,
     listing,
     meta,
+    process,
     report,
     run,
     trec_eval,
@@ -71,7 +70,7 @@ def _build_parser() -> tuple[Parser, dict[str, Handler]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``slotwise`` program; returns the exit code."""
-    _use_the_system_allocator()
+    process.prepare()
     parser, handlers = _build_parser()
     verbose = 0
     try:
@@ -103,14 +102,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:
         _report(error, verbose, internal=True)
         return EXIT_INTERNAL
-
-
-def _use_the_system_allocator() -> None:
-    """Arrow's buffers from the C library's allocator, unless ``ARROW_DEFAULT_MEMORY_POOL``
-    names one: Arrow's default (mimalloc) keeps the pages its reader and scoring threads
-    freed, 100-170 MiB more peak memory on deep qrels for no gain in time (docs/scale.md)."""
-    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
-        pa.set_memory_pool(pa.system_memory_pool())
 
 
 def _report(error: BaseException, verbose: int, internal: bool = False) -> None:

@@ -130,7 +130,9 @@ def grouped(codes: npt.ArrayLike, count: int) -> tuple[IntArray | None, IntArray
     """For rows carrying group codes ``0..count-1``: the order that brings each group's
     rows together, keeping their order (None when they already are), and the ``count +
     1`` offsets of the groups in that order."""
-    codes = np.asarray(codes, dtype=np.int64)
+    codes = np.asarray(codes)
+    if not np.issubdtype(codes.dtype, np.integer):
+        codes = codes.astype(np.int64)
     order = None
     if codes.size > 1 and (codes[1:] < codes[:-1]).any():
         order = np.argsort(codes, kind="stable")
@@ -259,14 +261,15 @@ class Columns:
 
 
 def row_ids(ids: pa.Array, codes: npt.NDArray[Any]) -> pa.Array:
-    """The id of each code: ``ids`` itself when the codes are 0, 1, ... over all of them
-    (no copy of every id), else taken."""
+    """The id of each code: a slice of ``ids`` when the codes count up (``c, c + 1, ...``;
+    no copy of the ids), else taken."""
+    first = int(codes[0]) if codes.size else 0
     step = 1 << 16  # checked a slice at a time, no big temporary
-    whole = codes.size == len(ids) and all(
-        (codes[start : start + step] == np.arange(start, min(start + step, codes.size))).all()
-        for start in range(0, codes.size, step)
+    counting = first + codes.size <= len(ids) and all(
+        (codes[at : at + step] == np.arange(first + at, first + min(at + step, codes.size))).all()
+        for at in range(0, codes.size, step)
     )
-    return ids if whole else ids.take(pa.array(codes))
+    return ids.slice(first, codes.size) if counting else ids.take(pa.array(codes))
 
 
 def _codes(column: pa.Array) -> CodeArray:
@@ -320,6 +323,7 @@ def owned_codes(column: pa.Array) -> tuple[IntArray, CodeArray]:
 def _labelled(samples: Columns) -> tuple[IntArray, CodeArray]:
     """Every (row, code) of the samples' labels and groups, by row."""
     found = [owned_codes(samples.column(n)) for n in (*LABEL_KINDS, "groups") if samples.has(n)]
+    found = [(rows, codes) for rows, codes in found if codes.size]  # kinds with a label
     if len(found) == 1:  # one kind: already by row (a code met twice in a row is harmless)
         rows, codes = found[0]
         return rows, codes.astype(np.int32, copy=False)

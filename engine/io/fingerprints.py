@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-__all__ = ["fingerprints", "pair_keys"]
+__all__ = ["fingerprints", "with_rows"]
 
 Fingerprints = npt.NDArray[np.uint64]
 Places = npt.NDArray[np.int64]
@@ -52,11 +52,9 @@ def fingerprints(ids: pa.Array) -> Fingerprints:
     return out
 
 
-def pair_keys(ids: pa.Array, rows: npt.NDArray[np.integer]) -> Fingerprints:
-    """A 64-bit fingerprint of each (row, id) pair."""
-    keys = fingerprints(ids)
-    keys ^= rows.astype(np.uint64) * np.uint64(_MIX[2])
-    return _mixed(keys, _MIX[0])
+def with_rows(keys: Fingerprints, rows: npt.NDArray[np.integer]) -> Fingerprints:
+    """Fingerprints of (row, string) pairs, from the strings' ``keys`` and their rows."""
+    return _mixed(keys ^ (rows.astype(np.uint64) * np.uint64(_MIX[2])), _MIX[0])
 
 
 def _mixed(values: Fingerprints, factor: int) -> Fingerprints:

@@ -27,7 +27,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.cores import on_cores
 from engine.errors import InputError, Problem
+from engine.io import fingerprints
 from engine.io.columns import (
     LABEL_KINDS,
     OUTPUT_COLUMNS,
@@ -42,7 +44,6 @@ from engine.io.columns import (
     table_of,
 )
 from engine.io.files import AtomicFile, arrow_input, format_suffix
-from engine.io.fingerprints import pair_keys
 
 __all__ = [
     "TABLE_SUFFIXES",
@@ -69,6 +70,9 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 _WORDED = 50  # problems worded per kind; the rest are counted
+_CHECK_BLOCK = 1 << 16  # rows looked at for repeats at a time (whole queries)
+_PADDING = 4  # the most padded cells per key of a table of a block's keys
+_NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
 def flat(column: pa.ChunkedArray, dtype: Any) -> npt.NDArray[Any]:
@@ -252,21 +256,50 @@ def _repeats(
     rows: IntArray | None, saying: str, queries: Coded, docs: Coded, where: Where
 ) -> list[Problem]:
     """A problem per one of ``rows`` (None: every row) whose (query, document id) an
-    earlier one has. Each pair is fingerprinted, so the ids need no codes; only the rows
-    whose fingerprints meet are coded and compared exactly."""
-    every = np.arange(docs.codes.size) if rows is None else rows
-    codes = docs.codes if rows is None else docs.codes[rows]
-    ids = row_ids(docs.ids, codes)  # each row's id
+    earlier one has. The rows are grouped by query and looked at a block of whole queries
+    at a time, on a thread per core: each id is fingerprinted, so the ids need no codes,
+    and only the rows whose fingerprints meet in their query are coded and compared."""
     query_codes = queries.codes if rows is None else queries.codes[rows]
-    ordered = pair_keys(ids, query_codes)
-    ordered.sort()
-    meet = ordered[1:] == ordered[:-1]
-    if not meet.any():  # the common case: one sort, nothing to compare
+    order, offsets = grouped(query_codes, len(queries.ids))
+    if order is not None:
+        rows, query_codes = (order if rows is None else rows[order]), query_codes[order]
+    codes = docs.codes if rows is None else docs.codes[rows]  # (None: every row, in order)
+
+    def meeting(block: tuple[int, int]) -> IntArray:
+        """The places (in ``codes``) of the block's rows whose fingerprints meet."""
+        lo, hi = offsets[block[0]], offsets[block[1]]
+        keys = fingerprints.fingerprints(row_ids(docs.ids, codes[lo:hi]))
+        return lo + _meeting(keys, np.diff(offsets[block[0] : block[1] + 1]))
+
+    starts = np.searchsorted(offsets, np.arange(0, codes.size, _CHECK_BLOCK))
+    blocks = list(itertools.pairwise(np.unique([*starts, len(queries.ids)]).tolist()))
+    again = np.concatenate([_NO_ROWS, *on_cores(meeting, blocks, "slotwise-check")])
+    if not again.size:  # the common case: nothing to compare
         return []
-    again = np.flatnonzero(np.isin(pair_keys(ids, query_codes), ordered[1:][meet]))
-    exact = Coded.of(ids.take(pa.array(again)))
+    exact = Coded.of(docs.ids.take(pa.array(codes[again])))
     pairs = (query_codes[again].astype(np.int64) << np.int64(32)) | exact.codes
-    return _again(pairs, every[again], saying, queries, docs, where)
+    return _again(pairs, again if rows is None else rows[again], saying, queries, docs, where)
+
+
+def _meeting(keys: npt.NDArray[np.uint64], sizes: IntArray) -> IntArray:
+    """The places of ``keys`` (grouped: ``sizes`` of them per group) whose group holds
+    another key equal to it, or a superset of them (every key of such a group). The keys
+    are sorted group by group, as the rows of a table padded to the longest group: numpy
+    sorts short rows several times faster than one long array."""
+    width = int(sizes.max(initial=0))
+    if width < 2:
+        return _NO_ROWS
+    group = np.repeat(np.arange(sizes.size), sizes)
+    if width * sizes.size > _PADDING * keys.size:  # a few long groups: one sort of all
+        paired = fingerprints.with_rows(keys, group)
+        ordered = np.sort(paired)
+        met = ordered[1:][ordered[1:] == ordered[:-1]]
+        return np.flatnonzero(np.isin(paired, met)) if met.size else _NO_ROWS
+    table = np.full((sizes.size, width), np.iinfo(np.uint64).max, dtype=np.uint64)
+    table[group, np.arange(keys.size) - np.repeat(offsets_of(sizes)[:-1], sizes)] = keys
+    table.sort(axis=1)  # a group's keys come first: the padding is the largest value
+    meets = (table[:, 1:] == table[:, :-1]) & (np.arange(1, width) < sizes[:, None])
+    return np.flatnonzero(meets.any(axis=1)[group])
 
 
 def _again(
