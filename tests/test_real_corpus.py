@@ -13,6 +13,8 @@ import pyarrow as pa
 import pytest
 import pytrec_eval
 from conftest import run_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import engine
 from engine.errors import InputError
@@ -21,7 +23,7 @@ from engine.evaluation.label_sources import slot_sources
 from engine.io import columns as columns_module
 from engine.io import trec
 from engine.io.columns import Columns, list_array, stack
-from engine.io.fingerprints import fingerprints
+from engine.io.fingerprints import fingerprints, order_within
 from engine.io.frames import labels_from_dicts, run_from_dicts
 
 CORPUS = 8_841_823
@@ -268,6 +270,44 @@ class TestFingerprints:
         shifted = fingerprints(pa.array(["x" * 13, *ids]).slice(1))
         assert shifted.tolist() == found.tolist()
         assert fingerprints(pa.array(ids[::-1])).tolist() == found.tolist()[::-1]
+
+
+class TestOrderWithin:
+    """Each group's ids in the order of their UTF-8 bytes (Python's ``sorted`` of the
+    encoded ids, stable), as the dataset hash needs them."""
+
+    @staticmethod
+    def _expected(ids: list[str], sizes: list[int]) -> list[int]:
+        order, start = [], 0
+        for size in sizes:
+            group = range(start, start + size)
+            order += sorted(group, key=lambda i: ids[i].encode("utf-8"))
+            start += size
+        return order
+
+    @pytest.mark.parametrize(
+        ("ids", "sizes"),
+        [
+            (["b", "a", "c", "ab", "a\x00", "a"], [3, 3]),  # a NUL after a shared "a"
+            ([f"msmarco_passage_{s:02d}_{o}" for s, o in [(1, 10), (0, 9), (1, 1)]], [3]),
+            (["", "é", "e", "z", "ée"], [5]),  # empty, two-byte characters
+            ([str(i) for i in range(300, 0, -1)], [300]),  # a group wider than 256
+            (["same-prefix-x", "same-prefix-a", "same-prefix-m"], [0, 3, 0]),
+            (["abcdefghij2", "abcdefghij1", "zz"], [2, 1]),  # the first 7 bytes shared
+        ],
+    )
+    def test_cases(self, ids: list[str], sizes: list[int]) -> None:
+        found = order_within(pa.array(ids, pa.string()), np.array(sizes))
+        assert found.tolist() == self._expected(ids, sizes)
+
+    @given(st.lists(st.lists(st.text(alphabet="ab0\x00é9", max_size=12), max_size=40), max_size=8))
+    @settings(max_examples=200, deadline=None)
+    def test_any_groups(self, groups: list[list[str]]) -> None:
+        """Equal ids, prefixes of each other, long shared prefixes: the same order."""
+        ids = [i for group in groups for i in group]
+        sizes = [len(group) for group in groups]
+        found = order_within(pa.array(ids, pa.string()), np.array(sizes, dtype=np.int64))
+        assert found.tolist() == self._expected(ids, sizes)
 
 
 def test_an_id_another_sample_labels_has_no_label_here() -> None:

@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.cores import on_cores
+from engine.io.fingerprints import order_within
 
 __all__ = [
     "LABEL_KINDS",
@@ -472,20 +473,19 @@ def _canonical_lines(columns: Columns) -> pa.Array:
     return pc.binary_join_element_wise(line, pa.repeat("", len(columns)), _LINE)
 
 
-def _sorted_names(codes: CodeArray, owners: IntArray, docs: pa.Array) -> tuple[pa.Array, IntArray]:
-    """Document ids of ``codes`` sorted by (owner, id), and that order."""
+def _sorted_names(codes: CodeArray, sizes: IntArray, docs: pa.Array) -> tuple[pa.Array, IntArray]:
+    """Document ids of ``codes`` (``sizes`` of them per row) sorted by id within each
+    row, and that order."""
     names = docs.take(pa.array(codes))
-    table = pa.table({"owner": owners, "doc": names})
-    order = pc.sort_indices(table, sort_keys=[("owner", "ascending"), ("doc", "ascending")])
-    return names.take(order), order.to_numpy()
+    order = order_within(names, sizes)
+    return names.take(pa.array(order)), order
 
 
 def _labels_text(column: pa.Array, docs: pa.Array) -> pa.Array:
     """Per row, ``doc=label`` entries sorted by document id and joined; null stays null."""
     flat = pc.list_flatten(column)
     sizes = lengths(column)
-    owners = np.repeat(np.arange(len(column)), sizes)
-    names, order = _sorted_names(flat.field("doc").to_numpy(zero_copy_only=False), owners, docs)
+    names, order = _sorted_names(flat.field("doc").to_numpy(zero_copy_only=False), sizes, docs)
     labels = pc.dictionary_encode(flat.field("label").take(pa.array(order)))
     values = labels.dictionary.cast(pa.string()).take(labels.indices)  # few distinct labels
     entries = pc.binary_join_element_wise(names, values, "=")
@@ -498,9 +498,8 @@ def _groups_text(column: pa.Array, docs: pa.Array) -> pa.Array:
     flat = pc.list_flatten(column)
     members = flat.field("docs")
     member_sizes = lengths(members)
-    member_owners = np.repeat(np.arange(len(members)), member_sizes)
     names, _ = _sorted_names(
-        pc.list_flatten(members).to_numpy(zero_copy_only=False), member_owners, docs
+        pc.list_flatten(members).to_numpy(zero_copy_only=False), member_sizes, docs
     )
     member_text = pc.binary_join(list_array(offsets_of(member_sizes), names), ",")
     entries = pc.binary_join_element_wise(flat.field("group"), member_text, "=")

@@ -1,10 +1,13 @@
-"""64-bit fingerprints of strings, and of (row, string) pairs, computed with numpy from an
-Arrow string array's bytes in place: how ids are compared without a vocabulary.
+"""64-bit keys of strings, computed with numpy from an Arrow string array's bytes in
+place: how ids are compared and ordered without a vocabulary.
 
-Equal strings always have equal fingerprints; different strings almost never do (every
-byte and the length are mixed in, so ids that differ only in their middle, as URLs and
-ClueWeb's do, are told apart), and a caller compares the strings exactly wherever two
-fingerprints meet: a meeting of different strings costs time, never a wrong answer.
+- fingerprints: equal strings always have equal fingerprints; different strings almost
+  never do (every byte and the length are mixed in, so ids that differ only in their
+  middle, as URLs and ClueWeb's do, are told apart), and a caller compares the strings
+  exactly wherever two fingerprints meet: a meeting costs time, never a wrong answer;
+- prefixes: a few bytes of each string read as a big-endian number order strings as
+  their bytes do, and :func:`order_within` sorts the strings of each group by them,
+  leaving to Arrow the groups where two prefixes are equal.
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
-__all__ = ["fingerprints", "with_rows"]
+__all__ = ["fingerprints", "order_within", "with_rows"]
 
 Fingerprints = npt.NDArray[np.uint64]
 Places = npt.NDArray[np.int64]
@@ -21,11 +25,12 @@ Places = npt.NDArray[np.int64]
 _MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)
 _BYTES = np.array([(1 << (8 * n)) - 1 for n in range(9)], dtype=np.uint64)  # n low bytes
 _SLICE = 1 << 16  # strings fingerprinted at a time: the temporaries stay in cache
+_PAD = np.iinfo(np.uint64).max  # no key of UTF-8 text (0xFF is never one of its bytes)
 
 
-def fingerprints(ids: pa.Array) -> Fingerprints:
-    """A 64-bit fingerprint of each string of ``ids``, from its length and every one of its
-    8-byte words, read in place a slice of strings at a time."""
+def _bytes_of(ids: pa.Array) -> tuple[Places, Fingerprints, int]:
+    """Each string's offsets (``len(ids) + 1``), every unaligned 8-byte word of the bytes
+    as a little-endian number, and the last place a whole word starts."""
     ids = ids.cast(pa.string())
     offsets = np.frombuffer(ids.buffers()[1], dtype=np.int32)[
         ids.offset : ids.offset + len(ids) + 1
@@ -36,11 +41,18 @@ def fingerprints(ids: pa.Array) -> Fingerprints:
         data = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[:end]
     elif end:
         data[:end] = np.frombuffer(ids.buffers()[2], dtype=np.uint8)[:end]
-    limit = data.size - 8  # the last place a whole word starts
+    limit = data.size - 8
     words = np.ndarray((limit + 1,), dtype="<u8", buffer=data, strides=(1,))  # unaligned
+    return offsets.astype(np.int64), words, limit
+
+
+def fingerprints(ids: pa.Array) -> Fingerprints:
+    """A 64-bit fingerprint of each string of ``ids``, from its length and every one of its
+    8-byte words, read in place a slice of strings at a time."""
+    offsets, words, limit = _bytes_of(ids)
     out = np.empty(len(ids), dtype=np.uint64)
     for start in range(0, len(ids), _SLICE):
-        bounds = offsets[start : start + _SLICE + 1].astype(np.int64)
+        bounds = offsets[start : start + _SLICE + 1]
         at, size = bounds[:-1], np.diff(bounds)
         mixed = size.astype(np.uint64) * np.uint64(_MIX[2])
         for word in range(0, int(size.max(initial=0)), 8):
@@ -50,6 +62,61 @@ def fingerprints(ids: pa.Array) -> Fingerprints:
             mixed[live] = _mixed(mixed[live] ^ read, _MIX[0])
         out[start : start + size.size] = _mixed(mixed, _MIX[1])
     return out
+
+
+def order_within(ids: pa.Array, sizes: npt.NDArray[np.integer]) -> Places:
+    """The order that sorts each group of strings (``sizes[g]`` consecutive strings of
+    ``ids`` each) by their UTF-8 bytes, as Arrow sorts them, the groups staying in place.
+    Past the bytes every string shares, each string's next bytes are read as a big-endian
+    number beside its place in its group, and the groups sorted as the rows of a padded
+    table; a group where two of those numbers are equal is sorted by Arrow."""
+    count = len(ids)
+    width = int(sizes.max(initial=0))
+    index_bits = max(width - 1, 1).bit_length()
+    kept = (64 - index_bits) // 8  # bytes of each string beside its place in the key
+    group = np.repeat(np.arange(sizes.size), sizes)
+    starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
+    order = np.arange(count)
+    if count < 2 or kept < 1:
+        return _arrow_order(ids, group, order)
+    offsets, words, limit = _bytes_of(ids)
+    at, size = offsets[:-1], np.diff(offsets)
+    skip = _shared(words, at, size, limit)
+    read = _word_at(words, at + skip, limit) & _BYTES[np.minimum(size - skip, 8)]
+    prefix = read.byteswap() >> np.uint64(8 * (8 - kept))  # the first bytes, big-endian
+    place = order - starts
+    table = np.full((sizes.size, width), _PAD, dtype=np.uint64)
+    table[group, place] = (prefix << np.uint64(index_bits)) | place.astype(np.uint64)
+    table.sort(axis=1)  # a group's keys come first: the padding is the largest value
+    inside = np.arange(width) < sizes[:, None]
+    same = (table[:, 1:] >> np.uint64(index_bits)) == (table[:, :-1] >> np.uint64(index_bits))
+    unsure = (same & inside[:, 1:]).any(axis=1) | ((table == _PAD) & inside).any(axis=1)
+    order = starts + (table[inside] & np.uint64((1 << index_bits) - 1)).astype(np.int64)
+    if unsure.any():
+        rows = np.flatnonzero(unsure[group])
+        order[rows] = _arrow_order(ids.take(pa.array(rows)), group[rows], rows)
+    return order
+
+
+def _arrow_order(ids: pa.Array, group: Places, places: Places) -> Places:
+    """``places`` in the order that sorts ``ids`` (given in group order) by group, then
+    by text: Arrow's sort."""
+    table = pa.table({"group": group, "id": ids})
+    by = pc.sort_indices(table, sort_keys=[("group", "ascending"), ("id", "ascending")])
+    return places[by.to_numpy()]  # type: ignore[no-any-return]
+
+
+def _shared(words: Fingerprints, at: Places, size: Places, limit: int) -> int:
+    """How many leading bytes every string has in common."""
+    shortest, skip = int(size.min()), 0
+    while skip < shortest:
+        step = min(shortest - skip, 8)
+        read = _word_at(words, at + skip, limit) & _BYTES[step]
+        differ = int(np.bitwise_or.reduce(read ^ read[0]))
+        if differ:  # the lowest set byte is the first that differs (little-endian)
+            return skip + ((differ & -differ).bit_length() - 1) // 8
+        skip += step
+    return skip
 
 
 def with_rows(keys: Fingerprints, rows: npt.NDArray[np.integer]) -> Fingerprints:
