@@ -5,20 +5,22 @@ event, with no timestamp or level rendered into it: ``record.event`` (the event 
 e.g. ``outputs.duplicates_dropped``), ``record.fields`` (its fields, a dict) and each
 field as an attribute of its own (``record.samples``; a field whose name a LogRecord
 already uses is only in ``fields``), so a JSON formatter gets them as keys; the message
-is the event name and its fields as ``key=value``. The CLI calls :func:`configure`."""
+is the event name and its fields as ``key=value``. The CLI calls :func:`configure`.
+structlog is imported at the first event that is logged: most commands log none, and its
+import (with rich's) is some 40 ms of a fresh process."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from collections.abc import MutableMapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-import structlog
-
 __all__ = ["configure", "log"]
 
+_LOGGER = logging.getLogger("slotwise")
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 _PASSED = ("exc_info", "stack_info", "stacklevel")  # keywords of Logger.log itself
 
@@ -33,13 +35,34 @@ def _to_record(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> tuple[A
     return (message,), {**passed, "extra": {**extra, "event": event, "fields": fields}}
 
 
-#: The library's logger: ``log.warning("event.name", key=value, ...)``. Its processors are
-#: its own, so a harness's ``structlog.configure`` neither changes nor breaks them.
-log: Any = structlog.wrap_logger(
-    logging.getLogger("slotwise"),
-    processors=[structlog.stdlib.filter_by_level, _to_record],  # disabled levels cost nothing
-    wrapper_class=structlog.stdlib.BoundLogger,
-)
+class _Log:
+    """The library's logger: ``log.warning("event.name", key=value, ...)``. An event of a
+    disabled level costs one check; the others go through structlog with processors of
+    its own, so a harness's ``structlog.configure`` neither changes nor breaks them."""
+
+    def __getattr__(self, method: str) -> Any:
+        level = logging.getLevelName(method.upper())
+        if isinstance(level, int) and not _LOGGER.isEnabledFor(level):
+            return _ignored
+        return getattr(_structured(), method)
+
+
+def _ignored(*_: Any, **__: Any) -> None:
+    """An event of a disabled level."""
+
+
+@functools.cache
+def _structured() -> Any:
+    import structlog
+
+    return structlog.wrap_logger(
+        _LOGGER,
+        processors=[structlog.stdlib.filter_by_level, _to_record],
+        wrapper_class=structlog.stdlib.BoundLogger,
+    )
+
+
+log: Any = _Log()
 
 
 class _Formatter(logging.Formatter):
@@ -48,11 +71,15 @@ class _Formatter(logging.Formatter):
 
     def __init__(self, fmt: Literal["console", "json"]) -> None:
         super().__init__()
-        self.render: Any = (
-            structlog.processors.JSONRenderer()
-            if fmt == "json"
-            else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
-        )
+        self.fmt = fmt
+
+    @functools.cached_property
+    def render(self) -> Any:
+        import structlog
+
+        if self.fmt == "json":
+            return structlog.processors.JSONRenderer()
+        return structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
 
     def format(self, record: logging.LogRecord) -> str:
         level = record.levelname.lower()
@@ -71,7 +98,6 @@ def configure(fmt: Literal["console", "json"] = "console", level: int = logging.
     """Render slotwise's events to stderr as console lines or JSON objects (CLI only)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter(fmt))
-    logger = logging.getLogger("slotwise")
-    logger.handlers[:] = [handler]
-    logger.setLevel(level)
-    logger.propagate = False
+    _LOGGER.handlers[:] = [handler]
+    _LOGGER.setLevel(level)
+    _LOGGER.propagate = False

@@ -3,7 +3,6 @@ the one evaluation path of :mod:`engine.evaluation.pipeline`."""
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import os
 import sys
@@ -603,6 +602,8 @@ class Evaluation:
         they can be re-scored without calling the system again."""
         _check_on_error(on_error)
         if _is_async(system):
+            import asyncio  # here: most commands never call a system (20 ms of a process)
+
             try:
                 asyncio.get_running_loop()
             except RuntimeError:
@@ -646,6 +647,8 @@ class Evaluation:
         """:meth:`run` for code already inside an event loop (Jupyter, web servers, agent
         frameworks): ``async def`` systems are awaited, plain ones run in threads, at most
         ``concurrency`` at a time. The same results, error rows and progress bar."""
+        import asyncio  # (imported by whoever runs this coroutine)
+
         _check_on_error(on_error)
         samples = self.dataset.samples
         limit = asyncio.Semaphore(max(1, concurrency))

@@ -3,7 +3,6 @@ and the :class:`Scorer` that scores one output at a time for harnesses that see 
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import threading
 import weakref
@@ -33,6 +32,8 @@ from engine.io.columns import (
 from engine.logs import log
 
 if TYPE_CHECKING:
+    import asyncio
+
     from engine.evaluation.api import Dataset, Evaluation
     from engine.evaluation.results import Results
 
