@@ -304,10 +304,11 @@ class Results:
         atomically when given."""
         buffer = io.BytesIO()
         sink = Sink(buffer, fmt)
+        trailer = self.trailer()  # its CIs first: the header's dataset hash may be on its way
         sink.start(self.header())
         if self.scores is not None:
             sink.write(self.rows())
-        sink.finish(self.trailer(), self.labels)
+        sink.finish(trailer, self.labels)
         if path is not None:
             atomic_write(path, buffer.getvalue())
         return buffer.getvalue()

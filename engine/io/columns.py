@@ -134,11 +134,11 @@ def grouped(codes: npt.ArrayLike, count: int) -> tuple[IntArray | None, IntArray
     codes = np.asarray(codes)
     if not np.issubdtype(codes.dtype, np.integer):
         codes = codes.astype(np.int64)
-    order = None
     if codes.size > 1 and (codes[1:] < codes[:-1]).any():
-        order = np.argsort(codes, kind="stable")
-    sizes = np.bincount(codes, minlength=count) if codes.size else np.zeros(count, np.int64)
-    return order, offsets_of(sizes)
+        sizes = np.bincount(codes, minlength=count)
+        return np.argsort(codes, kind="stable"), offsets_of(sizes)
+    bounds = np.arange(count + 1, dtype=codes.dtype)  # in order: each group's start, found
+    return None, np.searchsorted(codes, bounds).astype(np.int64)
 
 
 def offsets_of(sizes: npt.ArrayLike) -> IntArray:

@@ -226,18 +226,25 @@ def labels_columns(
     with one list per label kind (NaN: no label of that kind for this document; a query
     with none has a null list). A document labelled twice by one kind is an error, looked
     for unless the caller knows each query's documents are ``distinct`` (a dict's keys)."""
-    order, _ = grouped(queries.codes, len(queries.ids))
-    rows = np.arange(queries.codes.size) if order is None else order
-    query_codes, doc_codes = queries.codes[rows], docs.codes[rows]
+    order, offsets = grouped(queries.codes, len(queries.ids))
+    query_codes = queries.codes if order is None else queries.codes[order]
+    doc_codes = docs.codes if order is None else docs.codes[order]
     columns: dict[str, pa.Array] = {"id": queries.ids}
     problems = []
     for kind, kind_values in values.items():
-        present = ~np.isnan(kind_values[rows])
+        ordered = kind_values if order is None else kind_values[order]
+        present = ~np.isnan(ordered)
+        kept: IntArray | None = None if present.all() else np.flatnonzero(present)
+        rows = order if kept is None else (kept if order is None else order[kept])
         if not distinct:
-            problems += _repeats(rows[present], f"has two {kind} labels", queries, docs, where)
-        sizes = np.bincount(query_codes[present], minlength=len(queries.ids))
+            problems += _repeats(rows, f"has two {kind} labels", queries, docs, where)
+        bounds = offsets
+        entries: slice | IntArray = slice(None)  # every row
+        if kept is not None:
+            bounds = offsets_of(np.bincount(query_codes[kept], minlength=len(queries.ids)))
+            entries = kept
         columns[kind] = label_lists(
-            offsets_of(sizes), doc_codes[present], kind_values[rows][present], mask=sizes == 0
+            bounds, doc_codes[entries], ordered[entries], mask=np.diff(bounds) == 0
         )
     if problems:
         raise InputError(
