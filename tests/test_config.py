@@ -121,3 +121,15 @@ def test_named_configs(stray: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_undeclared_name_says_how_to_name_a_config(stray: Path) -> None:
     with pytest.raises(engine.InputError, match=r"no config: name one with Engine.from_config\(\)"):
         engine.Engine().dataset("quickstart")
+
+
+def test_an_empty_configuration_is_valid_without_a_validator() -> None:
+    """``Config.from_mapping({})`` skips the schema (building a validator costs a command
+    some 45 ms): the schema itself accepts ``{}``, and anything else is still checked."""
+    from engine.io import schemas
+    from engine.io.config import Config
+
+    assert list(schemas.problems({}, "config")) == []
+    assert Config.from_mapping({}).default_k == Config.from_mapping(None).default_k
+    with pytest.raises(ConfigError):
+        Config.from_mapping({"metrics": {"retrieval": {"default_k": "five"}}})

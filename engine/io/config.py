@@ -61,9 +61,10 @@ class Config:
     ) -> Config:
         """Validate a parsed config (``config.schema.json``); relative paths resolve against ``base``."""
         data = {} if data is None else data
-        problems = list(schemas.problems(data, "config", source=str(source) if source else None))
-        if problems:
-            raise ConfigError(problems, summary="invalid configuration")
+        if data != {}:  # (an empty configuration is valid: no validator to build)
+            found = list(schemas.problems(data, "config", source=str(source) if source else None))
+            if found:
+                raise ConfigError(found, summary="invalid configuration")
         base = base or Path.cwd()
         datasets = {
             name: DatasetDeclaration(
