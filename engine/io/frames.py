@@ -290,9 +290,8 @@ def _repeats(
 
 def _meeting(keys: npt.NDArray[np.uint64], sizes: IntArray) -> IntArray:
     """The places of ``keys`` (grouped: ``sizes`` of them per group) whose group holds
-    another key equal to it, or a superset of them (every key of such a group). The keys
-    are sorted group by group, as the rows of a table padded to the longest group: numpy
-    sorts short rows several times faster than one long array."""
+    another key equal to it, or a superset of them (every key of such a group), the keys
+    sorted group by group as the rows of a table (a few long groups: as one array)."""
     width = int(sizes.max(initial=0))
     if width < 2:
         return _NO_ROWS
@@ -302,9 +301,7 @@ def _meeting(keys: npt.NDArray[np.uint64], sizes: IntArray) -> IntArray:
         ordered = np.sort(paired)
         met = ordered[1:][ordered[1:] == ordered[:-1]]
         return np.flatnonzero(np.isin(paired, met)) if met.size else _NO_ROWS
-    table = np.full((sizes.size, width), np.iinfo(np.uint64).max, dtype=np.uint64)
-    table[group, np.arange(keys.size) - np.repeat(offsets_of(sizes)[:-1], sizes)] = keys
-    table.sort(axis=1)  # a group's keys come first: the padding is the largest value
+    table = fingerprints.sorted_rows(keys, sizes)
     meets = (table[:, 1:] == table[:, :-1]) & (np.arange(1, width) < sizes[:, None])
     return np.flatnonzero(meets.any(axis=1)[group])
 
