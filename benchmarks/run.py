@@ -330,6 +330,7 @@ def floor(qrels_path: Path, run_path: Path) -> list[str]:
     import pyarrow.csv as csv
 
     from engine.io.fingerprints import fingerprints
+    from engine.io.frames import Coded, Where, retrieved_twice
 
     def read(path: Path, doc: Any) -> Any:
         run = path == run_path
@@ -348,7 +349,9 @@ def floor(qrels_path: Path, run_path: Path) -> list[str]:
             ),
         )
 
-    docs = read(run_path, pa.string()).column("doc").combine_chunks()
+    ranked = read(run_path, pa.string())
+    docs = ranked.column("doc").combine_chunks()
+    queries, lines = Coded.of(ranked.column("query")), Coded.rows(docs)
     judged = pc.unique(read(qrels_path, pa.string()).column("doc").combine_chunks())
     steps = {
         "pyarrow reads the run (ids as strings)": lambda: read(run_path, pa.string()),
@@ -357,8 +360,11 @@ def floor(qrels_path: Path, run_path: Path) -> list[str]:
             run_path, pa.dictionary(pa.int32(), pa.string())
         ),
         "one vocabulary of every run id (`dictionary_encode`)": lambda: pc.dictionary_encode(docs),
-        "a 64-bit fingerprint of every run id, sorted (slotwise's repeat check)": lambda: np.sort(
+        "a 64-bit fingerprint of every run id, sorted as one array": lambda: np.sort(
             fingerprints(docs)
+        ),
+        "slotwise's repeat check (fingerprints sorted query by query, blocks on both cores)": (
+            lambda: retrieved_twice(queries, lines, Where())
         ),
         "the hash join: each run id looked up in the qrels' ids (`index_in`)": lambda: pc.index_in(
             docs, value_set=judged

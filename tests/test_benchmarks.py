@@ -22,7 +22,7 @@ def test_the_floor_runs_on_a_small_corpus(tmp_path: Path) -> None:
     qrels, ranked = corpus.write_files(tmp_path, 50, 20, 10_000, "deep")
     rows = run.floor(qrels, ranked)
     assert rows[:2] == ["| primitive | seconds |", "|---|---:|"]
-    assert len(rows) == 2 + 7 + 4  # the primitives, then what a fresh process pays
+    assert len(rows) == 2 + 8 + 4  # the primitives, then what a fresh process pays
     for row in rows[2:]:
         float(row.rsplit("|", 2)[1])  # a number of seconds in the last column
 
