@@ -476,7 +476,7 @@ def _canonical_lines(columns: Columns) -> pa.Array:
 def _sorted_names(codes: CodeArray, sizes: IntArray, docs: pa.Array) -> tuple[pa.Array, IntArray]:
     """Document ids of ``codes`` (``sizes`` of them per row) sorted by id within each
     row, and that order."""
-    names = docs.take(pa.array(codes))
+    names = row_ids(docs, codes)
     order = order_within(names, sizes)
     return names.take(pa.array(order)), order
 
