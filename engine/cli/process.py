@@ -1,5 +1,5 @@
-"""What the command line sets up in its process before any work: Arrow's allocator, and
-pyarrow's look for pandas put off until something imports pandas (docs/scale.md)."""
+"""What the command line sets up in its process: Arrow's allocator and glibc's heaps,
+and pyarrow's look for pandas put off until something imports pandas (docs/scale.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pyarrow as pa
 
-__all__ = ["prepare"]
+__all__ = ["prepare", "return_freed_blocks"]
 
 
 def prepare() -> None:
@@ -40,13 +40,29 @@ def _one_heap() -> None:
     them, what the file readers free serves the join and scoring (peak RSS of ``run``:
     deep qrels 30-60 MiB lower, a 10 M-line run about 90 MiB; no slower, and ``--stream``
     faster). ``MALLOC_ARENA_MAX`` in the environment still decides."""
-    if "MALLOC_ARENA_MAX" in os.environ or platform.libc_ver()[0] != "glibc":
+    if "MALLOC_ARENA_MAX" not in os.environ:
+        _mallopt(_M_ARENA_MAX, 1)
+
+
+def return_freed_blocks() -> None:
+    """Have glibc give every freed block of 8 MiB or more (a stream's read blocks, and the
+    like) back to the system at once, as ``MALLOC_MMAP_THRESHOLD_=8388608`` would: by
+    default it keeps them for reuse, its heap fragments, and a stream of millions of
+    queries grows slowly. Smaller blocks, a chunk's arrays among them, are reused: giving
+    back every block of 128 KiB or more made each of them a fresh mapping, twice as slow
+    (docs/scale.md)."""
+    _mallopt(_M_MMAP_THRESHOLD, 8 << 20)
+
+
+def _mallopt(option: int, value: int) -> None:
+    """glibc's ``mallopt``; nothing to do with another C library."""
+    if platform.libc_ver()[0] != "glibc":
         return
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).mallopt(_M_ARENA_MAX, 1)
+        ctypes.CDLL(None).mallopt(option, value)
 
 
-_M_ARENA_MAX = -8  # glibc's malloc.h
+_M_MMAP_THRESHOLD, _M_ARENA_MAX = -3, -8  # glibc's malloc.h
 
 
 def _defer_pandas() -> None:

@@ -4,7 +4,6 @@ qrels), in memory, in chunks, or streamed with bounded memory."""
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.analysis.curves import curve_labels, curve_table
+from engine.cli import process
 from engine.cli.common import (
     Handler,
     UsageError,
@@ -209,21 +209,6 @@ def _run_ppi(engine: Engine, dataset: Any, specs: list[Any], outputs: Any, args:
     return 0
 
 
-def _return_freed_blocks() -> None:
-    """Ask glibc to give every freed block of 8 MiB or more (a stream's read blocks, and
-    the like) back to the system at once (``mallopt(M_MMAP_THRESHOLD)``, as
-    ``MALLOC_MMAP_THRESHOLD_=8388608`` would): by default it keeps them for reuse and,
-    with a thread per core, its heaps fragment, so a stream of millions of queries would
-    grow slowly. Smaller blocks, a chunk's arrays among them, are reused: giving back every
-    block of 128 KiB or more made each of them a fresh mapping, twice as slow
-    (docs/scale.md). Nothing to do without glibc."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(-3, 8 << 20)  # M_MMAP_THRESHOLD
-
-
 def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
     """``run --stream``: inputs read as streams, rows written as they are scored."""
     if args.by is not None or args.keep_outputs:
@@ -236,7 +221,7 @@ def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
     specs = split_specs(args.metrics)
     if not specs:
         raise UsageError("no metrics: pass --metrics")
-    _return_freed_blocks()
+    process.return_freed_blocks()
     rows = args.format != "table"
     results = engine.evaluate_stream(
         metrics_with_k(engine, specs, args.k),
