@@ -33,7 +33,7 @@ from engine.evaluation.batch import Batch, BoolArray, FloatArray
 from engine.evaluation.executors import ThreadExecutor
 from engine.evaluation.metric import metric_label
 from engine.evaluation.pipeline import aligned, slices
-from engine.io.columns import Columns, list_array, offsets_of
+from engine.io.columns import Columns, lengths, list_array, offsets_of
 
 __all__ = [
     "GROUP_SEPARATOR",
@@ -671,14 +671,14 @@ def _positive_gain(qrels: Columns, gains: Sequence[tuple[int, float]]) -> BoolAr
     """Per query, whether a judged document (label >= 0) has a positive gain: its label,
     or the gain ``gains`` gives its label."""
     column = qrels.column("relevance")
-    sizes = pc.list_value_length(column).fill_null(0).to_numpy()
     labels = pc.list_flatten(column).field("label").to_numpy()
     mapped = labels.copy()
     for level, gain in gains:
         mapped[labels == level] = gain
     positive = (labels >= 0) & (mapped > 0)
-    rows = np.repeat(np.arange(sizes.size), sizes)
-    return np.bincount(rows, weights=positive, minlength=sizes.size) > 0
+    found = np.concatenate(([0], np.cumsum(positive)))  # positive labels up to each
+    bounds = offsets_of(lengths(column))
+    return found[bounds[1:]] > found[bounds[:-1]]
 
 
 def _labels_above_zero(qrels: Columns) -> int:

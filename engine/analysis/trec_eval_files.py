@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from engine.analysis.trec_eval import GROUP_SEPARATOR, Stop
 from engine.errors import InputError
 from engine.io import trec
-from engine.io.columns import Columns
+from engine.io.columns import Columns, lengths, offsets_of
 
 __all__ = [
     "ZScores",
@@ -46,9 +46,10 @@ def read_qrels(path: Path) -> Columns:
     if fractional.any():
         value = labels[np.flatnonzero(fractional)[0]]
         raise Stop(f"qrels file '{path}': label {value!r} is not an integer", 2)
-    sizes = pc.list_value_length(qrels.column("relevance")).fill_null(0).to_numpy()
+    sizes = lengths(qrels.column("relevance"))
     maxima = np.full(sizes.size, -np.inf)
-    np.maximum.at(maxima, np.repeat(np.arange(sizes.size), sizes), labels)
+    judged = sizes > 0
+    maxima[judged] = np.maximum.reduceat(labels, offsets_of(sizes)[:-1][judged])
     if (maxima < 0).any():
         qid = qrels.ids[int(np.flatnonzero(maxima < 0)[0])].as_py()
         raise Stop(

@@ -221,7 +221,7 @@ class Batch:
             lengths=kept_lengths.astype(np.int64),
             ranked_labels=np.empty((n, width)),
             label_values=_sorted_labels(
-                label_rows, flat.label_values, n, shape.widths["relevance"]
+                flat.label_lengths, flat.label_values, shape.widths["relevance"]
             ),
             sample_k=flat.k,
             duplicates_dropped=dropped,
@@ -393,9 +393,10 @@ class Batch:
             return self.label_values
         found = self._views.get(("sorted", kind))
         if found is None:
-            rows, _, values = self.labels(kind)
-            width = self.shape.widths.get(kind, _widest(self.columns.column(kind)))
-            found = _sorted_labels(rows, values, len(self), width)
+            column = self.columns.column(kind)
+            _, values, sizes = _label_arrays(column)
+            width = self.shape.widths.get(kind, _widest(column))
+            found = _sorted_labels(sizes, values, width)
             self._views[("sorted", kind)] = found
         return found
 
@@ -623,12 +624,11 @@ def _max_label(column: pa.Array) -> float:
     return float(top) if top is not None else 0.0
 
 
-def _sorted_labels(owners: IntArray, values: FloatArray, rows: int, width: int) -> FloatArray:
-    """Each of ``rows`` samples' labels (``values``, each in row ``owners``) sorted
-    descending, NaN-padded to ``width``."""
-    col, _ = _columns_of(owners, rows)
-    out = np.full((rows, width), np.inf)  # labels are finite: padding sorts last
-    out[owners, col] = -values
+def _sorted_labels(sizes: IntArray, values: FloatArray, width: int) -> FloatArray:
+    """Each sample's labels (``values``, ``sizes[r]`` of them for row ``r``, row by row)
+    sorted descending, NaN-padded to ``width``."""
+    out = np.full((sizes.size, width), np.inf)  # labels are finite: padding sorts last
+    out[np.arange(width) < sizes[:, None]] = -values  # row by row, as a mask fills
     out.sort(axis=1)  # each row at once (numpy sorts rows with SIMD)
     out *= -1.0
     out[out == -np.inf] = np.nan
