@@ -484,6 +484,8 @@ def _sorted_names(codes: CodeArray, sizes: IntArray, docs: pa.Array) -> tuple[pa
 def _labels_text(column: pa.Array, docs: pa.Array) -> pa.Array:
     """Per row, ``doc=label`` entries sorted by document id and joined; null stays null."""
     flat = pc.list_flatten(column)
+    if not len(flat):
+        return _entryless_text(column)
     sizes = lengths(column)
     names, order = _sorted_names(flat.field("doc").to_numpy(zero_copy_only=False), sizes, docs)
     labels = pc.dictionary_encode(flat.field("label").take(pa.array(order)))
@@ -493,9 +495,17 @@ def _labels_text(column: pa.Array, docs: pa.Array) -> pa.Array:
     return pc.binary_join(list_array(offsets_of(sizes), entries, mask), _ITEM)
 
 
+def _entryless_text(column: pa.Array) -> pa.Array:
+    """The text of a list column without one entry: "" per row, null stays null (a
+    kind no sample has, as qrels' utilities: no sorting or joining)."""
+    return pc.if_else(column.is_valid(), "", pa.scalar(None, pa.string()))
+
+
 def _groups_text(column: pa.Array, docs: pa.Array) -> pa.Array:
     """Per row, ``group=doc,doc`` entries sorted by group name (documents by id)."""
     flat = pc.list_flatten(column)
+    if not len(flat):
+        return _entryless_text(column)
     members = flat.field("docs")
     member_sizes = lengths(members)
     names, _ = _sorted_names(
