@@ -242,8 +242,7 @@ class Columns:
             column = other.column(name)
             if name in ID_LISTS and column.null_count < len(column):
                 codes, offsets = _codes(column), offsets_of(lengths(column))
-                ids = row_ids(other.docs, codes)
-                matched = labelled_codes(self, offsets, ids)
+                matched = labelled_codes(self, offsets, other.docs, codes)
                 if (matched < 0).any():
                     docs = pa.concat_arrays(
                         [self.docs.cast(pa.string()), other.docs.cast(pa.string())]
@@ -334,16 +333,19 @@ def _labelled(samples: Columns) -> tuple[IntArray, CodeArray]:
     return keys >> 32, (keys & 0xFFFFFFFF).astype(np.int32)
 
 
-def labelled_codes(samples: Columns, offsets: IntArray, ids: pa.Array) -> CodeArray:
-    """For ids given row by row (row ``r``'s are ``ids[offsets[r]:offsets[r + 1]]``): the
-    code of the same id among the row's labels and groups in ``samples``, else -1. A
-    block of rows at a time, the smaller side of the block (its labelled ids, or its
-    output ids) is hashed and the other looked up: never the whole vocabulary."""
+def labelled_codes(
+    samples: Columns, offsets: IntArray, ids: pa.Array, codes: CodeArray | None = None
+) -> CodeArray:
+    """For ids given row by row (row ``r``'s are ``ids[offsets[r]:offsets[r + 1]]``, or
+    with ``codes`` the ids of ``codes[offsets[r]:offsets[r + 1]]``): the code of the same
+    id among the row's labels and groups in ``samples``, else -1. A block of rows at a
+    time, the smaller side of the block (its labelled ids, or its output ids) is hashed
+    and the other looked up: never the whole vocabulary, nor a copy of it."""
     label_rows, label_codes = _labelled(samples)
     label_ids = row_ids(samples.docs.cast(pa.string()), label_codes)
     label_bounds = np.searchsorted(label_rows, np.arange(len(samples) + 1))
     ids = ids.cast(pa.string())
-    matched = np.full(len(ids), -1, dtype=np.int32)
+    matched = np.full(len(ids) if codes is None else codes.size, -1, dtype=np.int32)
     weight = label_bounds + offsets  # ids up to each row
     edges = np.searchsorted(weight, np.arange(0, weight[-1], _MATCH_BLOCK)).tolist()
 
@@ -353,7 +355,8 @@ def labelled_codes(samples: Columns, offsets: IntArray, ids: pa.Array) -> CodeAr
         lo, hi = offsets[first], offsets[last]
         if start == end or lo == hi:
             return
-        labelled, outputs = label_ids.slice(start, end - start), ids.slice(lo, hi - lo)
+        labelled = label_ids.slice(start, end - start)
+        outputs = ids.slice(lo, hi - lo) if codes is None else row_ids(ids, codes[lo:hi])
         if len(labelled) <= len(outputs):  # hash the smaller side, look the other one up
             label_index, position = _indices_in(labelled, outputs)
         else:  # (deep pools)

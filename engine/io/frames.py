@@ -383,7 +383,8 @@ def _long_from_dicts(nested: Mapping[str, Any]) -> tuple[Coded, pa.Array, FloatA
         return None
     if len(docs) and pc.any(pc.equal(docs, "")).as_py():
         return None
-    queries = Coded(np.repeat(np.arange(len(nested)), sizes), pa.array(list(nested), pa.string()))
+    rows = np.repeat(np.arange(len(nested), dtype=np.int32), sizes)  # int32: Coded's codes
+    queries = Coded(rows, pa.array(list(nested), pa.string()))
     return queries, docs, numbers
 
 
