@@ -45,6 +45,7 @@ __all__ = [
     "Request",
     "Stop",
     "judgment_groups",
+    "load_metrics",
     "measure_lines",
     "parse_measures",
     "relevance_level",
@@ -606,17 +607,8 @@ def trec_eval(
                 [_relstrings(Batch.compile(part), length) for part in top]
             )
     threshold = repr(float(options.level))
-    helpers = {
-        name: spec.format(l=threshold)
-        for name, spec in (
-            ("num_ret", "retrieval-num-ret"),
-            ("num_rel", "retrieval-num-rel(relevance_threshold={l})"),
-            ("num_rel_ret", "retrieval-num-rel-ret(relevance_threshold={l})"),
-        )
-    }
-    specs = [line.spec for line in lines if line.spec is not None]
-    specs += [_iprec_spec(level, threshold) for level in _levels(lines)]
-    specs = list(dict.fromkeys(specs + list(helpers.values())))
+    helpers = _helpers(threshold)
+    specs = _specs(lines, threshold)
     labels = {spec: metric_label(engine.metric(spec)) for spec in specs}
     values: dict[str, FloatArray] = {}
     if len(joined):
@@ -644,6 +636,33 @@ def trec_eval(
             )
     ids = tuple(joined.ids.to_pylist())
     return Report(tuple(lines), ids, values, relstrings, runid, num_rel_judged)
+
+
+def load_metrics(engine: Engine, requests: Sequence[Request], level: float) -> None:
+    """Have ``engine`` import the plugins of what :func:`trec_eval` scores for
+    ``requests`` (the command line does it while it reads the files)."""
+    for spec in _specs(_lines(requests, level), repr(float(level))):
+        engine.metric(spec)
+
+
+def _helpers(threshold: str) -> dict[str, str]:
+    """The specs of the counts trec_eval's measures are derived from, by name."""
+    return {
+        name: spec.format(l=threshold)
+        for name, spec in (
+            ("num_ret", "retrieval-num-ret"),
+            ("num_rel", "retrieval-num-rel(relevance_threshold={l})"),
+            ("num_rel_ret", "retrieval-num-rel-ret(relevance_threshold={l})"),
+        )
+    }
+
+
+def _specs(lines: Sequence[Line], threshold: str) -> list[str]:
+    """Every metric spec scored for ``lines``, once: theirs, the interpolated precisions
+    and the helpers."""
+    specs = [line.spec for line in lines if line.spec is not None]
+    specs += [_iprec_spec(level, threshold) for level in _levels(lines)]
+    return list(dict.fromkeys(specs + list(_helpers(threshold).values())))
 
 
 def _ideal_dcg(batch: Batch, line: Line) -> FloatArray:

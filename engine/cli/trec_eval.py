@@ -21,6 +21,7 @@ from engine.analysis.trec_eval import (
     Report,
     Stop,
     judgment_groups,
+    load_metrics,
     parse_measures,
     relevance_level,
     trec_eval,
@@ -177,8 +178,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     if kind == "prefs":
         return _preferences(args, requests, options)
     grouped = kind == "qrels_jg"
+    engine = Engine(config={}, executor="threads")
     with ThreadPoolExecutor(1, thread_name_prefix="slotwise-read") as pool:
         reading = pool.submit(files.read_run, args.run)  # while the qrels are read
+        # then the plugins: a broken one raises when trec_eval() asks for its metric
+        pool.submit(load_metrics, engine, requests, options.level)
         qrels = files.read_qrels_jg(args.qrels) if grouped else files.read_qrels(args.qrels)
         run, runid = reading.result()
     zscores = files.read_zscores(args.Z) if args.Z is not None else None
@@ -187,7 +191,6 @@ def _evaluate(args: argparse.Namespace) -> int:
         queries = pa.array(sorted({q.split(GROUP_SEPARATOR)[0] for q in queries.to_pylist()}))
         run = files.by_judgment_group(run, qrels)
     stopped = files.first_stop(queries, ranked, args.c)
-    engine = Engine(config={}, executor="threads")
     if stopped is not None:
         qid, stop = stopped
         qrels = files.before(qrels, qid)
