@@ -122,6 +122,27 @@ class TestErrors:
         assert infos["broken"].error and "needs torch" in infos["broken"].error
         assert infos["ones"].error is None and infos["ones"].description == "Always 1."
 
+    def test_preload_is_quiet_and_get_reports_once(self, tmp_path, monkeypatch, caplog):
+        """preload (what a command runs on a thread while it reads its files) imports
+        the plugins of the aliases it is given and says nothing of one that fails or is
+        unknown; get() then raises for the broken one and logs it once, as without it."""
+        _module(tmp_path, "plug_broken", "raise ImportError('needs torch')\n", monkeypatch)
+        _module(tmp_path, "plug_ok", GOOD, monkeypatch)
+        registry = Registry(
+            entry_points=lambda: [
+                EntryPoint("broken", "plug_broken:Metric", GROUP),
+                EntryPoint("ones", "plug_ok:Ones", GROUP),
+            ]
+        )
+        with caplog.at_level("WARNING", logger="slotwise"):
+            registry.preload(["broken", "ones", "no-such-metric"])
+            assert caplog.records == []
+            assert "plug_ok" in sys.modules and "plug_broken" not in sys.modules
+            with pytest.raises(engine.MetricLoadError, match="needs torch"):
+                registry.get("broken")
+        assert [r.event for r in caplog.records] == ["plugin.load_failed"]
+        assert registry.get("ones").alias == "ones"
+
     @pytest.mark.parametrize(
         ("source", "reason"),
         [

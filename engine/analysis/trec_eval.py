@@ -45,8 +45,8 @@ __all__ = [
     "Request",
     "Stop",
     "judgment_groups",
-    "load_metrics",
     "measure_lines",
+    "metric_specs",
     "parse_measures",
     "relevance_level",
     "trec_eval",
@@ -638,11 +638,9 @@ def trec_eval(
     return Report(tuple(lines), ids, values, relstrings, runid, num_rel_judged)
 
 
-def load_metrics(engine: Engine, requests: Sequence[Request], level: float) -> None:
-    """Have ``engine`` import the plugins of what :func:`trec_eval` scores for
-    ``requests`` (the command line does it while it reads the files)."""
-    for spec in _specs(_lines(requests, level), repr(float(level))):
-        engine.metric(spec)
+def metric_specs(requests: Sequence[Request], level: float) -> list[str]:
+    """The metric specs :func:`trec_eval` scores for ``requests`` at relevance ``level``."""
+    return _specs(_lines(requests, level), repr(float(level)))
 
 
 def _helpers(threshold: str) -> dict[str, str]:

@@ -5,6 +5,7 @@ line, and writing a command's output to stdout or, atomically, to a file."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import math
 import sys
@@ -14,7 +15,7 @@ from typing import Any
 
 from engine.analysis.stats import DEFAULT_SEED, DEFAULT_TEST_RESAMPLES, TESTS
 from engine.cli.console import print_blocks
-from engine.errors import InputError, Problem
+from engine.errors import InputError, MetricParameterError, Problem
 from engine.evaluation.api import Engine
 from engine.evaluation.metric import Metric, metric_label, parse_spec
 from engine.evaluation.results import Results, read_results
@@ -124,6 +125,17 @@ def split_specs(values: Sequence[str]) -> list[str]:
                 current += char
         specs.append(current.strip())
     return [s for s in specs if s]
+
+
+def load_ahead(engine: Engine, specs: Sequence[str]) -> None:
+    """Have ``engine`` find its plugins and import those of ``specs`` now (a command does
+    it on a thread while it reads its files); a bad spec or plugin is reported where the
+    command asks for its metric."""
+    aliases = []
+    for spec in specs:
+        with contextlib.suppress(MetricParameterError):
+            aliases.append(parse_spec(spec).alias)
+    engine.registry.preload(aliases)
 
 
 def metrics_with_k(engine: Engine, specs: Sequence[str], ks: Sequence[int] | None) -> list[Metric]:

@@ -17,6 +17,7 @@ from engine.cli.common import (
     UsageError,
     emit,
     emit_tables,
+    load_ahead,
     metrics_with_k,
     parse_cutoffs,
     positive_int,
@@ -163,8 +164,9 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("--subtopics goes with --qrels QRELS, without --stream")
     if args.stream:
         return _run_stream(engine, args)
-    with ThreadPoolExecutor(1, thread_name_prefix="slotwise-read") as pool:
+    with ThreadPoolExecutor(2, thread_name_prefix="slotwise-read") as pool:
         run = None if args.trec_run is None else pool.submit(trec.read_run, args.trec_run)
+        pool.submit(load_ahead, engine, split_specs(args.metrics))  # (none: the dataset's)
         if args.qrels is not None:  # read while the run is
             read = trec.read_subtopic_qrels if args.subtopics else trec.read_qrels
             dataset = engine.dataset(read(args.qrels), name=args.qrels.name.split(".")[0])

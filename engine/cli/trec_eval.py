@@ -4,6 +4,7 @@ metrics, for scripts and papers that call ``trec_eval``."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,15 +20,16 @@ from engine.analysis.trec_eval import (
     MEASURES,
     Options,
     Report,
+    Request,
     Stop,
     judgment_groups,
-    load_metrics,
+    metric_specs,
     parse_measures,
     relevance_level,
     trec_eval,
     zscored,
 )
-from engine.cli.common import Handler
+from engine.cli.common import Handler, load_ahead
 from engine.evaluation.api import Engine
 
 __all__ = ["add"]
@@ -179,10 +181,9 @@ def _evaluate(args: argparse.Namespace) -> int:
         return _preferences(args, requests, options)
     grouped = kind == "qrels_jg"
     engine = Engine(config={}, executor="threads")
-    with ThreadPoolExecutor(1, thread_name_prefix="slotwise-read") as pool:
+    with ThreadPoolExecutor(2, thread_name_prefix="slotwise-read") as pool:
         reading = pool.submit(files.read_run, args.run)  # while the qrels are read
-        # then the plugins: a broken one raises when trec_eval() asks for its metric
-        pool.submit(load_metrics, engine, requests, options.level)
+        pool.submit(_load_ahead, engine, requests, options.level)
         qrels = files.read_qrels_jg(args.qrels) if grouped else files.read_qrels(args.qrels)
         run, runid = reading.result()
     zscores = files.read_zscores(args.Z) if args.Z is not None else None
@@ -201,6 +202,13 @@ def _evaluate(args: argparse.Namespace) -> int:
     report = trec_eval(engine, qrels, run, requests, options, runid=runid)
     _write(judgment_groups(report) if grouped else report, zscores, args.q, not args.n)
     return 0
+
+
+def _load_ahead(engine: Engine, requests: list[Request], level: float) -> None:
+    """The plugins of the requested measures, imported while the files are read; what is
+    wrong with a measure is raised where it was, by trec_eval()."""
+    with contextlib.suppress(Exception):
+        load_ahead(engine, metric_specs(requests, level))
 
 
 def _write(report: Report, zscores: Any, per_query: bool, summary: bool) -> None:

@@ -8,6 +8,7 @@ into a :class:`~engine.errors.MetricLoadError` that names the distribution.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib.metadata
 from collections.abc import Callable, Iterable
@@ -114,6 +115,15 @@ class Registry:
     def aliases(self) -> list[str]:
         """Every available alias, without importing any plugin."""
         return sorted({*self.candidates(), *self._local})
+
+    def preload(self, aliases: Iterable[str]) -> None:
+        """Import the plugins of ``aliases`` ahead of :meth:`get` (a command does it on a
+        thread while it reads its files). Quiet: what fails here fails again, and is
+        reported, when :meth:`get` asks for it."""
+        for alias in aliases:
+            for candidate in self.candidates().get(alias, ()):
+                with contextlib.suppress(Exception):
+                    candidate.entry_point.load()
 
     # -- load ----------------------------------------------------------------------------
 
