@@ -161,11 +161,11 @@ class Batch:
     positions: IntArray
     lengths: IntArray
     ranked_labels: FloatArray
+    label_values: FloatArray
     sample_k: IntArray
     duplicates_dropped: IntArray
     has_output: BoolArray
     shape: Shape
-    _relevance: tuple[IntArray, FloatArray] = attrs.field(repr=False)  # (lengths, values)
     default_k: int = DEFAULT_K
     _label_counts: dict[tuple[float, ...], IntArray] = attrs.field(
         factory=dict, init=False, repr=False
@@ -220,11 +220,13 @@ class Batch:
             positions=positions,
             lengths=kept_lengths.astype(np.int64),
             ranked_labels=np.empty((n, width)),
+            label_values=_sorted_labels(
+                flat.label_lengths, flat.label_values, shape.widths["relevance"]
+            ),
             sample_k=flat.k,
             duplicates_dropped=dropped,
             has_output=flat.has_output,
             shape=shape,
-            relevance=(flat.label_lengths, flat.label_values),
             default_k=default_k,
         )
         if index is not None:
@@ -319,12 +321,6 @@ class Batch:
             return np.zeros(rows, dtype=running.dtype)
         picked = running[np.arange(rows), np.maximum(column, 0)]
         return np.where(column >= 0, picked, 0)
-
-    @cached_property
-    def label_values(self) -> FloatArray:
-        """Each sample's relevance labels sorted descending, NaN-padded: shape ``(Q, M)``
-        (sorted when first read: a batch of rankings alone never sorts them)."""
-        return _sorted_labels(*self._relevance, self.shape.widths["relevance"])
 
     def num_relevant(self, threshold: float = 1.0) -> IntArray:
         """|Rel| per sample: judged documents with label >= threshold."""
