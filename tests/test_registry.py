@@ -22,6 +22,18 @@ def _module(tmp_path: Path, name: str, source: str, monkeypatch: pytest.MonkeyPa
     monkeypatch.delitem(sys.modules, name, raising=False)
 
 
+def _broken_and_ok(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Registry:
+    """A registry of two plugins: ``broken`` fails to import, ``ones`` works."""
+    _module(tmp_path, "plug_broken", "raise ImportError('needs torch')\n", monkeypatch)
+    _module(tmp_path, "plug_ok", GOOD, monkeypatch)
+    return Registry(
+        entry_points=lambda: [
+            EntryPoint("broken", "plug_broken:Metric", GROUP),
+            EntryPoint("ones", "plug_ok:Ones", GROUP),
+        ]
+    )
+
+
 GOOD = """
     from typing import ClassVar
     import attrs, numpy as np
@@ -105,14 +117,7 @@ class TestErrors:
 
     def test_import_failure_is_isolated(self, tmp_path, monkeypatch):
         """A plugin that fails to import raises only when asked for; others keep working."""
-        _module(tmp_path, "plug_broken", "raise ImportError('needs torch')\n", monkeypatch)
-        _module(tmp_path, "plug_ok", GOOD, monkeypatch)
-        registry = Registry(
-            entry_points=lambda: [
-                EntryPoint("broken", "plug_broken:Metric", GROUP),
-                EntryPoint("ones", "plug_ok:Ones", GROUP),
-            ]
-        )
+        registry = _broken_and_ok(tmp_path, monkeypatch)
         assert registry.get("ones").alias == "ones"
         with pytest.raises(engine.MetricLoadError) as info:
             registry.get("broken")
@@ -126,14 +131,7 @@ class TestErrors:
         """preload (what a command runs on a thread while it reads its files) imports
         the plugins of the aliases it is given and says nothing of one that fails or is
         unknown; get() then raises for the broken one and logs it once, as without it."""
-        _module(tmp_path, "plug_broken", "raise ImportError('needs torch')\n", monkeypatch)
-        _module(tmp_path, "plug_ok", GOOD, monkeypatch)
-        registry = Registry(
-            entry_points=lambda: [
-                EntryPoint("broken", "plug_broken:Metric", GROUP),
-                EntryPoint("ones", "plug_ok:Ones", GROUP),
-            ]
-        )
+        registry = _broken_and_ok(tmp_path, monkeypatch)
         with caplog.at_level("WARNING", logger="slotwise"):
             registry.preload(["broken", "ones", "no-such-metric"])
             assert caplog.records == []
