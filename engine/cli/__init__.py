@@ -10,6 +10,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from engine.cli import (
     annotate,
@@ -30,7 +31,7 @@ from engine.io.config import CONFIG_ENV, CONFIG_FILENAME
 from engine.logs import configure
 from engine.version import VERSION
 
-__all__ = ["main"]
+__all__ = ["main", "program"]
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 _COMMANDS = (run, trec_eval, listing, validate, convert, compare, report, explain, meta, annotate)
@@ -68,8 +69,15 @@ def _build_parser() -> tuple[Parser, dict[str, Handler]]:
     return parser, handlers
 
 
+def program() -> NoReturn:
+    """The ``slotwise`` program: :func:`main` on the command line's arguments, then the
+    process ends with its exit code (:func:`process.exit_with`)."""
+    process.exit_with(main())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``slotwise`` program; returns the exit code."""
+    """The ``slotwise`` command line on ``argv`` (default: the process's arguments);
+    returns the exit code, as many times as it is called."""
     process.prepare()
     parser, handlers = _build_parser()
     verbose = 0

@@ -1,7 +1,5 @@
 """``python -m engine.cli``: the ``slotwise`` program."""
 
-import sys
+from engine.cli import program
 
-from engine.cli import main
-
-sys.exit(main())
+program()

@@ -1,10 +1,12 @@
 """What the command line sets up in its process: Arrow's allocator and glibc's heaps,
-and pyarrow's look for pandas put off until something imports pandas (docs/scale.md)."""
+pyarrow's look for pandas put off until something imports pandas, and a quick exit
+(docs/scale.md)."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -13,10 +15,11 @@ import platform
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
 
 import pyarrow as pa
 
-__all__ = ["prepare", "return_freed_blocks"]
+__all__ = ["exit_with", "prepare", "return_freed_blocks"]
 
 
 def prepare() -> None:
@@ -24,6 +27,15 @@ def prepare() -> None:
     _use_the_system_allocator()
     _one_heap()
     _defer_pandas()
+
+
+def exit_with(code: int) -> NoReturn:
+    """End the program with ``code``, the objects alive now left out of the garbage
+    collections the interpreter makes as it shuts down: a process that ends has no cycle
+    worth collecting, and those passes over every object took 35-40 ms of each command's
+    exit here (60 ms to 24 ms from the command's end to the process's, deep qrels)."""
+    gc.freeze()
+    sys.exit(code)
 
 
 def _use_the_system_allocator() -> None:
