@@ -108,11 +108,12 @@ class TestChunked:
         self, monkeypatch: pytest.MonkeyPatch, cores: int, size: int | None
     ) -> None:
         """Without chunk_size, 3,000 rankings of 300 (900,000 ranked documents: three
-        times the 2**18 worth splitting) make a chunk per core, at most three, of a
+        times the 2**18 worth splitting; 129,000 judged, under the 2**17 a chunk holds)
+        make a chunk per core, at most three, of a
         multiple of 64 samples (1,500 -> 1,536; 1,000 -> 1,024); the provenance says
         so and the numbers are one chunk's."""
         monkeypatch.setattr("os.cpu_count", lambda: cores)
-        qrels = {f"q{q}": {f"d{q}-{d}": d % 3 for d in range(0, 600, 7)} for q in range(3000)}
+        qrels = {f"q{q}": {f"d{q}-{d}": d % 3 for d in range(0, 600, 14)} for q in range(3000)}
         run = {f"q{q}": {f"d{q}-{d}": 1.0 / (d + 1) for d in range(300)} for q in range(3000)}
         eng = engine.Engine(config={})
         results = eng.evaluate_trec(qrels, run, ["retrieval-map", "retrieval-ndcg-at-k@10"])
@@ -124,14 +125,14 @@ class TestChunked:
 
     def test_deep_pools_are_scored_in_chunks_of_few_labels(self) -> None:
         """Without chunk_size, 600 queries of 500 judged documents (300,000 labels, more
-        than the 2**18 a chunk holds) and 100 ranked (too few to share): two chunks of
-        300, rounded to 320; the numbers are one chunk's."""
+        than twice the 2**17 a chunk holds) and 100 ranked (too few to share): three
+        chunks of 200, rounded to 256; the numbers are one chunk's."""
         qrels = {f"q{q}": {f"d{q}-{d}": d % 4 for d in range(500)} for q in range(600)}
         run = {f"q{q}": {f"d{q}-{d}": 1.0 / (d + 1) for d in range(0, 300, 3)} for q in range(600)}
         metrics = ["retrieval-map", "retrieval-ndcg-at-k@10"]
         eng = engine.Engine(config={})
         results = eng.evaluate_trec(qrels, run, metrics)
-        assert results.provenance.get("chunk_size") == 320
+        assert results.provenance.get("chunk_size") == 256
         one = eng.dataset(qrels).with_metrics(metrics).evaluate(run_from_dicts(run), chunk_size=600)
         assert results.per_sample() == one.per_sample()
         assert results.aggregates == one.aggregates

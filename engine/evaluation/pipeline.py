@@ -83,7 +83,7 @@ __all__ = [
 CHUNK_ALIGN = 64
 DEFAULT_CHUNK_SIZE = 16384
 _SPLIT_SLOTS = 1 << 18  # fewer ranked documents are scored as one chunk: splitting costs more
-_CHUNK_LABELS = 1 << 18  # the most judged documents of a chunk, about (docs/scale.md)
+_CHUNK_LABELS = 1 << 17  # the most judged documents of a chunk, about (docs/scale.md)
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
