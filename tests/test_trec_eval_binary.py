@@ -192,6 +192,21 @@ def test_random_collections_byte_for_byte(
     assert _differences(trec_eval_binary, tmp_path, files, OPTIONS, capsysbinary) == []
 
 
+def test_small_chunks_byte_for_byte(
+    trec_eval_binary: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsysbinary: pytest.CaptureFixture[bytes],
+) -> None:
+    """Queries scored, and their relevance strings computed, a few at a time (chunks of
+    at most about 64 judged documents, as deep pools are split) print what the binary
+    prints."""
+    monkeypatch.setattr("engine.evaluation.pipeline._CHUNK_LABELS", 64)
+    files = write_collection(tmp_path, 4, queries=25)
+    options = [("-q", "-m", "all_trec"), ("-q", "-m", "relstring.20", "-m", "relstring")]
+    assert _differences(trec_eval_binary, tmp_path, files, options, capsysbinary) == []
+
+
 def test_a_qrels_query_without_a_run(
     trec_eval_binary: Path, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
 ) -> None:

@@ -32,7 +32,7 @@ from engine.evaluation.api import Dataset, Engine
 from engine.evaluation.batch import Batch, BoolArray, FloatArray
 from engine.evaluation.executors import ThreadExecutor
 from engine.evaluation.metric import metric_label
-from engine.evaluation.pipeline import aligned, slices
+from engine.evaluation.pipeline import aligned, default_chunk_size, slices
 from engine.io.columns import Columns, lengths, list_array, offsets_of
 
 __all__ = [
@@ -602,9 +602,10 @@ def trec_eval(
     for line in lines:
         if line.key == "relstring":
             length = max(0, int(line.numbers[0]))
-            top = slices(_top(joined, ranked, length), _BLOCK_QUERIES)  # deep pools: small
+            top = _top(joined, ranked, length)
+            parts = slices(top, default_chunk_size(top))  # as scored: deep pools' are small
             relstrings = pa.concat_arrays(
-                [_relstrings(Batch.compile(part), length) for part in top]
+                [_relstrings(Batch.compile(part), length) for part in parts]
             )
     threshold = repr(float(options.level))
     helpers = _helpers(threshold)
