@@ -342,6 +342,13 @@ def _parsed(request: Request, level: float) -> list[Line]:
     if name in ("rbp", "rbp_resid"):
         return [Line(printed, _rbp_spec(measure, pairs, what), measure)]
     gains = {int(level): gain for level, gain in pairs if _is_int(level)}
+    if any(level < 0 for level in gains):
+        raise Stop(
+            f"{what}: a gain for a level below 0 is not supported (trec_eval 10 gives "
+            "level -1's to retrieved documents the qrels lack and -2's to those judged "
+            "below 0, outside its ideal ranking)",
+            2,
+        )
     text = f"gains={gains!r}" if gains else ""
     spec = (measure.spec or "").format(gains=text, l=threshold).replace("(, ", "(")
     spec = spec.replace(", )", ")").replace("()", "")
@@ -687,16 +694,18 @@ def _added_rows(values: FloatArray) -> FloatArray:
 
 def _positive_gain(qrels: Columns, gains: Sequence[tuple[int, float]]) -> BoolArray:
     """Per query, whether a judged document (label >= 0) has a positive gain: its label,
-    or the gain ``gains`` gives its label."""
+    or the gain ``gains`` gives its label (levels >= 0: :func:`_parsed` refuses others)."""
     column = qrels.column("relevance")
     labels = pc.list_flatten(column).field("label").to_numpy()
-    mapped = labels.copy()
+    positive = labels > 0
     for level, gain in gains:
-        mapped[labels == level] = gain
-    positive = (labels >= 0) & (mapped > 0)
-    found = np.concatenate(([0], np.cumsum(positive)))  # positive labels up to each
-    bounds = offsets_of(lengths(column))
-    return found[bounds[1:]] > found[bounds[:-1]]
+        positive[labels == level] = gain > 0
+    sizes = lengths(column)
+    found = np.zeros(sizes.size, dtype=bool)
+    judged = sizes > 0  # (reduceat reads one label for a query without any)
+    if judged.any():
+        found[judged] = np.logical_or.reduceat(positive, offsets_of(sizes)[:-1][judged])
+    return found
 
 
 def _labels_above_zero(qrels: Columns) -> int:
