@@ -287,6 +287,8 @@ def test_statuses_as_trec_eval(
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "ndcg.-1=2"], "a level below 0"),
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "Rndcg.1=3,-2=1"], "a level below 0"),
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "G.-1=1"], "a level below 0"),
+        ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "set_F.-1"], "beta must lie in"),
+        ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "Rprec_mult.0"], "multiplier"),
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "iprec_at_recall.1.5"], "[0, 1]"),
         (
             "a 0 d1 1\na 0 d2 -1\n",
