@@ -317,6 +317,24 @@ class TestQrelsDicts:
         assert eng.dataset(qrels).hash == expected
         assert eng.dataset(trec.read_qrels(tmp_path / "q.txt")).hash == expected
 
+    @pytest.mark.parametrize(
+        ("labels", "text"),
+        [
+            ({"b": 9, "a": 0, "c": 4}, "a=0\x1eb=9\x1ec=4"),  # whole labels 0-9 only
+            ({"a": -0.0, "b": 1}, "a=-0\x1eb=1"),
+            ({"a": 10, "b": 1}, "a=10\x1eb=1"),
+            ({"a": -1, "b": 1}, "a=-1\x1eb=1"),
+            ({"a": 1e20, "b": 2.5}, "a=1e+20\x1eb=2.5"),
+        ],
+    )
+    def test_labels_are_hashed_as_their_text(self, labels: dict, text: str) -> None:  # type: ignore[type-arg]
+        """Each label is written as Arrow writes the number (``-0`` kept, whole numbers
+        without a point, large ones with an exponent), whichever labels a dataset has."""
+        rest = "\x1f" + "\x1f".join(["\x00"] * 7)
+        line = f"q\x1f{text}{rest}\x1d\n"
+        expected = "sha256:" + hashlib.sha256(line.encode()).hexdigest()
+        assert engine.Engine(config={}).dataset({"q": labels}).hash == expected
+
     @pytest.mark.parametrize("qrels", [{"q": {"a": float("nan")}}, {"": {"a": 1}}, {}])
     def test_invalid_qrels_are_reported(self, qrels: dict) -> None:  # type: ignore[type-arg]
         with pytest.raises(InputError):

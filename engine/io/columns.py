@@ -33,6 +33,7 @@ ranked document and its label share a code.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 from collections.abc import Sequence
@@ -491,11 +492,29 @@ def _labels_text(column: pa.Array, docs: pa.Array) -> pa.Array:
         return _entryless_text(column)
     sizes = lengths(column)
     names, order = _sorted_names(flat.field("doc").to_numpy(zero_copy_only=False), sizes, docs)
-    labels = pc.dictionary_encode(flat.field("label").take(pa.array(order)))
-    values = labels.dictionary.cast(pa.string()).take(labels.indices)  # few distinct labels
-    entries = pc.binary_join_element_wise(names, values, "=")
+    entries = pc.binary_join_element_wise(names, _label_text(flat.field("label"), order), "=")
     mask = column.is_null().to_numpy(zero_copy_only=False)
     return pc.binary_join(list_array(offsets_of(sizes), entries, mask), _ITEM)
+
+
+def _label_text(labels: pa.Array, order: IntArray) -> pa.Array:
+    """The labels in ``order``, each as Arrow casts it to text: whole labels from 0 to 9
+    (most graded qrels) read from a table of their texts, others cast (few distinct)."""
+    if not labels.null_count:
+        numbers = labels.to_numpy()[order]
+        if ((numbers >= 0) & (numbers < 10)).all() and not np.signbit(numbers).any():
+            whole = numbers.astype(np.int64)  # (-0.0 is cast as "-0": not a digit)
+            if (whole == numbers).all():
+                return _digits().take(pa.array(whole))
+    coded = pc.dictionary_encode(labels.take(pa.array(order)))
+    return coded.dictionary.cast(pa.string()).take(coded.indices)
+
+
+@functools.cache
+def _digits() -> pa.Array:
+    """"0" to "9", made at first use: converting a list as slotwise is imported would have
+    pyarrow look for pandas, and import it, in every command (docs/scale.md)."""
+    return pa.array([str(digit) for digit in range(10)])
 
 
 def _entryless_text(column: pa.Array) -> pa.Array:

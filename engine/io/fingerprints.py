@@ -79,8 +79,10 @@ def order_within(ids: pa.Array, sizes: npt.NDArray[np.integer]) -> Places:
         return _arrow_order(ids, group, np.arange(count))
     offsets, words, limit = _bytes_of(ids)
     at, size = offsets[:-1], np.diff(offsets)
-    skip = _shared(words, at, size, limit)
-    read = _word_at(words, at + skip, limit) & _BYTES[np.minimum(size - skip, 8)]
+    skip, word = _shared(words, at, size, limit)
+    if word is None:
+        word = _word_at(words, at + skip, limit)
+    read = word & _BYTES[np.minimum(size - skip, 8)]
     prefix = read.byteswap() >> np.uint64(8 * (8 - kept))  # the first bytes, big-endian
     table = sorted_rows((prefix << np.uint64(index_bits)) | place.astype(np.uint64), sizes)
     inside = np.arange(width) < sizes[:, None]
@@ -120,17 +122,23 @@ def _arrow_order(ids: pa.Array, group: Places, places: Places) -> Places:
     return places[by.to_numpy()]  # type: ignore[no-any-return]
 
 
-def _shared(words: Fingerprints, at: Places, size: Places, limit: int) -> int:
-    """How many leading bytes every string has in common."""
+def _shared(
+    words: Fingerprints, at: Places, size: Places, limit: int
+) -> tuple[int, Fingerprints | None]:
+    """How many leading bytes every string has in common, and each string's 8 bytes from
+    there when they were read on the way (ids that differ in their first byte: no second
+    read), else None."""
     shortest, skip = int(size.min()), 0
     while skip < shortest:
         step = min(shortest - skip, 8)
-        read = _word_at(words, at + skip, limit) & _BYTES[step]
+        word = _word_at(words, at + skip, limit)
+        read = word & _BYTES[step]
         differ = int(np.bitwise_or.reduce(read ^ read[0]))
         if differ:  # the lowest set byte is the first that differs (little-endian)
-            return skip + ((differ & -differ).bit_length() - 1) // 8
+            shared = skip + ((differ & -differ).bit_length() - 1) // 8
+            return shared, word if shared == skip else None
         skip += step
-    return skip
+    return skip, None
 
 
 def with_rows(keys: Fingerprints, rows: npt.NDArray[np.integer]) -> Fingerprints:
