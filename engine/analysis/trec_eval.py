@@ -33,7 +33,7 @@ from engine.evaluation.batch import Batch, BoolArray, FloatArray
 from engine.evaluation.executors import ThreadExecutor
 from engine.evaluation.metric import metric_label
 from engine.evaluation.pipeline import aligned, default_chunk_size, slices
-from engine.io.columns import Columns, lengths, list_array, offsets_of
+from engine.io.columns import Columns, counts_up, lengths, list_array, offsets_of
 
 __all__ = [
     "GROUP_SEPARATOR",
@@ -609,11 +609,7 @@ def trec_eval(
     for line in lines:
         if line.key == "relstring":
             length = max(0, int(line.numbers[0]))
-            top = _top(joined, ranked, length)
-            parts = slices(top, default_chunk_size(top))  # as scored: deep pools' are small
-            relstrings = pa.concat_arrays(
-                [_relstrings(Batch.compile(part), length) for part in parts]
-            )
+            relstrings = _relstrings_of(_top(joined, ranked, length), length)
     threshold = repr(float(options.level))
     helpers = _helpers(threshold)
     specs = _specs(lines, threshold)
@@ -837,21 +833,46 @@ def _top(joined: Columns, ranked: Columns, length: int | None) -> Columns:
     return Columns(table, joined.docs)
 
 
-def _relstrings(batch: Batch, length: int = 10) -> pa.Array:
+def _relstrings_of(top: Columns, length: int) -> pa.Array:
+    """The relstrings of the ``length`` documents of each ranking of ``top``. A TREC
+    qrels file codes its labels line by line: where their codes count up, each ranked
+    document's label is read at its code (the run's reader made sure that no query
+    retrieves a document twice), and only these documents are read; otherwise they are
+    joined with their labels as for scoring, in chunks."""
+    entries = pc.list_flatten(top.column("relevance"))
+    label_codes = entries.field("doc").to_numpy(zero_copy_only=False)
+    if not counts_up(label_codes):
+        parts = slices(top, default_chunk_size(top))  # as scored: deep pools' are small
+        batches = (Batch.compile(part) for part in parts)
+        return pa.concat_arrays(
+            [_relstrings(b.ranked_labels[:, :length], b.valid[:, :length]) for b in batches]
+        )
+    codes, sizes = top.doc_codes("retrieved")
+    owner = np.repeat(np.arange(len(top)), sizes)
+    place = np.arange(codes.size) - np.repeat(offsets_of(sizes)[:-1], sizes)
+    bounds = offsets_of(lengths(top.column("relevance")))
+    at = codes.astype(np.int64) - (int(label_codes[0]) if label_codes.size else 0)
+    own = (at >= bounds[owner]) & (at < bounds[owner + 1])  # one of its query's labels
+    labels = np.full((len(top), length), np.nan)
+    valid = np.zeros((len(top), length), dtype=np.bool_)
+    valid[owner, place] = True
+    labels[owner[own], place[own]] = entries.field("label").to_numpy(zero_copy_only=False)[at[own]]
+    return _relstrings(labels, valid)
+
+
+def _relstrings(labels: FloatArray, valid: BoolArray) -> pa.Array:
     """trec_eval 10's relstring, quoted and ending in a newline: per query, a character
-    per document of the top ``length``: its label 0..9, ``>`` above 9, ``.`` a negative
-    label (judged "unjudged"), ``-`` no label."""
-    labels = batch.ranked_labels[:, :length]
+    per place where ``valid`` (a ranked document): its label 0..9 (``labels``), ``>``
+    above 9, ``.`` a negative label (judged "unjudged"), ``-`` no label (NaN)."""
     with np.errstate(invalid="ignore"):
         codes = np.select(
             [np.isnan(labels), labels > 9, labels >= 0],
             [ord("-"), ord(">"), ord("0") + np.nan_to_num(labels).astype(np.int64)],
             ord("."),
         )
-    valid = batch.valid[:, :length]
     offsets = offsets_of(valid.sum(axis=1)).astype(np.int32)
     data = codes[valid].astype(np.uint8).tobytes()
-    text = pa.StringArray.from_buffers(len(batch), pa.py_buffer(offsets), pa.py_buffer(data))
+    text = pa.StringArray.from_buffers(len(labels), pa.py_buffer(offsets), pa.py_buffer(data))
     quote, end = pa.repeat("'", len(text)), pa.repeat("'\n", len(text))
     return pc.binary_join_element_wise(quote, text, end, "")
 

@@ -54,6 +54,7 @@ __all__ = [
     "SAMPLE_COLUMNS",
     "Columns",
     "ContentHash",
+    "counts_up",
     "grouped",
     "label_lists",
     "labelled_codes",
@@ -265,12 +266,18 @@ def row_ids(ids: pa.Array, codes: npt.NDArray[Any]) -> pa.Array:
     """The id of each code: a slice of ``ids`` when the codes count up (``c, c + 1, ...``;
     no copy of the ids), else taken."""
     first = int(codes[0]) if codes.size else 0
-    step = 1 << 16  # checked a slice at a time, no big temporary
-    counting = first + codes.size <= len(ids) and all(
+    counting = first + codes.size <= len(ids) and counts_up(codes)
+    return ids.slice(first, codes.size) if counting else ids.take(pa.array(codes))
+
+
+def counts_up(codes: npt.NDArray[Any]) -> bool:
+    """Whether ``codes`` are ``c, c + 1, c + 2, ...`` (as a TREC file's labels, coded line
+    by line): checked a slice at a time, no big temporary."""
+    first, step = (int(codes[0]) if codes.size else 0), 1 << 16
+    return all(
         (codes[at : at + step] == np.arange(first + at, first + min(at + step, codes.size))).all()
         for at in range(0, codes.size, step)
     )
-    return ids.slice(first, codes.size) if counting else ids.take(pa.array(codes))
 
 
 def _codes(column: pa.Array) -> CodeArray:
@@ -512,8 +519,8 @@ def _label_text(labels: pa.Array, order: IntArray) -> pa.Array:
 
 @functools.cache
 def _digits() -> pa.Array:
-    """"0" to "9", made at first use: converting a list as slotwise is imported would have
-    pyarrow look for pandas, and import it, in every command (docs/scale.md)."""
+    """The texts "0" to "9", made at first use: converting a list as slotwise is
+    imported would have pyarrow look for pandas, and import it, in every command."""
     return pa.array([str(digit) for digit in range(10)])
 
 
