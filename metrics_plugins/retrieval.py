@@ -88,26 +88,42 @@ def _divide(numerator: FloatArray, denominator: FloatArray) -> FloatArray:
 
 
 def _running_dcg(
-    batch: Batch, kind: str, gains: GainMap | None = None, *, ideal: bool = False
+    batch: Batch,
+    kind: str,
+    gains: GainMap | None = None,
+    *,
+    ideal: bool = False,
+    order: str = "sorted",
 ) -> FloatArray:
-    """DCG at every rank of each ranking (``ideal``: of the ideal ranking: every positive
-    gain of the sample's labels, largest first), summed left to right; computed once per
-    batch for every metric of the family."""
+    """DCG at every rank of each ranking (``ideal``: of the ideal ranking, see
+    :func:`_ideal_gains`), summed left to right; computed once per batch for every metric
+    of the family."""
 
     def compute() -> FloatArray:
-        if gains is None:
-            values = _gain(batch.ideal_gains if ideal else batch.gains, kind)
-        elif ideal:
-            mapped = _gains(batch.label_values, kind, gains)
-            positive = (mapped > 0) & (batch.label_values >= 0)  # as trec_eval's levels
-            values = -np.sort(-np.where(positive, mapped, 0.0), axis=1)
+        if ideal:
+            values = _ideal_gains(batch, kind, gains, order)
+        elif gains is None:
+            values = _gain(batch.gains, kind)
         else:
             values = _gains(batch.ranked_labels, kind, gains)
         running: FloatArray = np.cumsum(values * _discount(values.shape[1]), axis=1)
         running.flags.writeable = False
         return running
 
-    return batch.shared(("dcg", kind, gains, ideal), compute)
+    return batch.shared(("dcg", kind, gains, ideal, order), compute)
+
+
+def _ideal_gains(batch: Batch, kind: str, gains: GainMap | None, order: str) -> FloatArray:
+    """The gain at each rank of each sample's ideal ranking: every positive gain of its
+    labels, largest first (``order`` "sorted"), or as trec_eval 10 orders its gain levels
+    ("trec_eval10", linear gains: :meth:`Batch.trec_eval_ideal_gains`)."""
+    if order == "trec_eval10":
+        return batch.trec_eval_ideal_gains(gains or ())
+    if gains is None:
+        return _gain(batch.ideal_gains, kind)
+    mapped = _gains(batch.label_values, kind, gains)
+    positive = (mapped > 0) & (batch.label_values >= 0)  # as trec_eval's levels
+    return -np.sort(-np.where(positive, mapped, 0.0), axis=1)
 
 
 def _dcg(batch: Batch, k: int | None, kind: str, gains: GainMap | None = None) -> FloatArray:
@@ -118,6 +134,11 @@ def _dcg(batch: Batch, k: int | None, kind: str, gains: GainMap | None = None) -
 def _found_within(batch: Batch, threshold: float, cutoffs: IntArray | None) -> IntArray:
     """Relevant documents among each sample's first ``cutoffs`` (None: all retrieved)."""
     return batch.at_cutoff(batch.found(threshold), cutoffs)
+
+
+#: How the ideal ranking orders the gains: largest first, or as trec_eval 10 orders its
+#: gain levels (it truncates differences of gains to integers as it sorts them).
+_IDEAL = attrs.field(default="sorted", validator=choice("sorted", "trec_eval10"), kw_only=True)
 
 
 #: How tied scores are ordered: by doc id descending, as trec_eval (and this project's
@@ -345,15 +366,22 @@ class DCGAtK(_Ranked):
 class NDCGAtK(_Ranked):
     """DCG@k / IDCG@k with IDCG from all judged gains; 0 when IDCG is 0 (trec_eval
     ndcg_cut_k). ``gains`` as for retrieval-dcg-at-k: a mapped gain may be 0 or negative,
-    and the ideal ranking orders the positive gains."""
+    and the ideal ranking orders the positive gains, largest first, or with
+    ``ideal=trec_eval10`` as trec_eval 10 orders its gain levels (``ndcg.1=1.5,2=1.2``:
+    :meth:`Batch.trec_eval_ideal_gains`)."""
 
     alias: ClassVar[str] = "retrieval-ndcg-at-k"
     k: int | None = optional_k()
     gain: str = _gain_kind()
     gains: GainMap | None = attrs.field(default=None, converter=_gain_map, kw_only=True)
+    ideal: str = _IDEAL
+
+    def __attrs_post_init__(self) -> None:
+        if self.ideal == "trec_eval10" and self.gain != "linear":
+            raise ValueError("ideal=trec_eval10 orders trec_eval's linear gains: use gain=linear")
 
     def score(self, batch: Batch) -> FloatArray:
-        ideal = _running_dcg(batch, self.gain, self.gains, ideal=True)
+        ideal = _running_dcg(batch, self.gain, self.gains, ideal=True, order=self.ideal)
         idcg = batch.at_cutoff(ideal, batch.cutoffs(self.k))
         return _divide(_dcg(batch, self.k, self.gain, self.gains), idcg)
 

@@ -262,7 +262,12 @@ class TestResults:
         assert document["dataset"]["name"] == "seed" and document["dataset"]["samples"] == 3
         assert document["diagnostics"]["no_relevant"] == ["q-2"]
         assert document["diagnostics"]["missing_outputs"] == ["q-3"]
-        assert document["metrics"][1]["params"] == {"k": 10, "gain": "linear", "gains": None}
+        assert document["metrics"][1]["params"] == {
+            "k": 10,
+            "gain": "linear",
+            "gains": None,
+            "ideal": "sorted",
+        }
         assert document["metrics"][1]["distribution"] == "slotwise"
         assert document["samples"][0]["scores"]["retrieval-mrr"] == 0.5
         assert list(tmp_path.joinpath("out").iterdir()) == [path]  # no temporary file left behind

@@ -152,6 +152,43 @@ def test_ndcg_gain_map(tmp_path, capsys):
         assert line == f"{name:<22}\tall\t{expected:6.4f}"
 
 
+def test_gain_levels_in_trec_evals_order_by_hand(tmp_path, capsys):
+    """trec_eval 10 sorts its gain levels with glibc's merge sort and a comparator that
+    truncates the difference of two gains to an integer. ndcg.1=0.5 with levels 0..4
+    lists (1, 0.5), then 0, 2, 3, 4 with their own gains: the halves (1, 0.5), (0, 0) and
+    (2, 2), (3, 3), (4, 4) merge with (int)(0.5 - 0) = 0, so level 1 stays before level 0,
+    and the ideal walks 4, 3, 2, 0: level 0 has a document and gain 0, so it stops there,
+    without level 1's document. qrels d4: 4, d3: 3, d2: 2, d1: 1, d0: 0; ranking d1, d4:
+    DCG = 0.5 + 4 / log2 3, IDCG = 4 + 3 / log2 3 + 2 / log2 4 (not + 0.5 / log2 5)."""
+    qrels = tmp_path / "qrels"
+    qrels.write_text("".join(f"q 0 d{level} {level}\n" for level in range(5)))
+    run = tmp_path / "run"
+    run.write_text("q Q0 d1 1 2 t\nq Q0 d4 2 1 t\n")
+    expected = (0.5 + 4 / log2(3)) / (4 + 3 / log2(3) + 2 / log2(4))
+    [line] = _run(capsys, "-m", "ndcg.1=0.5", str(qrels), str(run))
+    assert line == f"{'ndcg_1=0.5':<22}\tall\t{expected:6.4f}"
+    [line] = _run(capsys, "-m", "ideal_dcg.1=0.5", str(qrels), str(run))
+    assert line.endswith(f"\t{4 + 3 / log2(3) + 2 / log2(4):6.4f}")
+
+
+def test_the_metrics_ideal_as_trec_eval(tmp_path):
+    """The same ranking through the metric: ``ideal=trec_eval10`` walks trec_eval's
+    levels (above), the default ranks every positive gain, 0.5 included:
+    IDCG = 4 + 3 / log2 3 + 2 / log2 4 + 0.5 / log2 5. Another gain than linear is refused."""
+    import engine
+
+    eng = engine.Engine(config={})
+    qrels = {"q": {f"d{level}": level for level in range(5)}}
+    dcg = 0.5 + 4 / log2(3)
+    base = 4 + 3 / log2(3) + 2 / log2(4)
+    for ideal, idcg in [("trec_eval10", base), ("sorted", base + 0.5 / log2(5))]:
+        spec = f"retrieval-ndcg-at-k(gains={{1: 0.5}}, ideal={ideal})"
+        results = eng.evaluate_trec(qrels, {"q": {"d1": 2.0, "d4": 1.0}}, [spec])
+        assert results.scores[next(iter(results.scores))].tolist() == pytest.approx([dcg / idcg])
+    with pytest.raises(ValueError, match="gain=linear"):
+        eng.metric("retrieval-ndcg-at-k(gain=exponential, ideal=trec_eval10)")
+
+
 @pytest.mark.parametrize(
     ("measure", "message"),
     [

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from engine.errors import InputError, Problem
 from engine.evaluation.api import Dataset, Engine
-from engine.evaluation.batch import Batch, BoolArray, FloatArray
+from engine.evaluation.batch import Batch, BoolArray, FloatArray, trec_eval_level_order
 from engine.evaluation.executors import ThreadExecutor
 from engine.evaluation.metric import metric_label
 from engine.evaluation.pipeline import aligned, default_chunk_size, slices
@@ -341,7 +341,8 @@ def _parsed(request: Request, level: float) -> list[Line]:
     pairs = _pairs(raw, what) if raw is not None else []
     if name in ("rbp", "rbp_resid"):
         return [Line(printed, _rbp_spec(measure, pairs, what), measure)]
-    gains = {int(level): gain for level, gain in pairs if _is_int(level)}
+    levels = [(int(level), gain) for level, gain in pairs if _is_int(level)]
+    gains = dict(levels)
     if any(level < 0 for level in gains):
         raise Stop(
             f"{what}: a gain for a level below 0 is not supported (trec_eval 10 gives "
@@ -349,10 +350,41 @@ def _parsed(request: Request, level: float) -> list[Line]:
             "below 0, outside its ideal ranking)",
             2,
         )
+    if len(gains) < len(levels):
+        raise Stop(f"{what}: a level given two gains (trec_eval 10 then uses each)", 2)
     text = f"gains={gains!r}" if gains else ""
+    if gains and name in _WALKED:  # trec_eval's order of gain levels: see _walk_checked
+        text += ", ideal=trec_eval10"
     spec = (measure.spec or "").format(gains=text, l=threshold).replace("(, ", "(")
     spec = spec.replace(", )", ")").replace("()", "")
     return [Line(printed, spec or None, measure, gains=tuple(gains.items()))]
+
+
+#: The measures whose ideal ranking walks trec_eval 10's sorted gain levels.
+_WALKED = ("ndcg", "ndcg_rel", "Rndcg", "G")
+
+
+def _walk_checked(lines: Sequence[Line], qrels: Columns) -> None:
+    """Refuse gain levels given out of increasing order where trec_eval 10 would rank
+    them otherwise than in increasing order: its sort of gain levels keeps the given
+    order of gains less than 1 apart, and the metrics' ``ideal=trec_eval10`` sorts the
+    levels of their gain map, which is in increasing order (status 2)."""
+    labels = pc.list_flatten(qrels.column("relevance")).field("label").to_numpy()
+    top = int(labels.max(initial=-1))  # the highest level of any query
+    for line in lines:
+        increasing = tuple(sorted(line.gains))
+        if line.key not in _WALKED or line.gains == increasing:
+            continue
+        if any(
+            trec_eval_level_order(line.gains, count) != trec_eval_level_order(increasing, count)
+            for count in range(max(top, 0) + 2)
+        ):
+            raise Stop(
+                f"{line.name}: trec_eval 10 ranks these gain levels by the order they are "
+                "given in (its sort keeps gains less than 1 apart as given); slotwise "
+                "follows that order for levels given in increasing order only",
+                2,
+            )
 
 
 def _rbp_spec(measure: Measure, pairs: list[tuple[str, float]], what: str) -> str:
@@ -598,6 +630,7 @@ def trec_eval(
     ignores them.
     """
     lines = _lines(requests, options.level)
+    _walk_checked(lines, qrels)
     joined, _ = aligned(qrels, run)
     has_run = joined.column("retrieved").is_valid().to_numpy(zero_copy_only=False)
     num_rel_judged = _labels_above_zero(qrels) if options.complete else None
@@ -668,16 +701,10 @@ def _specs(lines: Sequence[Line], threshold: str) -> list[str]:
 
 
 def _ideal_dcg(batch: Batch, line: Line) -> FloatArray:
-    """trec_eval's ideal_dcg: the DCG of the ideal ranking (the positive gains of the
-    judged documents, largest first, each over log2(rank + 1)) with the line's gain map,
-    the terms added left to right as trec_eval's loop adds them."""
-    labels = batch.label_values
-    with np.errstate(invalid="ignore"):
-        gains = np.where(labels >= 0, labels, 0.0)
-        for level, value in line.gains:
-            gains = np.where(labels == level, value, gains)
-        gains = np.where((labels >= 0) & (gains > 0), gains, 0.0)
-    ideal = -np.sort(-gains, axis=1)
+    """trec_eval's ideal_dcg: the DCG of its ideal ranking with the line's gains
+    (:meth:`Batch.trec_eval_ideal_gains`), each gain over log2(rank + 1), the terms added
+    left to right as trec_eval's loop adds them."""
+    ideal = batch.trec_eval_ideal_gains(line.gains)
     return _added_rows(ideal / np.log2(np.arange(2, ideal.shape[1] + 2, dtype=np.float64)))
 
 
@@ -689,13 +716,13 @@ def _added_rows(values: FloatArray) -> FloatArray:
 
 
 def _positive_gain(qrels: Columns, gains: Sequence[tuple[int, float]]) -> BoolArray:
-    """Per query, whether a judged document (label >= 0) has a positive gain: its label,
-    or the gain ``gains`` gives its label (levels >= 0: :func:`_parsed` refuses others)."""
+    """Per query, whether trec_eval's ideal ranking with ``gains`` has a positive gain:
+    with its levels' own gains, whether a judged document has a label above 0."""
+    if gains:
+        ideal = Batch.compile(qrels).trec_eval_ideal_gains(gains)
+        return np.asarray((ideal > 0).any(axis=1), dtype=np.bool_)
     column = qrels.column("relevance")
-    labels = pc.list_flatten(column).field("label").to_numpy()
-    positive = labels > 0
-    for level, gain in gains:
-        positive[labels == level] = gain > 0
+    positive = pc.list_flatten(column).field("label").to_numpy() > 0
     sizes = lengths(column)
     found = np.zeros(sizes.size, dtype=bool)
     judged = sizes > 0  # (reduceat reads one label for a query without any)

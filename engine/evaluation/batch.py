@@ -19,7 +19,7 @@ from engine.io.config import DEFAULT_K
 
 T = TypeVar("T")
 
-__all__ = ["DEFAULT_K", "Batch", "Flat", "Groups", "Shape", "row_sums"]
+__all__ = ["DEFAULT_K", "Batch", "Flat", "Groups", "Shape", "row_sums", "trec_eval_level_order"]
 
 _SHIFT = np.int64(32)  # key = row << 32 | document code
 
@@ -353,6 +353,45 @@ class Batch:
         """All judged gains of each sample sorted descending, zero-padded: shape ``(Q, M)``."""
         return np.where(self.label_values > 0, self.label_values, 0.0)
 
+    def trec_eval_ideal_gains(self, gains: Sequence[tuple[float, float]]) -> FloatArray:
+        """The gain at each rank of the ideal ranking as trec_eval 10 builds it for the
+        ``level=gain`` parameters ``gains`` (its gain_init.c and the loops of m_ndcg.c,
+        m_G.c, m_Rndcg.c and m_ndcg_rel.c), shape ``(Q, M)``, zero-padded. Per sample, the
+        levels are those of ``gains`` in the order given, then the sample's other levels
+        up to its highest judged (gain: the level), sorted by glibc's merge sort with a
+        comparator that truncates the difference of two gains to an integer (so gains
+        less than 1 apart keep their order) and walked from the last: each level's
+        documents in turn, a level without one passed over, until a level with documents
+        whose gain is 0 or less (or a first level whose gain is, documents or not). With
+        gains in increasing order this is every positive gain, largest first. Labels are
+        trec_eval's levels: whole numbers (below 0: not judged); a ``ValueError`` else."""
+        labels = self.label_values
+        out = np.zeros(labels.shape)
+        if not labels.size:
+            return out
+        with np.errstate(invalid="ignore"):
+            judged = labels >= 0
+        if (judged & (labels != np.floor(labels))).any():
+            raise ValueError("trec_eval's ideal ranking needs whole-number labels (its levels)")
+        mapped = np.where(judged, labels, 0.0)
+        for level, gain in gains:
+            mapped[labels == level] = gain
+        levels = np.where(judged[:, 0], labels[:, 0], -1.0).astype(np.int64) + 1
+        for count in np.unique(levels).tolist():  # samples alike: the same walk
+            rows = np.flatnonzero(levels == count)
+            walk = trec_eval_level_order(gains, count)[::-1]
+            if not walk or walk[0][1] <= 0:
+                continue  # trec_eval's loops never start
+            place = np.full(labels[rows].shape, len(walk))
+            for position, (level, _) in enumerate(walk):
+                place[labels[rows] == level] = position
+            order = np.argsort(place, axis=1, kind="stable")
+            ranked = np.take_along_axis(mapped[rows], order, axis=1)
+            present = np.take_along_axis(place, order, axis=1) < len(walk)
+            stopped = np.logical_or.accumulate(present & (ranked <= 0), axis=1)
+            out[rows] = np.where(present & ~stopped, ranked, 0.0)
+        return out
+
     @property
     def max_label(self) -> float:
         """The largest relevance label of the dataset (0 when there is none)."""
@@ -622,6 +661,30 @@ def _max_label(column: pa.Array) -> float:
     labels = pc.list_flatten(column).field("label")
     top = pc.max(labels).as_py() if len(labels) else None
     return float(top) if top is not None else 0.0
+
+
+def trec_eval_level_order(
+    gains: Sequence[tuple[float, float]], count: int
+) -> list[tuple[float, float]]:
+    """trec_eval 10's gain levels, as its setup_gains sorts them for a sample whose
+    highest judged level is ``count - 1``: the ``(level, gain)`` parameters in the order
+    given, then each other level below ``count`` with its own value as gain."""
+    given = {level for level, _ in gains}
+    listed = [*gains, *((float(i), float(i)) for i in range(count) if i not in given)]
+    return _merge_sorted(listed)
+
+
+def _merge_sorted(levels: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(level, gain) pairs sorted as glibc's ``qsort`` (a top-down merge sort, first half
+    first on ties) sorts trec_eval 10's gains: by ``(int)(gain1 - gain2)``."""
+    if len(levels) < 2:
+        return list(levels)
+    half = len(levels) // 2
+    left, right = _merge_sorted(levels[:half]), _merge_sorted(levels[half:])
+    merged = []
+    while left and right:
+        merged.append(left.pop(0) if int(left[0][1] - right[0][1]) <= 0 else right.pop(0))
+    return merged + left + right
 
 
 def _sorted_labels(sizes: IntArray, values: FloatArray, width: int) -> FloatArray:
