@@ -171,6 +171,19 @@ def test_gain_levels_in_trec_evals_order_by_hand(tmp_path, capsys):
     assert line.endswith(f"\t{4 + 3 / log2(3) + 2 / log2(4):6.4f}")
 
 
+def test_gains_2_to_the_31_apart_by_hand(tmp_path, capsys):
+    """ndcg.1=3e9 with levels 0..2 lists (1, 3e9), (0, 0), (2, 2). Merging (1, 3e9) with
+    (0, 0), (2, 2), the comparison's (int)(3e9 - 0) overflows, to INT_MIN on x86-64, so
+    level 1 sorts first and the ideal walks 2, 0: it stops at level 0's document, and
+    IDCG = 2. Ranking d1: DCG = 3e9, nDCG = 1.5e9 (trec_eval 10 prints the same)."""
+    qrels = tmp_path / "qrels"
+    qrels.write_text("q 0 d0 0\nq 0 d1 1\nq 0 d2 2\n")
+    run = tmp_path / "run"
+    run.write_text("q Q0 d1 1 1 t\n")
+    [line] = _run(capsys, "-m", "ndcg.1=3e9", str(qrels), str(run))
+    assert line == f"{'ndcg_1=3e9':<22}\tall\t1500000000.0000"
+
+
 def test_the_metrics_ideal_as_trec_eval(tmp_path):
     """The same ranking through the metric: ``ideal=trec_eval10`` walks trec_eval's
     levels (above), the default ranks every positive gain, 0.5 included:

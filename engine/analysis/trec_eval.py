@@ -367,8 +367,9 @@ _WALKED = ("ndcg", "ndcg_rel", "Rndcg", "G")
 def _walk_checked(lines: Sequence[Line], qrels: Columns) -> None:
     """Refuse gain levels given out of increasing order where trec_eval 10 would rank
     them otherwise than in increasing order: its sort of gain levels keeps the given
-    order of gains less than 1 apart, and the metrics' ``ideal=trec_eval10`` sorts the
-    levels of their gain map, which is in increasing order (status 2)."""
+    order of gains less than 1 apart (or 2^31 or more), and the metrics'
+    ``ideal=trec_eval10`` sorts the levels of their gain map, which is in increasing
+    order (status 2)."""
     labels = pc.list_flatten(qrels.column("relevance")).field("label").to_numpy()
     top = int(labels.max(initial=-1))  # the highest level of any query
     for line in lines:
@@ -381,8 +382,8 @@ def _walk_checked(lines: Sequence[Line], qrels: Columns) -> None:
         ):
             raise Stop(
                 f"{line.name}: trec_eval 10 ranks these gain levels by the order they are "
-                "given in (its sort keeps gains less than 1 apart as given); slotwise "
-                "follows that order for levels given in increasing order only",
+                "given in (its sort compares two gains by their difference cut to a C "
+                "int); slotwise follows it for levels given in increasing order only",
                 2,
             )
 

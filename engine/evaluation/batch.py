@@ -4,6 +4,7 @@ rank)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from functools import cached_property
 from typing import Any, TypeVar
@@ -359,8 +360,9 @@ class Batch:
         m_G.c, m_Rndcg.c and m_ndcg_rel.c), shape ``(Q, M)``, zero-padded. Per sample, the
         levels are those of ``gains`` in the order given, then the sample's other levels
         up to its highest judged (gain: the level), sorted by glibc's merge sort with a
-        comparator that truncates the difference of two gains to an integer (so gains
-        less than 1 apart keep their order) and walked from the last: each level's
+        comparator that converts the difference of two gains to a C int (so gains less
+        than 1 apart keep their order, and so do gains 2^31 or more apart, whose
+        difference x86-64 converts to INT_MIN) and walked from the last: each level's
         documents in turn, a level without one passed over, until a level with documents
         whose gain is 0 or less (or a first level whose gain is, documents or not). With
         gains in increasing order this is every positive gain, largest first. Labels are
@@ -683,8 +685,15 @@ def _merge_sorted(levels: list[tuple[float, float]]) -> list[tuple[float, float]
     left, right = _merge_sorted(levels[:half]), _merge_sorted(levels[half:])
     merged = []
     while left and right:
-        merged.append(left.pop(0) if int(left[0][1] - right[0][1]) <= 0 else right.pop(0))
+        merged.append(left.pop(0) if _as_c_int(left[0][1] - right[0][1]) <= 0 else right.pop(0))
     return merged + left + right
+
+
+def _as_c_int(value: float) -> int:
+    """C's ``(int)`` of a double as x86-64 computes it (``cvttsd2si``): truncated toward
+    0, and INT_MIN for a value outside the range of a 32-bit int."""
+    whole = math.trunc(value)
+    return whole if -(2**31) <= whole < 2**31 else -(2**31)
 
 
 def _sorted_labels(sizes: IntArray, values: FloatArray, width: int) -> FloatArray:
