@@ -93,7 +93,7 @@ def _running_dcg(
     gains: GainMap | None = None,
     *,
     ideal: bool = False,
-    order: str = "sorted",
+    levels: str = "labels",
 ) -> FloatArray:
     """DCG at every rank of each ranking (``ideal``: of the ideal ranking, see
     :func:`_ideal_gains`), summed left to right; computed once per batch for every metric
@@ -101,23 +101,30 @@ def _running_dcg(
 
     def compute() -> FloatArray:
         if ideal:
-            values = _ideal_gains(batch, kind, gains, order)
-        elif gains is None:
-            values = _gain(batch.gains, kind)
+            values = _ideal_gains(batch, kind, gains, levels)
         else:
-            values = _gains(batch.ranked_labels, kind, gains)
+            values = _ranked_gains(batch, kind, gains, levels)
         running: FloatArray = np.cumsum(values * _discount(values.shape[1]), axis=1)
         running.flags.writeable = False
         return running
 
-    return batch.shared(("dcg", kind, gains, ideal, order), compute)
+    return batch.shared(("dcg", kind, gains, ideal, levels), compute)
 
 
-def _ideal_gains(batch: Batch, kind: str, gains: GainMap | None, order: str) -> FloatArray:
+def _ranked_gains(batch: Batch, kind: str, gains: GainMap | None, levels: str) -> FloatArray:
+    """The gain at each rank of each ranking: by label, or by trec_eval 10's levels
+    (``levels`` "trec_eval10": ``gains`` may give level -1, a document without a label,
+    and -2, one labelled below 0, a gain; :meth:`Batch.trec_eval_gains`)."""
+    if levels == "trec_eval10":
+        return batch.trec_eval_gains(gains or ())
+    return _gain(batch.gains, kind) if gains is None else _gains(batch.ranked_labels, kind, gains)
+
+
+def _ideal_gains(batch: Batch, kind: str, gains: GainMap | None, levels: str) -> FloatArray:
     """The gain at each rank of each sample's ideal ranking: every positive gain of its
-    labels, largest first (``order`` "sorted"), or as trec_eval 10 orders its gain levels
+    labels, largest first (``levels`` "labels"), or as trec_eval 10 orders its gain levels
     ("trec_eval10", linear gains: :meth:`Batch.trec_eval_ideal_gains`)."""
-    if order == "trec_eval10":
+    if levels == "trec_eval10":
         return batch.trec_eval_ideal_gains(gains or ())
     if gains is None:
         return _gain(batch.ideal_gains, kind)
@@ -126,9 +133,11 @@ def _ideal_gains(batch: Batch, kind: str, gains: GainMap | None, order: str) -> 
     return -np.sort(-np.where(positive, mapped, 0.0), axis=1)
 
 
-def _dcg(batch: Batch, k: int | None, kind: str, gains: GainMap | None = None) -> FloatArray:
+def _dcg(
+    batch: Batch, k: int | None, kind: str, gains: GainMap | None = None, levels: str = "labels"
+) -> FloatArray:
     """DCG over the top k of each sample's ranking."""
-    return batch.at_cutoff(_running_dcg(batch, kind, gains), batch.cutoffs(k))
+    return batch.at_cutoff(_running_dcg(batch, kind, gains, levels=levels), batch.cutoffs(k))
 
 
 def _found_within(batch: Batch, threshold: float, cutoffs: IntArray | None) -> IntArray:
@@ -136,9 +145,16 @@ def _found_within(batch: Batch, threshold: float, cutoffs: IntArray | None) -> I
     return batch.at_cutoff(batch.found(threshold), cutoffs)
 
 
-#: How the ideal ranking orders the gains: largest first, or as trec_eval 10 orders its
-#: gain levels (it truncates differences of gains to integers as it sorts them).
-_IDEAL = attrs.field(default="sorted", validator=choice("sorted", "trec_eval10"), kw_only=True)
+#: What a gain map's keys are: labels (the ideal ranking: every positive gain, largest
+#: first), or trec_eval 10's levels (-1: no label, -2: a label below 0; the ideal ranking
+#: as trec_eval sorts the levels, by differences of gains cut to a C int).
+_LEVELS = attrs.field(default="labels", validator=choice("labels", "trec_eval10"), kw_only=True)
+
+
+def _linear_for_trec_eval(levels: str, gain: str) -> None:
+    """trec_eval's levels have linear gains: another gain with them is a ``ValueError``."""
+    if levels == "trec_eval10" and gain != "linear":
+        raise ValueError("levels=trec_eval10 are trec_eval's linear gains: use gain=linear")
 
 
 #: How tied scores are ordered: by doc id descending, as trec_eval (and this project's
@@ -351,39 +367,45 @@ class AveragePrecision(_Ranked):
 @attrs.frozen
 class DCGAtK(_Ranked):
     """Σ_{i ≤ k} gain_i / log2(i + 1), linear or exponential gain; ``gains`` maps labels to
-    gains of their own (``gains={1: 3, 2: 9}``; trec_eval's ``ndcg.1=3,2=9``)."""
+    gains of their own (``gains={1: 3, 2: 9}``; trec_eval's ``dcg.1=3,2=9``), or with
+    ``levels=trec_eval10`` trec_eval 10's levels (as retrieval-ndcg-at-k's)."""
 
     alias: ClassVar[str] = "retrieval-dcg-at-k"
     k: int | None = optional_k()
     gain: str = _gain_kind()
     gains: GainMap | None = attrs.field(default=None, converter=_gain_map, kw_only=True)
+    levels: str = _LEVELS
+
+    def __attrs_post_init__(self) -> None:
+        _linear_for_trec_eval(self.levels, self.gain)
 
     def score(self, batch: Batch) -> FloatArray:
-        return _dcg(batch, self.k, self.gain, self.gains)
+        return _dcg(batch, self.k, self.gain, self.gains, self.levels)
 
 
 @attrs.frozen
 class NDCGAtK(_Ranked):
     """DCG@k / IDCG@k with IDCG from all judged gains; 0 when IDCG is 0 (trec_eval
     ndcg_cut_k). ``gains`` as for retrieval-dcg-at-k: a mapped gain may be 0 or negative,
-    and the ideal ranking orders the positive gains, largest first, or with
-    ``ideal=trec_eval10`` as trec_eval 10 orders its gain levels (``ndcg.1=1.5,2=1.2``:
-    :meth:`Batch.trec_eval_ideal_gains`)."""
+    and the ideal ranking orders the positive gains, largest first. With
+    ``levels=trec_eval10`` the gains are trec_eval 10's (``ndcg.1=1.5,-1=2``): ``gains``
+    maps its levels, -1 a document without a label and -2 one labelled below 0 among
+    them, and the ideal ranking walks the levels as trec_eval sorts them
+    (:meth:`Batch.trec_eval_gains`, :meth:`Batch.trec_eval_ideal_gains`)."""
 
     alias: ClassVar[str] = "retrieval-ndcg-at-k"
     k: int | None = optional_k()
     gain: str = _gain_kind()
     gains: GainMap | None = attrs.field(default=None, converter=_gain_map, kw_only=True)
-    ideal: str = _IDEAL
+    levels: str = _LEVELS
 
     def __attrs_post_init__(self) -> None:
-        if self.ideal == "trec_eval10" and self.gain != "linear":
-            raise ValueError("ideal=trec_eval10 orders trec_eval's linear gains: use gain=linear")
+        _linear_for_trec_eval(self.levels, self.gain)
 
     def score(self, batch: Batch) -> FloatArray:
-        ideal = _running_dcg(batch, self.gain, self.gains, ideal=True, order=self.ideal)
+        ideal = _running_dcg(batch, self.gain, self.gains, ideal=True, levels=self.levels)
         idcg = batch.at_cutoff(ideal, batch.cutoffs(self.k))
-        return _divide(_dcg(batch, self.k, self.gain, self.gains), idcg)
+        return _divide(_dcg(batch, self.k, self.gain, self.gains, self.levels), idcg)
 
 
 @attrs.frozen

@@ -16,7 +16,7 @@ import numpy as np
 
 from engine import Batch, bounded_number, choice, finite_number, optional_k, row_sums
 from metrics_plugins.retrieval import (
-    _IDEAL,
+    _LEVELS,
     ROUNDINGS,
     BoolArray,
     FloatArray,
@@ -26,9 +26,9 @@ from metrics_plugins.retrieval import (
     _eleven_points,
     _found_within,
     _gain_map,
-    _gains,
     _ideal_gains,
     _Ranked,
+    _ranked_gains,
     _relevant_within,
     _row_sums_at,
     _running_dcg,
@@ -79,12 +79,12 @@ def _to_width(values: FloatArray, width: int) -> FloatArray:
 
 
 def _cumulative_dcg(
-    batch: Batch, gains: GainMap | None = None, *, ideal: bool = False, order: str = "sorted"
+    batch: Batch, gains: GainMap | None = None, *, ideal: bool = False, levels: str = "labels"
 ) -> FloatArray:
     """Linear-gain DCG at ranks 0..width (column 0 is rank 0: no document), summed left to
-    right (``ideal``: of the ideal ranking, ordered by ``order``), with the labels' own
+    right (``ideal``: of the ideal ranking; ``levels`` as retrieval-ndcg-at-k's), with the labels' own
     gains or ``gains``."""
-    running = _running_dcg(batch, "linear", gains, ideal=ideal, order=order)
+    running = _running_dcg(batch, "linear", gains, ideal=ideal, levels=levels)
     return np.concatenate([np.zeros((len(batch), 1)), running], axis=1)
 
 
@@ -300,12 +300,13 @@ class RPrecisionMultiple(_Ranked):
         return _divide(found.astype(np.float64), cutoff.astype(np.float64))
 
 
-def _gain_arrays(batch: Batch, gains: GainMap | None, order: str) -> tuple[FloatArray, FloatArray]:
-    """(gain at each rank, the ideal ranking's gains, ordered by ``order``) with ``gains``
+def _gain_arrays(batch: Batch, gains: GainMap | None, levels: str) -> tuple[FloatArray, FloatArray]:
+    """(gain at each rank, the ideal ranking's gains; ``levels`` as retrieval-ndcg-at-k's) with ``gains``
     applied: a ``gains`` parameter (as retrieval-ndcg-at-k's; trec_eval's ``G.1=3,2=9``)
     maps labels to gains of their own, the other labels keep their own gain."""
-    ideal = _ideal_gains(batch, "linear", gains, order)
-    return (batch.gains if gains is None else _gains(batch.ranked_labels, "linear", gains)), ideal
+    return _ranked_gains(batch, "linear", gains, levels), _ideal_gains(
+        batch, "linear", gains, levels
+    )
 
 
 @attrs.frozen
@@ -315,13 +316,13 @@ class NDCGRel(_Ranked):
 
     alias: ClassVar[str] = "retrieval-ndcg-rel"
     gains: GainMap | None = attrs.field(default=None, converter=_gain_map, kw_only=True)
-    ideal: str = _IDEAL
+    levels: str = _LEVELS
 
     def score(self, batch: Batch) -> FloatArray:
-        gains, ideal_gains = _gain_arrays(batch, self.gains, self.ideal)
+        gains, ideal_gains = _gain_arrays(batch, self.gains, self.levels)
         width = gains.shape[1]
-        dcg = _cumulative_dcg(batch, self.gains)
-        idcg = _cumulative_dcg(batch, self.gains, ideal=True, order=self.ideal)
+        dcg = _cumulative_dcg(batch, self.gains, levels=self.levels)
+        idcg = _cumulative_dcg(batch, self.gains, ideal=True, levels=self.levels)
         at_rank = np.minimum(batch.ranks, idcg.shape[1] - 1)  # IDCG stops growing after R
         with np.errstate(divide="ignore", invalid="ignore"):
             ndcg = np.where(gains > 0, dcg[:, 1:] / idcg[:, at_rank], 0.0)
@@ -340,14 +341,14 @@ class RNDCG(_Ranked):
     alias: ClassVar[str] = "retrieval-rndcg"
     relevance_threshold: float = _threshold()
     gains: GainMap | None = attrs.field(default=None, converter=_gain_map, kw_only=True)
-    ideal: str = _IDEAL
+    levels: str = _LEVELS
 
     def score(self, batch: Batch) -> FloatArray:
-        _, ideal = _gain_arrays(batch, self.gains, self.ideal)
+        _, ideal = _gain_arrays(batch, self.gains, self.levels)
         if ideal.shape[1] == 0:
             return np.zeros(len(batch))
-        dcg = _cumulative_dcg(batch, self.gains)
-        idcg = _cumulative_dcg(batch, self.gains, ideal=True, order=self.ideal)[:, 1:]
+        dcg = _cumulative_dcg(batch, self.gains, levels=self.levels)
+        idcg = _cumulative_dcg(batch, self.gains, ideal=True, levels=self.levels)[:, 1:]
         following = np.concatenate([ideal[:, 1:], np.zeros((len(batch), 1))], axis=1)
         levels = (ideal > 0) & (ideal != following)  # ideal gain drops after this rank
         ranks = np.arange(1, ideal.shape[1] + 1)
@@ -387,10 +388,10 @@ class G(_Ranked):
 
     alias: ClassVar[str] = "retrieval-g"
     gains: GainMap | None = attrs.field(default=None, converter=_gain_map, kw_only=True)
-    ideal: str = _IDEAL
+    levels: str = _LEVELS
 
     def score(self, batch: Batch) -> FloatArray:
-        gains, ideal_gains = _gain_arrays(batch, self.gains, self.ideal)
+        gains, ideal_gains = _gain_arrays(batch, self.gains, self.levels)
         ideal = _to_width(ideal_gains, gains.shape[1])
         cost = np.cumsum(np.maximum(ideal, 1.0), axis=1)  # each rank costs at least 1
         gained = gains != 0

@@ -266,7 +266,7 @@ class TestResults:
             "k": 10,
             "gain": "linear",
             "gains": None,
-            "ideal": "sorted",
+            "levels": "labels",
         }
         assert document["metrics"][1]["distribution"] == "slotwise"
         assert document["samples"][0]["scores"]["retrieval-mrr"] == 0.5

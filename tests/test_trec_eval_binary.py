@@ -67,11 +67,16 @@ OPTIONS: tuple[tuple[str, ...], ...] = (
     ("-q", "-m", "relstring.-3"),
     ("-q", "-m", "Rndcg.1=3,3=0", "-m", "G.0=1,1=-1", "-m", "ndcg_rel.1=0,2=7"),
     # gains less than 1 apart: trec_eval's sort of gain levels keeps them as given
-    # (trec_eval frees ndcg's gains twice when ideal_dcg has gains too: asked apart)
+    # (trec_eval frees the gains twice when two of ndcg, dcg, ideal_dcg have them: apart)
     ("-q", "-m", "ndcg.1=1.5,2=1.2", "-m", "G.2=0.5", "-m", "ndcg_rel.1=0.5,2=1"),
     ("-q", "-m", "Rndcg.2=0.5", "-m", "Rndcg.1=1.5,2=1.2", "-m", "ideal_dcg.1=1.5,2=1.2"),
     ("-q", "-m", "ndcg.1=0.5", "-m", "G.0=0.5,1=0.2"),
     ("-q", "-m", "ideal_dcg.2=0.5", "-m", "ndcg_rel.2=0.9,3=0.2"),
+    # levels -1 (retrieved, not in the qrels) and -2 (judged below 0): their own gains
+    ("-q", "-m", "ndcg.-1=2,-2=3", "-m", "G.-1=1,2=0.5", "-m", "ndcg_rel.-1=2"),
+    ("-q", "-J", "-m", "Rndcg.-2=2", "-m", "Rndcg.1=3,-1=0.5", "-m", "dcg.-1=-1"),
+    ("-q", "-c", "-m", "ideal_dcg.-1=2", "-m", "G.-2=3"),
+    ("-q", "-m", "dcg.-2=1,1=3", "-m", "ndcg_rel.-2=0.5,0=1"),
     ("-q", "-m", "11pt_avg..9,.1,.5", "-m", "iprec_at_recall.1,0.05"),
     ("-q", "-m", "11pt_avg.0", "-m", "Rprec_mult.0.5"),
     ("-q", "-m", "ndcg.2=3,x=4", "-m", "ndcg_cut.3"),
@@ -290,9 +295,6 @@ def test_statuses_as_trec_eval(
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "map.5"], "takes no parameters"),
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "ndcg.1=x"], "not a number"),
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "rbp.1=2"], "rbp takes no gains"),
-        ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "ndcg.-1=2"], "a level below 0"),
-        ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "Rndcg.1=3,-2=1"], "a level below 0"),
-        ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "G.-1=1"], "a level below 0"),
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "ndcg.1=2,1=3"], "two gains"),
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "ndcg.2=1.2,1=1.5"], "increasing order"),
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-m", "set_F.-1"], "beta must lie in"),

@@ -184,8 +184,23 @@ def test_gains_2_to_the_31_apart_by_hand(tmp_path, capsys):
     assert line == f"{'ndcg_1=3e9':<22}\tall\t1500000000.0000"
 
 
+def test_gains_of_levels_below_0_by_hand(tmp_path, capsys):
+    """trec_eval 10's level -1 is a retrieved document the qrels lack, -2 one judged
+    below 0. qrels d1: 1, n: -1; ranking u, n, d1 (levels -1, -2, 1). ndcg.-1=2,-2=3:
+    DCG = 2 + 3 / log2 3 + 1 / log2 4; levels -1 and -2 have no judged document, so the
+    ideal ranking is d1's gain alone: IDCG = 1, and nDCG passes 1. dcg.-1=2: 2 + 1 / 2."""
+    qrels = tmp_path / "qrels"
+    qrels.write_text("q 0 d1 1\nq 0 n -1\n")
+    run = tmp_path / "run"
+    run.write_text("q Q0 u 1 3 t\nq Q0 n 2 2 t\nq Q0 d1 3 1 t\n")
+    [line] = _run(capsys, "-m", "ndcg.-1=2,-2=3", str(qrels), str(run))
+    assert line == f"{'ndcg_-1=2,-2=3':<22}\tall\t{2 + 3 / log2(3) + 1 / log2(4):6.4f}"
+    [line] = _run(capsys, "-m", "dcg.-1=2", str(qrels), str(run))
+    assert line == f"{'dcg_-1=2':<22}\tall\t{2 + 1 / log2(4):6.4f}"
+
+
 def test_the_metrics_ideal_as_trec_eval(tmp_path):
-    """The same ranking through the metric: ``ideal=trec_eval10`` walks trec_eval's
+    """The same ranking through the metric: ``levels=trec_eval10`` walks trec_eval's
     levels (above), the default ranks every positive gain, 0.5 included:
     IDCG = 4 + 3 / log2 3 + 2 / log2 4 + 0.5 / log2 5. Another gain than linear is refused."""
     import engine
@@ -194,12 +209,12 @@ def test_the_metrics_ideal_as_trec_eval(tmp_path):
     qrels = {"q": {f"d{level}": level for level in range(5)}}
     dcg = 0.5 + 4 / log2(3)
     base = 4 + 3 / log2(3) + 2 / log2(4)
-    for ideal, idcg in [("trec_eval10", base), ("sorted", base + 0.5 / log2(5))]:
-        spec = f"retrieval-ndcg-at-k(gains={{1: 0.5}}, ideal={ideal})"
+    for levels, idcg in [("trec_eval10", base), ("labels", base + 0.5 / log2(5))]:
+        spec = f"retrieval-ndcg-at-k(gains={{1: 0.5}}, levels={levels})"
         results = eng.evaluate_trec(qrels, {"q": {"d1": 2.0, "d4": 1.0}}, [spec])
         assert results.scores[next(iter(results.scores))].tolist() == pytest.approx([dcg / idcg])
     with pytest.raises(ValueError, match="gain=linear"):
-        eng.metric("retrieval-ndcg-at-k(gain=exponential, ideal=trec_eval10)")
+        eng.metric("retrieval-ndcg-at-k(gain=exponential, levels=trec_eval10)")
 
 
 @pytest.mark.parametrize(

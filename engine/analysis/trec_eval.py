@@ -343,18 +343,11 @@ def _parsed(request: Request, level: float) -> list[Line]:
         return [Line(printed, _rbp_spec(measure, pairs, what), measure)]
     levels = [(int(level), gain) for level, gain in pairs if _is_int(level)]
     gains = dict(levels)
-    if any(level < 0 for level in gains):
-        raise Stop(
-            f"{what}: a gain for a level below 0 is not supported (trec_eval 10 gives "
-            "level -1's to retrieved documents the qrels lack and -2's to those judged "
-            "below 0, outside its ideal ranking)",
-            2,
-        )
     if len(gains) < len(levels):
         raise Stop(f"{what}: a level given two gains (trec_eval 10 then uses each)", 2)
     text = f"gains={gains!r}" if gains else ""
-    if gains and name in _WALKED:  # trec_eval's order of gain levels: see _walk_checked
-        text += ", ideal=trec_eval10"
+    if gains and name != "ideal_dcg":  # trec_eval's levels (-1: not in the qrels, -2: < 0)
+        text += ", levels=trec_eval10"
     spec = (measure.spec or "").format(gains=text, l=threshold).replace("(, ", "(")
     spec = spec.replace(", )", ")").replace("()", "")
     return [Line(printed, spec or None, measure, gains=tuple(gains.items()))]
@@ -368,7 +361,7 @@ def _walk_checked(lines: Sequence[Line], qrels: Columns) -> None:
     """Refuse gain levels given out of increasing order where trec_eval 10 would rank
     them otherwise than in increasing order: its sort of gain levels keeps the given
     order of gains less than 1 apart (or 2^31 or more), and the metrics'
-    ``ideal=trec_eval10`` sorts the levels of their gain map, which is in increasing
+    ``levels=trec_eval10`` sorts the levels of their gain map, which is in increasing
     order (status 2)."""
     labels = pc.list_flatten(qrels.column("relevance")).field("label").to_numpy()
     top = int(labels.max(initial=-1))  # the highest level of any query

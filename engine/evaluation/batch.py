@@ -354,6 +354,20 @@ class Batch:
         """All judged gains of each sample sorted descending, zero-padded: shape ``(Q, M)``."""
         return np.where(self.label_values > 0, self.label_values, 0.0)
 
+    def trec_eval_gains(self, gains: Sequence[tuple[float, float]]) -> FloatArray:
+        """The gain at each rank as trec_eval 10 gives it for the ``level=gain``
+        parameters ``gains``: by level, -1 for a document the labels lack, -2 for one
+        labelled below 0, else its label; a level the parameters lack gains its value
+        (-1 and -2: 0). Padding: 0. Shape ``(Q, L)``."""
+        labels = self.ranked_labels
+        with np.errstate(invalid="ignore"):
+            levels = np.where(np.isnan(labels), -1.0, np.where(labels < 0, -2.0, labels))
+        out = np.fmax(levels, 0.0)
+        for level, gain in gains:
+            out[levels == level] = gain
+        out[~self.valid] = 0.0
+        return out
+
     def trec_eval_ideal_gains(self, gains: Sequence[tuple[float, float]]) -> FloatArray:
         """The gain at each rank of the ideal ranking as trec_eval 10 builds it for the
         ``level=gain`` parameters ``gains`` (its gain_init.c and the loops of m_ndcg.c,
@@ -385,8 +399,8 @@ class Batch:
             if not walk or walk[0][1] <= 0:
                 continue  # trec_eval's loops never start
             place = np.full(labels[rows].shape, len(walk))
-            for position, (level, _) in enumerate(walk):
-                place[labels[rows] == level] = position
+            for position, (level, _) in enumerate(walk):  # (levels below 0: no document)
+                place[(labels[rows] == level) & judged[rows]] = position
             order = np.argsort(place, axis=1, kind="stable")
             ranked = np.take_along_axis(mapped[rows], order, axis=1)
             present = np.take_along_axis(place, order, axis=1) < len(walk)
