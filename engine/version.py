@@ -1,12 +1,9 @@
-"""The installed slotwise version (``0.0.0+unknown`` in a source tree never installed)."""
+"""The slotwise version: the one place it is written (``pyproject.toml`` reads it from
+here), so that knowing it costs a fresh process nothing (looking it up in the installed
+metadata took 15-25 ms)."""
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 __all__ = ["VERSION"]
 
-try:
-    VERSION = version("slotwise")
-except PackageNotFoundError:
-    VERSION = "0.0.0+unknown"
+VERSION = "0.1.0"

@@ -21,7 +21,7 @@ from engine.errors import InputError
 from engine.evaluation.batch import Batch
 from engine.evaluation.label_sources import slot_sources
 from engine.io import columns as columns_module
-from engine.io import trec
+from engine.io import trec, trec_csv
 from engine.io.columns import Columns, list_array, stack
 from engine.io.fingerprints import fingerprints, order_within
 from engine.io.frames import labels_from_dicts, run_from_dicts
@@ -75,7 +75,7 @@ def _trec_eval_order(scored: dict[str, float]) -> list[str]:
 @pytest.fixture(params=[1 << 12, 1 << 24], ids=["small-blocks", "one-block"])
 def csv_block(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
     """The CSV reader's block size: 4 KiB makes every query's lines span blocks now and then."""
-    monkeypatch.setattr(trec, "_CSV_BLOCK", request.param)
+    monkeypatch.setattr(trec_csv, "_CSV_BLOCK", request.param)
     return int(request.param)
 
 

@@ -21,7 +21,8 @@ import io
 import math
 import os
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,8 +32,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as csv
 
 from engine.errors import InputError, Problem
+from engine.io import trec_csv
 from engine.io.columns import GROUPS, Columns, lengths, string_bytes
-from engine.io.files import COMPRESSIONS, AtomicFile, arrow_input, open_binary
+from engine.io.files import COMPRESSIONS, AtomicFile, open_binary
 from engine.io.frames import Coded, Where, flat, labels_columns, retrieved_twice, run_columns
 
 __all__ = [
@@ -47,13 +49,9 @@ __all__ = [
     "write_run",
 ]
 
-_ID = pa.dictionary(pa.int32(), pa.string())
 _BLOCK = 1 << 24  # the most bytes per streamed block
 _BLOCK_QUERIES = 1 << 14  # about this many queries per streamed block
 _FIRST_READ = 1 << 20  # bytes read before the size of a query is known
-#: Bytes per block of pyarrow's CSV reader, whose blocks are parsed in parallel (4 MiB
-#: blocks held 20-80 MiB more in flight reading a 10 M-line run, and were no faster).
-_CSV_BLOCK = 1 << 20
 
 
 class _Format:
@@ -77,8 +75,8 @@ class _Format:
         return run_columns(queries, docs, scores=numbers)
 
 
-_QRELS = _Format("qrels", ("query", "iteration", "doc", "label"), "label", "relevance")
-_RUN = _Format("run", ("query", "q0", "doc", "rank", "score", "tag"), "score", "score")
+_QRELS = _Format("qrels", *trec_csv.FIELDS["qrels"], "relevance")
+_RUN = _Format("run", *trec_csv.FIELDS["run"], "score")
 
 
 def read_qrels(path: str | os.PathLike[str]) -> Columns:
@@ -184,7 +182,7 @@ def stream_run_lengths(path: str | os.PathLike[str]) -> Iterator[tuple[pa.Array,
     path, reads = Path(path), _Reads()
     delimiter = None
     for offset, block in _blocks(path, reads):
-        delimiter = delimiter or _delimiter(block[: block.find(b"\n") + 1])
+        delimiter = delimiter or trec_csv.delimiter(block[: block.find(b"\n") + 1])
         queries = _query_column(pa.BufferReader(block), delimiter)
         if queries is None:
             columns = _worded(io.BytesIO(block), _RUN, path, _line_at(path, offset))
@@ -200,10 +198,10 @@ def _query_column(source: Any, delimiter: str) -> Coded | None:
     try:
         table = csv.read_csv(
             source,
-            read_options=csv.ReadOptions(column_names=list(_RUN.names), block_size=_CSV_BLOCK),
-            parse_options=_parse_options(delimiter),
+            read_options=trec_csv.read_options("run"),
+            parse_options=trec_csv.parse_options(delimiter),
             convert_options=csv.ConvertOptions(
-                include_columns=["query"], column_types={"query": _ID}
+                include_columns=["query"], column_types={"query": trec_csv.ID}
             ),
         )
     except (pa.ArrowInvalid, OSError):
@@ -211,21 +209,8 @@ def _query_column(source: Any, delimiter: str) -> Coded | None:
     return Coded.of(table.column("query"))
 
 
-def _parse_options(delimiter: str) -> csv.ParseOptions:
-    return csv.ParseOptions(
-        delimiter=delimiter,
-        quote_char=False,
-        escape_char=False,
-        double_quote=False,
-        newlines_in_values=False,
-        ignore_empty_lines=True,
-    )
-
-
 def _read(path: Path, layout: _Format) -> Columns:
-    with open_binary(path) as handle:
-        first = handle.readline(1 << 16)
-    parsed = _columnar(arrow_input(path), layout, _delimiter(first))
+    parsed = _columnar(partial(trec_csv.parse_file, path, layout.kind), layout)
     pa.default_memory_pool().release_unused()  # the parsed table is gone: give it back
     if parsed is not None:
         try:
@@ -242,8 +227,9 @@ def _stream(path: Path, layout: _Format) -> Iterator[Columns]:
     delimiter, reads = None, _Reads()
     problems: list[Problem] = []
     for offset, block in _blocks(path, reads):
-        delimiter = delimiter or _delimiter(block[: block.find(b"\n") + 1])
-        parsed = _columnar(pa.BufferReader(block), layout, delimiter)
+        delimiter = delimiter or trec_csv.delimiter(block[: block.find(b"\n") + 1])
+        block_table = partial(trec_csv.parse, pa.BufferReader(block), layout.kind, delimiter)
+        parsed = _columnar(block_table, layout)
         if parsed is not None:
             reads.learn(len(block), len(parsed[0].ids))
         if parsed is not None and not problems:
@@ -277,30 +263,14 @@ def _worded(handle: IO[bytes], layout: _Format, path: Path, first_line: int) -> 
     return columns
 
 
-def _delimiter(first_line: bytes) -> str:
-    """A space, or a tab when the first line separates its fields with tabs only."""
-    return "\t" if b"\t" in first_line and b" " not in first_line.strip() else " "
-
-
 def _columnar(
-    source: Any, layout: _Format, delimiter: str
+    parsed: Callable[[], pa.Table | None], layout: _Format
 ) -> tuple[Coded, Coded, np.ndarray] | None:
-    """(queries, docs, numbers) read by pyarrow, or None when the input is not canonically
-    formatted or a number is not finite (the line reader then reads it or words why)."""
-    try:
-        table = csv.read_csv(
-            source,
-            read_options=csv.ReadOptions(column_names=list(layout.names), block_size=_CSV_BLOCK),
-            parse_options=_parse_options(delimiter),
-            convert_options=csv.ConvertOptions(
-                include_columns=["query", "doc", layout.number],
-                column_types={"query": _ID, "doc": pa.string(), layout.number: pa.float64()},
-                null_values=[],
-                strings_can_be_null=False,
-                quoted_strings_can_be_null=False,
-            ),
-        )
-    except (pa.ArrowInvalid, OSError, InputError):
+    """(queries, docs, numbers) of the table ``parsed`` gives, or None when there is none
+    (the input is not canonically formatted) or a number is not finite (the line reader
+    then reads it or words why)."""
+    table = parsed()
+    if table is None:
         return None
     numbers = flat(table.column(layout.number), np.float64)
     if not np.isfinite(numbers).all():
