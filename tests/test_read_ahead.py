@@ -207,3 +207,31 @@ def test_each_command_is_found_from_its_name():
 def test_the_version_is_the_installed_ones():
     assert engine.__version__ == importlib.metadata.version("slotwise")
     assert main(["--version"]) == 0
+
+
+_BLAS_THREADS = """
+import atexit, sys
+from engine.cli import program
+def report():
+    import threadpoolctl
+    print([p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"])
+atexit.register(report)
+sys.argv = ["slotwise", "--version"]
+program()
+"""
+
+
+@pytest.mark.parametrize(
+    ("environment", "threads"), [({}, [1]), ({"OPENBLAS_NUM_THREADS": "2"}, [2])]
+)
+def test_the_program_runs_blas_on_one_thread_unless_told(environment, threads):
+    """OpenBLAS's other threads would spin beside the parse for nothing."""
+    env = {name: value for name, value in os.environ.items() if name != "OPENBLAS_NUM_THREADS"}
+    done = subprocess.run(
+        [sys.executable, "-c", _BLAS_THREADS],
+        capture_output=True,
+        text=True,
+        env={**env, **environment},
+        check=True,
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == threads
