@@ -11,20 +11,21 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from engine.errors import (
+    ConfigError,
+    DuplicateMetricError,
+    InputError,
+    MetricLoadError,
+    MetricParameterError,
+    MetricRequirementError,
+    MetricScoreError,
+    MissingDependencyError,
+    Problem,
+    SlotwiseError,
+    UnknownMetricError,
+)
+
 if TYPE_CHECKING:
-    from engine.errors import (
-        ConfigError,
-        DuplicateMetricError,
-        InputError,
-        MetricLoadError,
-        MetricParameterError,
-        MetricRequirementError,
-        MetricScoreError,
-        MissingDependencyError,
-        Problem,
-        SlotwiseError,
-        UnknownMetricError,
-    )
     from engine.evaluation.api import Dataset, Engine, Evaluation
     from engine.evaluation.batch import Batch, row_sums
     from engine.evaluation.metric import (
@@ -44,23 +45,10 @@ if TYPE_CHECKING:
     from engine.io.records import Output, Sample
     from engine.version import VERSION as __version__
 
-#: The module each public name comes from, imported when the name is first used: a
-#: program that needs a part of slotwise (the command line's file readers) imports that
-#: part only, not the whole evaluation machinery (0.1 s of a fresh process).
+#: The module each public name but the errors comes from, imported when the name is
+#: first used: a program that needs a part of slotwise (the command line's file readers)
+#: imports that part only, not the whole evaluation machinery (0.1 s of a fresh process).
 _HOMES = {
-    "engine.errors": (
-        "ConfigError",
-        "DuplicateMetricError",
-        "InputError",
-        "MetricLoadError",
-        "MetricParameterError",
-        "MetricRequirementError",
-        "MetricScoreError",
-        "MissingDependencyError",
-        "Problem",
-        "SlotwiseError",
-        "UnknownMetricError",
-    ),
     "engine.evaluation.api": ("Dataset", "Engine", "Evaluation"),
     "engine.evaluation.batch": ("Batch", "row_sums"),
     "engine.evaluation.metric": (
