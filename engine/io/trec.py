@@ -10,8 +10,9 @@ Lines whose first field starts with ``#`` are comments, and blank lines are skip
 both; any run of spaces and tabs separates fields, and a doc id may contain ``#``.
 
 A file with single spaces (or single tabs) between fields is read by pyarrow's CSV reader
-straight into columns; any other file, and any file with a problem, is read line by line,
-which reports every bad line with its number. Streamed files are read in blocks of whole
+straight into columns (:mod:`engine.io.trec_csv`, which may have parsed it ahead); any
+other file, and any file with a problem, is read line by line, which reports every bad
+line with its number. Streamed files are read in blocks of whole
 lines that never split a query's lines.
 """
 
