@@ -23,7 +23,7 @@ from engine.evaluation.label_sources import slot_sources
 from engine.io import columns as columns_module
 from engine.io import trec, trec_csv
 from engine.io.columns import Columns, list_array, stack
-from engine.io.fingerprints import fingerprints, order_within
+from engine.io.fingerprints import first_equals, fingerprints, order_within, same_strings
 from engine.io.frames import labels_from_dicts, run_from_dicts
 
 CORPUS = 8_841_823
@@ -152,16 +152,31 @@ class TestVocabularies:
 
     @pytest.mark.parametrize("reverse", [False, True], ids=["codes-as-read", "codes-reversed"])
     @pytest.mark.parametrize("block", [5, 1 << 16], ids=["tiny-blocks", "one-block"])
-    @pytest.mark.parametrize("judged", [2, 4], ids=["few-labels", "deep-pools"])
+    @pytest.mark.parametrize(
+        ("judged", "colliding"),
+        [(2, False), (4, False), (9, False), (9, True)],
+        ids=["few-labels", "as-many", "deep-pools", "deep-pools-keys-colliding"],
+    )
     def test_beside_matches_ids_within_their_row(
-        self, monkeypatch: pytest.MonkeyPatch, block: int, judged: int, reverse: bool
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        block: int,
+        judged: int,
+        colliding: bool,
+        reverse: bool,
     ) -> None:
         """Labels coded per query (an id judged by many queries has a code in each) and
         outputs coded per query meet row by row: a ranked id takes its own row's label
         code exactly when that row labels it, whatever block the rows fall in, whether a
-        block's labels are few (looked up) or as many as its outputs (one dictionary),
-        and whether a row's label codes count up (as read) or down (recoded)."""
+        block's labels are few (looked up), as many as its outputs (one dictionary) or
+        more (fingerprints met row by row; when every id's fingerprint is the same, the
+        strings differ where keys meet and the block is hashed instead), and whether a
+        row's label codes count up (as read) or down (recoded)."""
         monkeypatch.setattr(columns_module, "_MATCH_BLOCK", block)
+        if colliding:
+            monkeypatch.setattr(
+                columns_module, "fingerprints", lambda ids: np.zeros(len(ids), np.uint64)
+            )
         rng = np.random.default_rng(7)
         pool = [f"d{i}" for i in range(12)]  # few ids: most are judged by several queries
         qrels = {
@@ -270,6 +285,64 @@ class TestFingerprints:
         shifted = fingerprints(pa.array(["x" * 13, *ids]).slice(1))
         assert shifted.tolist() == found.tolist()
         assert fingerprints(pa.array(ids[::-1])).tolist() == found.tolist()[::-1]
+
+    @pytest.mark.parametrize(
+        ("right", "same"),
+        [
+            (["abc", "http://example.org/a/index.html", ""], True),
+            (["abc", "http://example.org/a/index.htmL", ""], False),  # the last byte
+            (["abd", "http://example.org/a/index.html", ""], False),
+            (["abc", "http://example.org/a/index.html", "x"], False),  # a length
+            (["ab", "http://example.org/a/index.html", ""], False),
+        ],
+    )
+    def test_same_strings_compares_every_byte(self, right: list[str], same: bool) -> None:
+        """Pairs of strings from two arrays (one a slice) compared a word at a time."""
+        left = pa.array(["zzzzzzzzz", "", "abc", "http://example.org/a/index.html"]).slice(1)
+        pairs = (np.array([1, 2, 0]), np.array([0, 1, 2]))
+        assert same_strings(left, pairs[0], pa.array(right), pairs[1]) is same
+
+
+class TestFirstEquals:
+    """Keys of two sides met group by group: each ``wanted`` key and the first ``found``
+    key of its group with the same high bits (the low bits hold places)."""
+
+    def test_cases(self) -> None:
+        key = {name: np.uint64(value << 40) for name, value in [("a", 1), ("b", 2), ("c", 3)]}
+        found = np.array([key["b"], key["a"], key["b"], key["c"]])  # groups: [b a b] [c]
+        wanted = np.array([key["b"], key["c"], key["b"], key["c"], key["a"]])  # [b c b] [c a]
+        pairs = first_equals(found, np.array([3, 1]), wanted, np.array([3, 2]))
+        assert pairs is not None
+        assert sorted(zip(*(p.tolist() for p in pairs), strict=True)) == [
+            (0, 0),  # group 0's first b, for each b wanted there
+            (0, 2),
+            (3, 3),  # group 1's c; group 0's c and group 1's a meet nothing
+        ]
+
+    def test_a_few_long_groups_are_left_to_the_caller(self) -> None:
+        sizes = np.array([1] * 30 + [100])
+        keys = np.arange(sizes.sum(), dtype=np.uint64) << np.uint64(32)
+        assert first_equals(keys, sizes, keys, sizes) is None
+
+    @given(st.lists(st.tuples(st.lists(st.integers(0, 5)), st.lists(st.integers(0, 5))), max_size=8))
+    @settings(max_examples=200, deadline=None)
+    def test_any_groups(self, groups: list[tuple[list[int], list[int]]]) -> None:
+        """What a dict of each group's first found key gives, whatever the groups."""
+        found = np.array([v << 50 for f, _ in groups for v in f], dtype=np.uint64)
+        wanted = np.array([v << 50 for _, w in groups for v in w], dtype=np.uint64)
+        sizes = [np.array([len(side) for side in sides]) for sides in zip(*groups)] or [
+            np.zeros(0, np.int64)
+        ] * 2
+        expected, f_at, w_at = [], 0, 0
+        for f, w in groups:
+            first = {}
+            for i, v in enumerate(f):
+                first.setdefault(v, f_at + i)
+            expected += [(first[v], w_at + j) for j, v in enumerate(w) if v in first]
+            f_at, w_at = f_at + len(f), w_at + len(w)
+        pairs = first_equals(found, sizes[0], wanted, sizes[1])
+        if pairs is not None:
+            assert sorted(zip(*(p.tolist() for p in pairs), strict=True)) == sorted(expected)
 
 
 class TestOrderWithin:

@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.cores import on_cores
-from engine.io.fingerprints import order_within
+from engine.io.fingerprints import first_equals, fingerprints, order_within, same_strings
 
 __all__ = [
     "LABEL_KINDS",
@@ -365,6 +365,16 @@ def labelled_codes(
             return
         labelled = label_ids.slice(start, end - start)
         outputs = ids.slice(lo, hi - lo) if codes is None else row_ids(ids, codes[lo:hi])
+        if len(labelled) > len(outputs):  # deep pools: fingerprints met row by row
+            pairs = first_equals(
+                fingerprints(labelled),
+                np.diff(label_bounds[first : last + 1]),
+                fingerprints(outputs),
+                np.diff(offsets[first : last + 1]),
+            )
+            if pairs is not None and same_strings(labelled, pairs[0], outputs, pairs[1]):
+                matched[lo:hi][pairs[1]] = label_codes[start + pairs[0]]
+                return  # (else two keys met that are not the same id: hashed below)
         if len(labelled) <= len(outputs):  # hash the smaller side, look the other one up
             label_index, position = _indices_in(labelled, outputs)
         else:  # (deep pools)
@@ -493,28 +503,42 @@ def _sorted_names(codes: CodeArray, sizes: IntArray, docs: pa.Array) -> tuple[pa
 
 
 def _labels_text(column: pa.Array, docs: pa.Array) -> pa.Array:
-    """Per row, ``doc=label`` entries sorted by document id and joined; null stays null."""
+    """Per row, ``doc=label`` entries sorted by document id and joined; null stays null.
+    Written as one join per row of pieces taken in one pass: each document id, then
+    ``=label`` and the separator (none after a row's last), from a table of the labels'
+    texts (Arrow joins a row's pieces several times faster than it joins two strings
+    element by element)."""
     flat = pc.list_flatten(column)
     if not len(flat):
         return _entryless_text(column)
     sizes = lengths(column)
-    names, order = _sorted_names(flat.field("doc").to_numpy(zero_copy_only=False), sizes, docs)
-    entries = pc.binary_join_element_wise(names, _label_text(flat.field("label"), order), "=")
+    names = row_ids(docs, flat.field("doc").to_numpy(zero_copy_only=False))
+    order = order_within(names, sizes)
+    texts, which = _label_texts(flat.field("label"), order)
+    last = np.zeros(order.size, dtype=bool)
+    last[np.cumsum(sizes)[sizes > 0] - 1] = True  # a row's last entry: no separator
+    tails = pa.concat_arrays(
+        [pc.binary_join_element_wise("=", texts, _ITEM, ""), pc.binary_join_element_wise("=", texts, "")]
+    )
+    pieces = np.empty(2 * order.size, dtype=np.int64)
+    pieces[0::2] = order
+    pieces[1::2] = len(names) + which + len(texts) * last
+    joined = pa.concat_arrays([names, tails]).take(pa.array(pieces))
     mask = column.is_null().to_numpy(zero_copy_only=False)
-    return pc.binary_join(list_array(offsets_of(sizes), entries, mask), _ITEM)
+    return pc.binary_join(list_array(2 * offsets_of(sizes), joined, mask), "")
 
 
-def _label_text(labels: pa.Array, order: IntArray) -> pa.Array:
-    """The labels in ``order``, each as Arrow casts it to text: whole labels from 0 to 9
-    (most graded qrels) read from a table of their texts, others cast (few distinct)."""
-    if not labels.null_count:
-        numbers = labels.to_numpy()[order]
-        if ((numbers >= 0) & (numbers < 10)).all() and not np.signbit(numbers).any():
-            whole = numbers.astype(np.int64)  # (-0.0 is cast as "-0": not a digit)
-            if (whole == numbers).all():
-                return _digits().take(pa.array(whole))
-    coded = pc.dictionary_encode(labels.take(pa.array(order)))
-    return coded.dictionary.cast(pa.string()).take(coded.indices)
+def _label_texts(labels: pa.Array, order: IntArray) -> tuple[pa.Array, IntArray]:
+    """The texts of the labels, as Arrow casts them (few distinct), and which text each
+    label in ``order`` has: whole labels from 0 to 9 (most graded qrels) are read from a
+    table of the ten digits, others dictionary-encoded."""
+    numbers = labels.to_numpy()[order]
+    if ((numbers >= 0) & (numbers < 10)).all() and not np.signbit(numbers).any():
+        whole = numbers.astype(np.int64)  # (-0.0 is cast as "-0": not a digit)
+        if (whole == numbers).all():
+            return _digits(), whole
+    coded = pc.dictionary_encode(pa.array(numbers))
+    return coded.dictionary.cast(pa.string()), coded.indices.to_numpy().astype(np.int64)
 
 
 @functools.cache

@@ -17,7 +17,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["fingerprints", "order_within", "sorted_rows", "with_rows"]
+__all__ = ["first_equals", "fingerprints", "order_within", "same_strings", "sorted_rows", "with_rows"]
 
 Fingerprints = npt.NDArray[np.uint64]
 Places = npt.NDArray[np.int64]
@@ -26,6 +26,7 @@ _MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)
 _BYTES = np.array([(1 << (8 * n)) - 1 for n in range(9)], dtype=np.uint64)  # n low bytes
 _SLICE = 1 << 16  # strings fingerprinted at a time: the temporaries stay in cache
 _PAD = np.iinfo(np.uint64).max  # no key of UTF-8 text (0xFF is never one of its bytes)
+_PADDING = 4  # the most padded cells per key of a table of two sides' keys
 
 
 def _bytes_of(ids: pa.Array) -> tuple[Places, Fingerprints, int]:
@@ -62,6 +63,24 @@ def fingerprints(ids: pa.Array) -> Fingerprints:
             mixed[live] = _mixed(mixed[live] ^ read, _MIX[0])
         out[start : start + size.size] = _mixed(mixed, _MIX[1])
     return out
+
+
+def same_strings(left: pa.Array, at_left: Places, right: pa.Array, at_right: Places) -> bool:
+    """Whether ``left[at_left[i]]`` and ``right[at_right[i]]`` are the same string for
+    every ``i``, compared a word at a time in place."""
+    left_offsets, left_words, left_limit = _bytes_of(left)
+    right_offsets, right_words, right_limit = _bytes_of(right)
+    left_at, right_at = left_offsets[at_left], right_offsets[at_right]
+    size = left_offsets[at_left + 1] - left_at
+    if not (size == right_offsets[at_right + 1] - right_at).all():
+        return False
+    for word in range(0, int(size.max(initial=0)), 8):
+        live = slice(None) if size.min() > word else np.flatnonzero(size > word)
+        differ = _word_at(left_words, left_at[live] + word, left_limit)
+        differ ^= _word_at(right_words, right_at[live] + word, right_limit)
+        if (differ & _BYTES[np.minimum(size[live] - word, 8)]).any():
+            return False
+    return True
 
 
 def order_within(ids: pa.Array, sizes: npt.NDArray[np.integer]) -> Places:
@@ -106,6 +125,45 @@ def sorted_rows(keys: Fingerprints, sizes: npt.NDArray[np.integer]) -> Fingerpri
     table[group, place] = keys
     table.sort(axis=1)
     return table
+
+
+def first_equals(
+    found: Fingerprints,
+    found_sizes: npt.NDArray[np.integer],
+    wanted: Fingerprints,
+    wanted_sizes: npt.NDArray[np.integer],
+) -> tuple[Places, Places] | None:
+    """For keys in groups (``found_sizes[g]`` and ``wanted_sizes[g]`` consecutive keys of
+    each side per group): the pairs ``(i, j)`` where ``found[i]`` is the first key of
+    ``wanted[j]``'s group whose high bits equal its own: the candidates for
+    ``found[i] == wanted[j]`` (the keys' low bits hold places; a caller compares the
+    strings). Each group's keys of both sides are sorted as a row of a padded table,
+    ``found`` before ``wanted`` among equal keys; None when a few long groups would make
+    the table mostly padding."""
+    count = max(found.size, wanted.size)
+    width = int((found_sizes + wanted_sizes).max(initial=0))
+    if not count or width * found_sizes.size > _PADDING * (found.size + wanted.size):
+        return None
+    bits = count.bit_length()  # the place's bits; above them, the side
+    low = np.uint64((1 << bits) - 1)
+    high = ~np.uint64((1 << (bits + 1)) - 1)
+    table = np.full((found_sizes.size, width), _PAD, dtype=np.uint64)
+    group, place = _places(found_sizes)
+    table[group, place] = (found & high) | np.arange(found.size, dtype=np.uint64)
+    group, place = _places(wanted_sizes)
+    side = np.uint64(1 << bits) | np.arange(wanted.size, dtype=np.uint64)
+    table[group, place + found_sizes[group]] = (wanted & high) | side
+    table.sort(axis=1)
+    cells = table.ravel()
+    heads = np.ones(cells.size, dtype=bool)  # the first cell of a row or of equal keys
+    np.not_equal(cells[1:] & high, cells[:-1] & high, out=heads[1:])
+    heads[::width] = True
+    head = np.maximum.accumulate(np.where(heads, np.arange(cells.size), 0))
+    wanted_side = ((cells >> np.uint64(bits)) & np.uint64(1)).astype(bool) & (cells != _PAD)
+    asked = np.flatnonzero(wanted_side & ~heads)
+    first = cells[head[asked]]
+    met = (first & (low + np.uint64(1))) == 0  # the group's first key is ``found``'s
+    return (first[met] & low).astype(np.int64), (cells[asked[met]] & low).astype(np.int64)
 
 
 def _places(sizes: npt.NDArray[np.integer]) -> tuple[Places, Places]:
