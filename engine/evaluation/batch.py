@@ -324,9 +324,15 @@ class Batch:
         return np.where(column >= 0, picked, 0)
 
     def num_relevant(self, threshold: float = 1.0) -> IntArray:
-        """|Rel| per sample: judged documents with label >= threshold."""
+        """|Rel| per sample: judged documents with label >= threshold (read-only, cached
+        per threshold: most measures ask for it)."""
+        key = ("num-relevant", float(threshold))
+        counts: IntArray = self.shared(key, lambda: self._num_relevant(threshold))
+        return counts
+
+    def _num_relevant(self, threshold: float) -> IntArray:
         with np.errstate(invalid="ignore"):
-            return (self.label_values >= threshold).sum(axis=1).astype(np.int64)
+            return _read_only((self.label_values >= threshold).sum(axis=1).astype(np.int64))
 
     def shared(self, key: Hashable, compute: Callable[[], T]) -> T:
         """A value derived from this batch, computed once by ``compute()`` and shared by
