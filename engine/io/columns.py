@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.cores import on_cores
-from engine.io.fingerprints import first_equals, fingerprints, order_within, same_strings
+from engine.io.fingerprints import fingerprints, first_equals, order_within, same_strings
 
 __all__ = [
     "LABEL_KINDS",
@@ -518,7 +518,10 @@ def _labels_text(column: pa.Array, docs: pa.Array) -> pa.Array:
     last = np.zeros(order.size, dtype=bool)
     last[np.cumsum(sizes)[sizes > 0] - 1] = True  # a row's last entry: no separator
     tails = pa.concat_arrays(
-        [pc.binary_join_element_wise("=", texts, _ITEM, ""), pc.binary_join_element_wise("=", texts, "")]
+        [
+            pc.binary_join_element_wise("=", texts, _ITEM, ""),
+            pc.binary_join_element_wise("=", texts, ""),
+        ]
     )
     pieces = np.empty(2 * order.size, dtype=np.int64)
     pieces[0::2] = order

@@ -17,7 +17,14 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["first_equals", "fingerprints", "order_within", "same_strings", "sorted_rows", "with_rows"]
+__all__ = [
+    "fingerprints",
+    "first_equals",
+    "order_within",
+    "same_strings",
+    "sorted_rows",
+    "with_rows",
+]
 
 Fingerprints = npt.NDArray[np.uint64]
 Places = npt.NDArray[np.int64]
