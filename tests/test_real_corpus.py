@@ -368,6 +368,9 @@ class TestOrderWithin:
             ([str(i) for i in range(300, 0, -1)], [300]),  # a group wider than 256
             (["same-prefix-x", "same-prefix-a", "same-prefix-m"], [0, 3, 0]),
             (["abcdefghij2", "abcdefghij1", "zz"], [2, 1]),  # the first 7 bytes shared
+            (["a", "b", "a", "c", "b"], [2, 0, 3]),  # in order (NIST's qrels), not across groups
+            (["a", "b", "a", "c", "b"], [2, 2, 1]),
+            (["a", "b", "c", "e", "d"], [2, 3]),  # in order but for the last pair
         ],
     )
     def test_cases(self, ids: list[str], sizes: list[int]) -> None:

@@ -95,8 +95,11 @@ def order_within(ids: pa.Array, sizes: npt.NDArray[np.integer]) -> Places:
     ``ids`` each) by their UTF-8 bytes, as Arrow sorts them, the groups staying in place.
     Past the bytes every string shares, each string's next bytes are read as a big-endian
     number beside its place in its group, and the groups sorted as the rows of a padded
-    table; a group where two of those numbers are equal is sorted by Arrow."""
+    table; a group where two of those numbers are equal is sorted by Arrow. Groups already
+    in order, as NIST's qrels files list each topic's documents, are left as they are."""
     count = len(ids)
+    if _in_order(ids, sizes):
+        return np.arange(count)
     width = int(sizes.max(initial=0))
     index_bits = max(width - 1, 1).bit_length()
     kept = (64 - index_bits) // 8  # bytes of each string beside its place in the key
@@ -120,6 +123,18 @@ def order_within(ids: pa.Array, sizes: npt.NDArray[np.integer]) -> Places:
         rows = np.flatnonzero(unsure[group])
         order[rows] = _arrow_order(ids.take(pa.array(rows)), group[rows], rows)
     return order
+
+
+def _in_order(ids: pa.Array, sizes: npt.NDArray[np.integer]) -> bool:
+    """Whether each group's strings are already in the order of their bytes (Arrow
+    compares strings byte by byte), one comparison of each string with the next."""
+    count = len(ids)
+    if count < 2:
+        return True
+    descending = pc.less(ids.slice(1), ids.slice(0, count - 1)).to_numpy(zero_copy_only=False)
+    ends = np.cumsum(sizes)[:-1] - 1  # the last string of a group and the next group's first
+    descending[ends[(ends >= 0) & (ends < count - 1)]] = False
+    return not descending.any()
 
 
 def sorted_rows(keys: Fingerprints, sizes: npt.NDArray[np.integer]) -> Fingerprints:
