@@ -374,7 +374,7 @@ def labelled_codes(
             )
             if pairs is not None and same_strings(labelled, pairs[0], outputs, pairs[1]):
                 matched[lo:hi][pairs[1]] = label_codes[start + pairs[0]]
-                return  # (else two keys met that are not the same id: hashed below)
+                return  # (else a table of mostly padding, or keys that met for two ids)
         if len(labelled) <= len(outputs):  # hash the smaller side, look the other one up
             label_index, position = _indices_in(labelled, outputs)
         else:  # (deep pools)
