@@ -9,6 +9,7 @@ three apart; every other measure counts all three as non-relevant.
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import attrs
@@ -35,6 +36,11 @@ from metrics_plugins.retrieval import (
     _threshold,
     _uncut_limit,
 )
+
+#: C's log2 of a number below 0: a NaN with its sign bit set, which trec_eval prints as
+#: ``-nan``. numpy's log2 gives a NaN whose sign depends on the CPU's vector code (``nan``
+#: with AVX2, ``-nan`` with AVX-512), so G writes C's where the argument is negative.
+_C_LOG_OF_NEGATIVE = -math.nan
 
 #: trec_eval's INFAP_EPSILON, which keeps infAP's estimate defined before any judged document.
 INFAP_EPSILON = 0.00001
@@ -397,8 +403,11 @@ class G(_Ranked):
         gained = gains != 0
         rows, columns = np.nonzero(gained)
         so_far = np.cumsum(gains, axis=1)[rows, columns]
+        argument = 2.0 + cost[rows, columns] - so_far
         with np.errstate(divide="ignore", invalid="ignore"):
-            credit = gains[rows, columns] / np.log2(2.0 + cost[rows, columns] - so_far)
+            discount = np.log2(argument)
+            discount[argument < 0] = _C_LOG_OF_NEGATIVE
+            credit = gains[rows, columns] / discount
         return _divide(_row_sums_at(gained, credit), row_sums(ideal_gains))
 
 

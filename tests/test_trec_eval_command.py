@@ -286,3 +286,18 @@ def test_gain_maps_of_g_and_ndcg_rel_by_hand(tmp_path, capsys):
         name = measure.replace(".", "_", 1)
         [line] = _run(capsys, "-m", measure, str(qrels), str(run))
         assert line == f"{name:<22}\tall\t{value:6.4f}"
+
+
+def test_g_past_its_ideal_cost_is_c_s_nan(tmp_path, capsys):
+    """qrels d1: 1, d2: -1 (judged below 0, level -2); ranking d2, d1 with G.-2=4: d2's
+    discount is log2(2 + 1 - 4) = log2(-1), which C's log2 makes a NaN with its sign bit
+    set; trec_eval prints it -nan. numpy's log2 gives +nan or -nan by the CPU's vector
+    code, so the sign is written by G itself."""
+    qrels = tmp_path / "qrels"
+    qrels.write_text("q 0 d1 1\nq 0 d2 -1\n")
+    run = tmp_path / "run"
+    run.write_text("q Q0 d2 1 2 t\nq Q0 d1 2 1 t\n")
+    assert _run(capsys, "-q", "-m", "G.-2=4", str(qrels), str(run)) == [
+        "G_-2=4                \tq\t  -nan",
+        "G_-2=4                \tall\t  -nan",
+    ]
