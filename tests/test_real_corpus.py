@@ -24,7 +24,7 @@ from engine.io import columns as columns_module
 from engine.io import trec, trec_csv
 from engine.io.columns import Columns, list_array, stack
 from engine.io.fingerprints import fingerprints, first_equals, order_within, same_strings
-from engine.io.frames import labels_from_dicts, run_from_dicts
+from engine.io.frames import flat, flat_strings, labels_from_dicts, run_from_dicts
 
 CORPUS = 8_841_823
 METRICS = {
@@ -301,6 +301,36 @@ class TestFingerprints:
         left = pa.array(["zzzzzzzzz", "", "abc", "http://example.org/a/index.html"]).slice(1)
         pairs = (np.array([1, 2, 0]), np.array([0, 1, 2]))
         assert same_strings(left, pairs[0], pa.array(right), pairs[1]) is same
+
+
+class TestFlatChunks:
+    """A parsed column's chunks copied into one array, each chunk let go once copied."""
+
+    def test_strings_of_sliced_empty_and_unicode_chunks(self) -> None:
+        chunks = [
+            pa.array(["skip", "d1", "", "dé"]).slice(1),  # offsets that do not start at 0
+            pa.array([], pa.string()),
+            pa.array(["naïve", "x" * 40]),
+            pa.array(["a", "b", "c"]).slice(2, 1),
+        ]
+        expected = pa.chunked_array(chunks).combine_chunks()
+        joined = flat_strings(chunks)
+        assert joined.equals(expected)
+        assert joined.to_pylist() == ["d1", "", "dé", "naïve", "x" * 40, "c"]
+        assert chunks == []  # emptied: each chunk is freed once nothing else holds it
+        joined.validate(full=True)
+
+    def test_no_chunks(self) -> None:
+        assert flat_strings([]).to_pylist() == []
+        assert flat([], np.float64).size == 0
+
+    def test_numbers(self) -> None:
+        chunks = [pa.array([1.5, -0.0, 2.0]).slice(1), pa.array([], pa.float64()), pa.array([7.0])]
+        values = flat(chunks, np.float64)
+        assert values.tolist() == [-0.0, 2.0, 7.0]
+        assert np.signbit(values[0])
+        assert values.flags.writeable
+        assert chunks == []
 
 
 class TestFirstEquals:

@@ -41,6 +41,7 @@ from engine.io.columns import (
     list_array,
     offsets_of,
     row_ids,
+    string_bytes,
     table_of,
 )
 from engine.io.files import AtomicFile, arrow_input, format_suffix
@@ -51,6 +52,7 @@ __all__ = [
     "Where",
     "as_table",
     "flat",
+    "flat_strings",
     "labels_columns",
     "labels_from_dicts",
     "labels_from_table",
@@ -75,15 +77,38 @@ _PADDING = 4  # the most padded cells per key of a table of a block's keys
 _NO_ROWS = np.zeros(0, dtype=np.int64)
 
 
-def flat(column: pa.ChunkedArray, dtype: Any) -> npt.NDArray[Any]:
-    """A numeric column without nulls as one writable numpy array, filled block by block
-    (no concatenated copy in Arrow first)."""
-    out = np.empty(len(column), dtype=dtype)
+def flat(chunks: list[pa.Array], dtype: Any) -> npt.NDArray[Any]:
+    """A numeric column's chunks (no nulls) as one writable numpy array, filled chunk by
+    chunk; ``chunks`` is emptied as it goes, so a chunk no one else holds is freed once
+    copied (no moment with two whole copies)."""
+    out = np.empty(sum(len(chunk) for chunk in chunks), dtype=dtype)
     start = 0
-    for chunk in column.chunks:
+    chunks.reverse()
+    while chunks:
+        chunk = chunks.pop()
         out[start : start + len(chunk)] = chunk.to_numpy(zero_copy_only=False)
         start += len(chunk)
     return out
+
+
+def flat_strings(chunks: list[pa.Array]) -> pa.Array:
+    """A string column's chunks (no nulls) as one string array, filled chunk by chunk as
+    :func:`flat` fills numbers (``chunks`` is emptied); ``combine_chunks`` when the bytes
+    would not fit 32-bit offsets."""
+    sizes = [len(string_bytes(chunk)) for chunk in chunks]
+    if sum(sizes) >= 1 << 31:
+        return pa.chunked_array(chunks, pa.string()).combine_chunks()
+    count = sum(len(chunk) for chunk in chunks)
+    offsets, data = np.empty(count + 1, dtype=np.int32), np.empty(sum(sizes), dtype=np.uint8)
+    row = at = offsets[0] = 0
+    chunks.reverse()
+    while chunks:
+        chunk = chunks.pop()
+        own = np.frombuffer(chunk.buffers()[1], np.int32, len(chunk) + 1, chunk.offset * 4)
+        data[at : at + own[-1] - own[0]] = np.frombuffer(string_bytes(chunk), np.uint8)
+        offsets[row + 1 : row + len(chunk) + 1] = own[1:] + np.int32(at - own[0])
+        row, at = row + len(chunk), at + int(own[-1] - own[0])
+    return pa.StringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(data))
 
 
 @attrs.frozen

@@ -36,7 +36,15 @@ from engine.errors import InputError, Problem
 from engine.io import trec_csv
 from engine.io.columns import GROUPS, Columns, lengths, string_bytes
 from engine.io.files import COMPRESSIONS, AtomicFile, open_binary
-from engine.io.frames import Coded, Where, flat, labels_columns, retrieved_twice, run_columns
+from engine.io.frames import (
+    Coded,
+    Where,
+    flat,
+    flat_strings,
+    labels_columns,
+    retrieved_twice,
+    run_columns,
+)
 
 __all__ = [
     "read_qrels",
@@ -273,15 +281,17 @@ def _columnar(
     table = parsed()
     if table is None:
         return None
-    numbers = flat(table.column(layout.number), np.float64)
+    query_column, doc_chunks = table.column("query"), table.column("doc").chunks
+    number_chunks = table.column(layout.number).chunks
+    del table  # each chunk is freed as it is copied
+    numbers = flat(number_chunks, np.float64)
     if not np.isfinite(numbers).all():
         return None
-    query_column, doc_column = table.column("query"), table.column("doc")
-    del table  # the numbers' blocks are no longer needed
     queries = Coded.of(query_column)
+    del query_column
     if pc.any(pc.starts_with(queries.ids, "#")).as_py():
         return None  # a comment line that happens to have the right number of fields
-    return queries, Coded.rows(doc_column.combine_chunks()), numbers  # repeats: refused
+    return queries, Coded.rows(flat_strings(doc_chunks)), numbers  # repeats: refused
 
 
 def _by_line(
