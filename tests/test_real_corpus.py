@@ -22,7 +22,7 @@ from engine.evaluation.batch import Batch
 from engine.evaluation.label_sources import slot_sources
 from engine.io import columns as columns_module
 from engine.io import trec, trec_csv
-from engine.io.columns import Columns, list_array, stack
+from engine.io.columns import Columns, ContentHash, list_array, stack
 from engine.io.fingerprints import fingerprints, first_equals, order_within, same_strings
 from engine.io.frames import flat, flat_strings, labels_from_dicts, run_from_dicts
 
@@ -217,6 +217,32 @@ class TestVocabularies:
                 assert (docs[code] in qrels[qid]) == (code in label_code.values())
                 if docs[code] in qrels[qid]:
                     assert code == label_code[docs[code]]
+
+    def test_beside_keeps_both_vocabularies_uncopied(self) -> None:
+        """Outputs beside samples: the joined vocabulary is the samples' ids then the
+        outputs', in the same buffers (no copy of either), and every use of a vocabulary
+        reads it as one: doc ids, stacking, compacting, the content hash, another join."""
+        qrels = {"q0": {"a": 1, "b": 0}, "q1": {"é": 2}}
+        labels = labels_from_dicts(qrels)
+        assert labels is not None
+        outputs = run_from_dicts({"q0": {"x": 3.0, "a": 2.0}, "q1": {"é": 1.0, "y": 0.5}})
+        joined = labels.beside(outputs)
+        assert isinstance(joined.docs, pa.ChunkedArray)
+        assert joined.docs.to_pylist() == labels.docs.to_pylist() + outputs.docs.to_pylist()
+        first, second = joined.docs.chunks
+        assert first.buffers()[2].address == labels.docs.buffers()[2].address
+        assert second.buffers()[2].address == outputs.docs.buffers()[2].address
+        expected = {"q0": ["x", "a"], "q1": ["é", "y"]}
+        assert run_of(joined) == expected
+        assert run_of(stack([joined, joined])) == {**expected}
+        assert run_of(joined.compact()) == expected
+        again = Columns(joined.table.select(["id", "relevance"]), joined.docs).beside(outputs)
+        assert len(again.docs.chunks) == 3
+        assert run_of(again) == expected
+        hashed, plain = ContentHash(), ContentHash()
+        hashed.update(joined)
+        plain.update(labels)
+        assert hashed.hexdigest() == plain.hexdigest()  # outputs are not content
 
     def test_an_unlabelled_output_never_takes_the_next_rows_label(self) -> None:
         """More labels than outputs: the outputs are hashed and the labels looked up. An

@@ -2,7 +2,9 @@
 
 :class:`Columns` is an Arrow table with one row per sample, plus ``docs``, the
 vocabulary of document ids: every document column holds int32 codes into it (dictionary
-encoding, one dictionary shared by all the table's columns). A dataset's sample columns
+encoding, one dictionary shared by all the table's columns). ``docs`` is a string array,
+or a chunked array of them where outputs were put beside samples (both sides'
+vocabularies one after the other, neither copied). A dataset's sample columns
 and a system's output columns live in separate tables until they are aligned by sample
 id into one.
 
@@ -166,7 +168,7 @@ def merge_vocabularies(vocabularies: Sequence[pa.Array]) -> tuple[pa.Array, list
     """One vocabulary for several, and for each a table old code -> new code."""
     if len(vocabularies) == 1:
         return vocabularies[0], [np.arange(len(vocabularies[0]), dtype=np.int32)]
-    joined = pa.concat_arrays([v.cast(pa.string()) for v in vocabularies])
+    joined = pa.concat_arrays([chunk for v in vocabularies for chunk in chunks_of(v)])
     encoded = pc.dictionary_encode(joined)
     codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
     bounds = offsets_of([len(v) for v in vocabularies])
@@ -183,7 +185,7 @@ class Columns:
     holds int32 codes into ``docs`` (see the module docstring for the columns)."""
 
     table: pa.Table
-    docs: pa.Array
+    docs: pa.Array | pa.ChunkedArray
 
     def __len__(self) -> int:
         return int(self.table.num_rows)
@@ -245,10 +247,8 @@ class Columns:
             if name in ID_LISTS and column.null_count < len(column):
                 codes, offsets = _codes(column), offsets_of(lengths(column))
                 matched = labelled_codes(self, offsets, other.docs, codes)
-                if (matched < 0).any():
-                    docs = pa.concat_arrays(
-                        [self.docs.cast(pa.string()), other.docs.cast(pa.string())]
-                    )
+                if (matched < 0).any():  # both vocabularies, neither copied
+                    docs = pa.chunked_array(chunks_of(self.docs) + chunks_of(other.docs))
                     matched = np.where(matched >= 0, matched, codes + len(self.docs))
                 mask = column.is_null().to_numpy(zero_copy_only=False)
                 column = list_array(offsets, pa.array(matched, CODE), mask)
@@ -267,7 +267,21 @@ def row_ids(ids: pa.Array, codes: npt.NDArray[Any]) -> pa.Array:
     no copy of the ids), else taken."""
     first = int(codes[0]) if codes.size else 0
     counting = first + codes.size <= len(ids) and counts_up(codes)
-    return ids.slice(first, codes.size) if counting else ids.take(pa.array(codes))
+    return one_array(ids.slice(first, codes.size) if counting else ids.take(pa.array(codes)))
+
+
+def chunks_of(strings: pa.Array | pa.ChunkedArray) -> list[pa.Array]:
+    """A vocabulary's string arrays (one, or a chunked array's chunks)."""
+    strings = strings.cast(pa.string())
+    return strings.chunks if isinstance(strings, pa.ChunkedArray) else [strings]
+
+
+def one_array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """``values`` as one array: a chunked array's only chunk as it is, its chunks combined
+    when there are several."""
+    if isinstance(values, pa.Array):
+        return values
+    return values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
 
 
 def counts_up(codes: npt.NDArray[Any]) -> bool:
@@ -428,7 +442,7 @@ def stack(parts: Sequence[Columns]) -> Columns:
         part.recoded(part.docs, np.arange(len(part.docs), dtype=np.int32) + start).table
         for part, start in zip(parts, starts, strict=True)
     ]
-    docs = pa.concat_arrays([part.docs.cast(pa.string()) for part in parts])
+    docs = pa.concat_arrays([chunk for part in parts for chunk in chunks_of(part.docs)])
     return Columns(pa.concat_tables(tables), docs)
 
 
@@ -476,7 +490,7 @@ _HASH_ENTRIES = 1 << 16  # labels hashed at a time
 
 def _canonical_lines(columns: Columns) -> pa.Array:
     """One string per sample (see :class:`ContentHash`); absent values are ``\\0``."""
-    docs = columns.docs.cast(pa.string())
+    docs = one_array(columns.docs.cast(pa.string()))
     parts = [
         columns.column("id"),
         *(_labels_text(columns.column(kind), docs) for kind in LABEL_KINDS),

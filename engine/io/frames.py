@@ -127,13 +127,7 @@ class Coded:
     def of(cls, column: pa.Array | pa.ChunkedArray) -> Coded:
         """Encode a string (or dictionary, or integer) column, in C."""
         if isinstance(column, pa.ChunkedArray) and pa.types.is_dictionary(column.type):
-            column = column.unify_dictionaries()
-            if column.num_chunks == 0:
-                return cls(np.zeros(0, np.int64), pa.array([], pa.string()))
-            codes = np.concatenate(
-                [c.indices.to_numpy(zero_copy_only=False) for c in column.chunks]
-            )
-            return cls(codes, column.chunk(0).dictionary.cast(pa.string()))
+            return cls.of_blocks(column.chunks)
         if isinstance(column, pa.ChunkedArray):
             column = column.combine_chunks()
         if not pa.types.is_dictionary(column.type):
@@ -141,6 +135,28 @@ class Coded:
         return cls(
             column.indices.to_numpy(zero_copy_only=False), column.dictionary.cast(pa.string())
         )
+
+    @classmethod
+    def of_blocks(cls, chunks: list[pa.DictionaryArray]) -> Coded:
+        """Encode the chunks of a column dictionary-encoded chunk by chunk (as pyarrow's
+        CSV reader gives them): one dictionary of every chunk's ids, in order of first
+        appearance, and each chunk's codes mapped into it; ``chunks`` is emptied as it
+        goes, so a chunk no one else holds is freed once coded."""
+        ids = pc.dictionary_encode(
+            pa.concat_arrays([chunk.dictionary.cast(pa.string()) for chunk in chunks])
+            if chunks
+            else pa.array([], pa.string())
+        )
+        into = ids.indices.to_numpy(zero_copy_only=False)
+        codes = np.empty(sum(len(chunk) for chunk in chunks), dtype=np.int32)
+        row = first = 0
+        chunks.reverse()
+        while chunks:
+            chunk = chunks.pop()
+            own = chunk.indices.to_numpy(zero_copy_only=False)
+            codes[row : row + own.size] = into[first + own]
+            row, first = row + own.size, first + len(chunk.dictionary)
+        return cls(codes, ids.dictionary)
 
     @classmethod
     def rows(cls, ids: pa.Array) -> Coded:

@@ -281,14 +281,13 @@ def _columnar(
     table = parsed()
     if table is None:
         return None
-    query_column, doc_chunks = table.column("query"), table.column("doc").chunks
+    query_chunks, doc_chunks = table.column("query").chunks, table.column("doc").chunks
     number_chunks = table.column(layout.number).chunks
     del table  # each chunk is freed as it is copied
     numbers = flat(number_chunks, np.float64)
     if not np.isfinite(numbers).all():
         return None
-    queries = Coded.of(query_column)
-    del query_column
+    queries = Coded.of_blocks(query_chunks)
     if pc.any(pc.starts_with(queries.ids, "#")).as_py():
         return None  # a comment line that happens to have the right number of fields
     return queries, Coded.rows(flat_strings(doc_chunks)), numbers  # repeats: refused
