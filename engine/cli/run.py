@@ -193,6 +193,7 @@ def _run(args: argparse.Namespace) -> int:
     results = evaluation.evaluate(
         outputs, strict=args.strict, chunk_size=chunked, keep_outputs=args.keep_outputs
     )
+    process.give_back_freed()  # what scoring freed, before the results are laid out
     _emit(results, args.format, args.output, by=args.by)
     return _status(results)
 
