@@ -202,8 +202,7 @@ class Columns:
         if not self.has(name):
             kind = SAMPLE_COLUMNS.get(name) or OUTPUT_COLUMNS[name]
             return pa.nulls(len(self), kind)
-        column = self.table.column(name)
-        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+        return one_array(self.table.column(name))
 
     def slice(self, start: int, length: int) -> Columns:
         return Columns(self.table.slice(start, length), self.docs)

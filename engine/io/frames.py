@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,12 +83,17 @@ def flat(chunks: list[pa.Array], dtype: Any) -> npt.NDArray[Any]:
     copied (no moment with two whole copies)."""
     out = np.empty(sum(len(chunk) for chunk in chunks), dtype=dtype)
     start = 0
-    chunks.reverse()
-    while chunks:
-        chunk = chunks.pop()
+    for chunk in _taken(chunks):
         out[start : start + len(chunk)] = chunk.to_numpy(zero_copy_only=False)
         start += len(chunk)
     return out
+
+
+def _taken(chunks: list[Any]) -> Iterator[Any]:
+    """``chunks`` in order, each removed from the list as it is given."""
+    chunks.reverse()
+    while chunks:
+        yield chunks.pop()
 
 
 def flat_strings(chunks: list[pa.Array]) -> pa.Array:
@@ -101,9 +106,7 @@ def flat_strings(chunks: list[pa.Array]) -> pa.Array:
     count = sum(len(chunk) for chunk in chunks)
     offsets, data = np.empty(count + 1, dtype=np.int32), np.empty(sum(sizes), dtype=np.uint8)
     row = at = offsets[0] = 0
-    chunks.reverse()
-    while chunks:
-        chunk = chunks.pop()
+    for chunk in _taken(chunks):
         own = np.frombuffer(chunk.buffers()[1], np.int32, len(chunk) + 1, chunk.offset * 4)
         data[at : at + own[-1] - own[0]] = np.frombuffer(string_bytes(chunk), np.uint8)
         offsets[row + 1 : row + len(chunk) + 1] = own[1:] + np.int32(at - own[0])
@@ -150,9 +153,7 @@ class Coded:
         into = ids.indices.to_numpy(zero_copy_only=False)
         codes = np.empty(sum(len(chunk) for chunk in chunks), dtype=np.int32)
         row = first = 0
-        chunks.reverse()
-        while chunks:
-            chunk = chunks.pop()
+        for chunk in _taken(chunks):
             own = chunk.indices.to_numpy(zero_copy_only=False)
             codes[row : row + own.size] = into[first + own]
             row, first = row + own.size, first + len(chunk.dictionary)
