@@ -276,6 +276,27 @@ class TestRequirements:
             ("no-text", "/expected_output"),
         }
 
+    def test_problems_by_metric_then_sample_then_need(self, eng):
+        """Each metric reports its own problems, even for a need another metric shares
+        (found once per chunk): samples in order, and a sample's needs in name order."""
+        dataset = eng.dataset(
+            samples=[
+                {"id": "a", "expected_output": {"utility": {"d": 1.0}}},
+                {"id": "b", "expected_output": {"relevance": ["d"], "answers": ["x"]}},
+            ]
+        )
+        with pytest.raises(engine.MetricRequirementError) as info:
+            dataset.with_metrics(["retrieval-mrr", "answer-containment-at-k"]).evaluate(
+                {"a": ["d"], "b": ["d"]}
+            )
+        found = [(p.message.split("'")[1], p.sample_id, p.pointer) for p in info.value.problems]
+        assert found == [
+            ("retrieval-mrr", "a", "/expected_output"),
+            ("answer-containment-at-k", "a", "/expected_output/answers"),
+            ("answer-containment-at-k", "a", "/actual_output/retrieved"),
+            ("answer-containment-at-k", "b", "/actual_output/retrieved"),
+        ]
+
     def test_no_metrics(self, eng):
         """Evaluating with no metrics at all is a clear error."""
         with pytest.raises(engine.InputError, match="no metrics"):

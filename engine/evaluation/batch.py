@@ -312,16 +312,15 @@ class Batch:
     def at_cutoff(self, running: npt.NDArray[Any], cutoffs: IntArray | None) -> npt.NDArray[Any]:
         """Per sample, a running total over its ranks (shape ``(Q, W)``) at rank
         ``min(cutoff, W)``: the total of its top ``cutoff`` (None: of every rank). 0 for a
-        cutoff of 0 or when ``W`` is 0. Totals summed left to right, as by ``cumsum``,
-        equal :func:`row_sums` of the masked terms bit for bit."""
+        cutoff of 0 or when ``W`` is 0 (cutoffs are never below 0). Totals summed left to
+        right, as by ``cumsum``, equal :func:`row_sums` of the masked terms bit for bit."""
         rows, width = running.shape
-        if cutoffs is None:
-            cutoffs = np.full(rows, width, dtype=np.int64)
-        column = np.minimum(cutoffs, width) - 1
         if not width:
             return np.zeros(rows, dtype=running.dtype)
-        picked = running[np.arange(rows), np.maximum(column, 0)]
-        return np.where(column >= 0, picked, 0)
+        if cutoffs is None:
+            return running[:, -1].copy()
+        last = np.minimum(cutoffs, width)  # 0: index -1, a value then replaced by 0
+        return np.where(last > 0, running[np.arange(rows), last - 1], 0)
 
     def num_relevant(self, threshold: float = 1.0) -> IntArray:
         """|Rel| per sample: judged documents with label >= threshold (read-only, cached

@@ -217,13 +217,11 @@ def check_metric_class(cls: Any) -> list[str]:
 def missing_requirements(metric: Metric, label: str, batch: Batch) -> Iterable[Problem]:
     """A problem for each sample that lacks something ``metric.requires``, in sample order."""
     needs = sorted(metric.requires)
-    if not needs:
+    lacking = [_lacking(need, batch) for need in needs]
+    if not any(lacking):
         return
-    lacking = [lacks(need, batch) for need in needs]
-    if not any(found.any() for found in lacking):
-        return
-    rows, orders = np.nonzero(np.stack(lacking, axis=1))
-    for index, order in zip(rows.tolist(), orders.tolist(), strict=True):  # sample order
+    pairs = sorted((row, order) for order, rows in enumerate(lacking) for row in rows)
+    for index, order in pairs:  # sample order
         yield Problem(
             message=f"metric {label!r} needs {REQUIREMENTS[needs[order]]}",
             sample_id=batch.sample_ids[index],
@@ -241,6 +239,11 @@ _POINTERS = {
     "pool": "/actual_output/pool",
     "cited": "/actual_output/cited",
 }
+
+
+def _lacking(need: str, batch: Batch) -> list[int]:
+    """The samples that lack ``need``, found once per batch for every metric that needs it."""
+    return batch.shared(("lacking", need), lambda: np.flatnonzero(lacks(need, batch)).tolist())
 
 
 def lacks(need: str, batch: Batch) -> npt.NDArray[np.bool_]:

@@ -138,7 +138,7 @@ class Scorer:
             k=local.k[row : row + 1].copy(),
             has_output=np.ones(1, dtype=np.bool_),
         )
-        return Columns(table, pa.concat_arrays([labelled, pa.array(placed, pa.string())])), flat
+        return Columns(table, pa.chunked_array([labelled, pa.array(placed, pa.string())])), flat
 
     def __len__(self) -> int:
         """How many samples have an output or an error so far."""
