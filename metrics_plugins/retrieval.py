@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -75,9 +76,13 @@ def _gains(labels: FloatArray, kind: str, gains: GainMap | None) -> FloatArray:
     return out
 
 
+@functools.lru_cache(maxsize=32)
 def _discount(width: int) -> FloatArray:
-    """1 / log2(rank + 1) for ranks 1..width."""
-    return 1.0 / np.log2(np.arange(2, width + 2, dtype=np.float64))
+    """1 / log2(rank + 1) for ranks 1..width, read-only: made once per width (a
+    dataset's rankings share theirs)."""
+    discount = 1.0 / np.log2(np.arange(2, width + 2, dtype=np.float64))
+    discount.flags.writeable = False
+    return discount
 
 
 def _divide(numerator: FloatArray, denominator: FloatArray) -> FloatArray:

@@ -257,7 +257,12 @@ class Batch:
     def cutoffs(self, k: int | None = None) -> IntArray:
         """Per-sample k: ``metadata.k``, else the metric's ``k``, else the config default."""
         fallback = self.default_k if k is None else k
-        return np.where(self.sample_k > 0, self.sample_k, fallback)
+        return np.where(self._own_k, self.sample_k, fallback)
+
+    @cached_property
+    def _own_k(self) -> BoolArray:
+        """Per sample, whether ``metadata.k`` sets its cutoff (every metric's asks)."""
+        return self.sample_k > 0
 
     def top_k(self, k: int | None = None) -> BoolArray:
         """Mask of ``D_k``: the first ``min(k, n)`` retrieved documents of each sample."""
