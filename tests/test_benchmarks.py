@@ -4,9 +4,12 @@ unable to run. Nothing here is timed."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,6 +28,28 @@ def test_the_floor_runs_on_a_small_corpus(tmp_path: Path) -> None:
     assert len(rows) == 2 + 8 + 4  # the primitives, then what a fresh process pays
     for row in rows[2:]:
         float(row.rsplit("|", 2)[1])  # a number of seconds in the last column
+
+
+def test_the_least_numpy_program_gives_the_scorers_values() -> None:
+    """The floor of one ``scorer().add`` computes what the scorer computes: it raises when
+    its values for the samples differ from ``scorer().add``'s."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import scorer
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    assert scorer.least_program_ms(30) > 0
+    ranking = ["a", "x", "b", *(f"n{i}" for i in range(97))]
+    values = scorer.least_program({"a": 2, "b": 1, "c": 3, "z": 0}, ranking)
+    ideal = 3 + 2 / math.log2(3) + 1 / math.log2(4)  # by hand: the labels 3, 2, 1 at ranks 1-3
+    expected = [
+        (2 + 1 / math.log2(4)) / ideal,  # nDCG@10: a (2) at rank 1, b (1) at rank 3
+        (1 / 1 + 2 / 3) / 3,  # AP: relevant at ranks 1 and 3, three relevant in all
+        1.0,  # RR
+        2 / 3,  # R@100
+        2 / 10,  # P@10
+    ]
+    assert values == pytest.approx(expected, rel=1e-12)
 
 
 def test_the_least_pyarrow_program_runs_on_a_small_corpus(tmp_path: Path) -> None:
