@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.evaluation.batch import Batch, Shape
+from engine.evaluation.batch import Batch, Flat, Shape
 from engine.io.documents import parse_samples
 from engine.testing import OUTPUTS, SAMPLES, make_batch
 
@@ -127,6 +127,39 @@ def test_matches_a_row_by_row_join(rows):
         assert sorted(
             batch.label_values[i][~np.isnan(batch.label_values[i])], reverse=True
         ) == sorted(labels.values(), reverse=True)
+
+
+@given(
+    st.dictionaries(st.sampled_from("abcdefgh"), st.integers(-2, 3), max_size=6),
+    st.lists(st.sampled_from("abcdefghij"), unique=True, max_size=10),
+    st.integers(0, 4),
+    st.integers(0, 3),
+    st.integers(0, 3),
+)
+def test_one_sample_by_code_equals_compile(labels, ranking, k, wider, more_labels):
+    """:meth:`Batch.one` (a table by code, for the scorer) compiles one sample with a
+    ranking of distinct ids exactly as :meth:`Batch.compile` does: every array, padded to
+    a dataset's wider shape or to the sample's own, a ``metadata.k`` or none."""
+    columns = _batch([(labels, ranking, k or None)]).columns
+    flat = Flat.of(columns)
+    widths = {"retrieved": len(ranking) + wider, "relevance": len(labels) + more_labels}
+    for shape in (Shape(widths, 3.0), Shape({}, 3.0)):
+        expected = Batch.compile(columns, 7, shape, flat)
+        found = Batch.one(columns, flat, len(columns.docs), shape, 7)
+        assert found.shape == expected.shape and found.default_k == 7
+        for name in (
+            "doc_codes",
+            "positions",
+            "lengths",
+            "ranked_labels",
+            "label_values",
+            "sample_k",
+            "duplicates_dropped",
+            "has_output",
+        ):
+            a, b = getattr(found, name), getattr(expected, name)
+            assert a.dtype == b.dtype, name
+            np.testing.assert_array_equal(a, b, err_msg=name)
 
 
 def test_row_sort_paths_agree():

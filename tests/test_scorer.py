@@ -331,7 +331,7 @@ class TestRealisticData:
 
 
 class TestOneOutputsCodes:
-    """How one output is coded beside its sample (documents.output_columns): the sample's
+    """How one output is coded beside its sample (documents.output_codes): the sample's
     labelled ids keep their codes, every other id takes the code of its first place."""
 
     def test_each_code_names_its_id(self):
@@ -342,7 +342,8 @@ class TestOneOutputsCodes:
         labelled = ["x", "z"]
         codes = {doc: code for code, doc in enumerate(labelled)}
         output = {"retrieved": ["a", "x", "a", 7], "pool": ["z", "b", "a"], "cited": ["b"]}
-        columns, placed = documents.output_columns(output, codes)
+        coded = documents.output_codes(output, codes)
+        columns, placed = coded.columns(), coded.placed
         vocabulary = pa.array(labelled + placed, pa.string())
 
         def ids(name):

@@ -123,6 +123,19 @@ def _first_occurrences(keys: IntArray) -> BoolArray:
     return keep
 
 
+def _padding(shape: Shape | None, flat: Flat, columns: Columns) -> Shape:
+    """``shape`` with a batch's own widths where it lacks them (all of it when None)."""
+    if shape is not None and {"retrieved", "relevance"} <= set(shape.widths):
+        return shape
+    own = {
+        "retrieved": int(flat.retrieved_lengths.max(initial=0)),
+        "relevance": int(flat.label_lengths.max(initial=0)),
+    }
+    if shape is None:
+        return Shape(own, _max_label(columns.column("relevance")))
+    return Shape({**own, **shape.widths}, shape.max_label)
+
+
 def _widest(column: pa.Array) -> int:
     """The longest list of a list column (0 when there is none)."""
     longest = pc.max(pc.list_value_length(column)).as_py()
@@ -191,13 +204,7 @@ class Batch:
         n = len(columns)
         flat = Flat.of(columns) if flat is None else flat
         codes, raw_lengths = flat.retrieved, flat.retrieved_lengths
-        if shape is None or not {"retrieved", "relevance"} <= set(shape.widths):
-            own = {
-                "retrieved": int(raw_lengths.max(initial=0)),
-                "relevance": int(flat.label_lengths.max(initial=0)),
-            }
-            shape = Shape({**own, **shape.widths}, shape.max_label) if shape else None
-            shape = shape or Shape(own, _max_label(columns.column("relevance")))
+        shape = _padding(shape, flat, columns)
         width = shape.widths["retrieved"]
         index = _rectangular_index(codes, raw_lengths, width, len(columns.docs))  # common
         if index is not None:  # every ranking fills the width, none repeats an id
@@ -234,6 +241,38 @@ class Batch:
             batch.__dict__["_ranked_index"] = index
         batch.ranked_labels = batch._join(label_rows, flat.label_codes, flat.label_values)
         return batch
+
+    @classmethod
+    def one(
+        cls, columns: Columns, flat: Flat, vocabulary: int, shape: Shape, default_k: int = DEFAULT_K
+    ) -> Batch:
+        """:meth:`compile`'s Batch of one sample whose ranking repeats no document and
+        whose labels name each document once, every code below ``vocabulary``: each
+        ranked label read from a table by code instead of compile's sort and search (the
+        cost of one sample, for :class:`~engine.evaluation.scorer.Scorer`)."""
+        shape = _padding(shape, flat, columns)
+        width, size = shape.widths["retrieved"], flat.retrieved.size
+        doc_codes = np.full((1, width), -1, dtype=np.int32)
+        doc_codes[0, :size] = flat.retrieved
+        positions = np.arange(width, dtype=np.int64).reshape(1, width)
+        positions[0, size:] = -1
+        by_code = np.full(vocabulary + 1, np.nan)  # the last: padding's (code -1)
+        by_code[flat.label_codes] = flat.label_values
+        return cls(
+            columns=columns,
+            doc_codes=doc_codes,
+            positions=positions,
+            lengths=flat.retrieved_lengths.astype(np.int64),
+            ranked_labels=by_code[doc_codes],
+            label_values=_sorted_labels(
+                flat.label_lengths, flat.label_values, shape.widths["relevance"]
+            ),
+            sample_k=flat.k,
+            duplicates_dropped=np.zeros(1, dtype=np.int64),
+            has_output=flat.has_output,
+            shape=shape,
+            default_k=default_k,
+        )
 
     # -- shape and cutoffs -------------------------------------------------------------
 

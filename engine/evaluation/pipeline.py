@@ -75,6 +75,7 @@ __all__ = [
     "evaluate",
     "first_pass",
     "prefetched",
+    "score_batch",
     "score_chunk",
     "streamed_chunks",
 ]
@@ -222,8 +223,12 @@ def call_score(metric: Metric, label: str, distribution: str | None, batch: Batc
 
 def score_chunk(task: ChunkTask) -> ChunkScores:
     """Score one chunk as the whole dataset would be scored."""
-    plan = task.plan
-    batch = Batch.compile(task.columns, plan.default_k, task.shape, task.flat)
+    batch = Batch.compile(task.columns, task.plan.default_k, task.shape, task.flat)
+    return score_batch(batch, task.plan)
+
+
+def score_batch(batch: Batch, plan: Plan) -> ChunkScores:
+    """Score a compiled chunk: its requirements and checks first, then each metric."""
     problems = [
         p
         for m, label in zip(plan.metrics, plan.labels, strict=True)

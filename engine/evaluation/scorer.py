@@ -3,6 +3,7 @@ and the :class:`Scorer` that scores one output at a time for harnesses that see 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import weakref
@@ -16,13 +17,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import InputError, MetricRequirementError, Problem
-from engine.evaluation.batch import Flat, Shape
-from engine.evaluation.pipeline import ChunkTask, score_chunk
+from engine.evaluation.batch import Batch, Flat, Shape
+from engine.evaluation.pipeline import score_batch
 from engine.io import documents
 from engine.io.columns import (
     LABEL_KINDS,
     OUTPUT_COLUMNS,
     Columns,
+    chunks_of,
     label_lists,
     lengths,
     list_array,
@@ -114,20 +116,18 @@ class Scorer:
         self._rows = {sample_id: row for row, sample_id in enumerate(evaluation.dataset.ids)}
         self._shape = Shape.of(evaluation.dataset.columns)  # labels' widths, largest label
 
-    def _joined(self, row: int, actual: Any) -> tuple[Columns, Flat]:
-        """The dataset's row ``row`` with ``actual`` beside it, coded into a vocabulary of
-        only the documents they name (the cost of one sample, whatever the dataset's
-        size), and the arrays :meth:`Batch.compile` joins: the row's labels and ``k``
-        sliced from the dataset's arrays, the output's codes as coded here."""
+    def _batch(self, row: int, actual: Any) -> Batch:
+        """The dataset's row ``row`` with ``actual`` beside it, compiled: coded into a
+        vocabulary of only the documents they name (the cost of one sample, whatever the
+        dataset's size), with the row's labels and ``k`` sliced from the dataset's arrays.
+        A ranking that repeats an id is compiled as a chunk is; any other by code
+        (:meth:`Batch.one`)."""
         local = _local_of(self.evaluation.dataset)
         start, end = local.bounds[row], local.bounds[row + 1]
         labelled = local.ids.slice(start, end - start)
         codes = dict(zip(labelled.to_pylist(), itertools.count()))
-        columns, placed = documents.output_columns(actual, codes)
-        table = local.table.slice(row, 1)
-        for name, column in columns.items():
-            table = table.set_column(table.schema.get_field_index(name), name, column)
-        retrieved = columns["retrieved"].values.to_numpy().copy()  # writable, as Flat.of's
+        output = documents.output_codes(actual, codes)
+        retrieved = output.lists["retrieved"]
         first, last = local.label_bounds[row], local.label_bounds[row + 1]
         flat = Flat(
             retrieved=retrieved,
@@ -138,7 +138,12 @@ class Scorer:
             k=local.k[row : row + 1].copy(),
             has_output=np.ones(1, dtype=np.bool_),
         )
-        return Columns(table, pa.chunked_array([labelled, pa.array(placed, pa.string())])), flat
+        columns = _Beside(Columns(local.table.slice(row, 1), labelled), output)
+        default_k = self.evaluation.plan.default_k
+        if len(set(retrieved.tolist())) < retrieved.size:
+            return Batch.compile(columns, default_k, self._shape, flat)
+        vocabulary = len(labelled) + len(output.placed)  # the codes of docs
+        return Batch.one(columns, flat, vocabulary, self._shape, default_k)
 
     def __len__(self) -> int:
         """How many samples have an output or an error so far."""
@@ -156,9 +161,8 @@ class Scorer:
             row = self._check_new(sample_id)
         actual_output = documents.plain_output(actual_output)
         documents.parse_outputs([(sample_id, actual_output, None)])
-        joined, flat = self._joined(row, actual_output)
         plan = self.evaluation.plan
-        scores = score_chunk(ChunkTask(joined, plan, self._shape, flat))
+        scores = score_batch(self._batch(row, actual_output), plan)
         if scores.problems:
             raise MetricRequirementError(
                 list(scores.problems), summary="the sample lacks what the metrics require"
@@ -289,6 +293,40 @@ class _Local:
             offsets_of(coded.label_lengths),
             coded.k,
         )
+
+
+class _Beside(Columns):
+    """A dataset row's columns (its documents coded in the row alone) with one coded
+    output beside them, whose table and vocabulary are built only when read: the
+    classic metrics read only the row's length and labels, and the Batch's arrays."""
+
+    _sample: Columns
+    _output: documents.OutputCodes
+
+    def __init__(self, sample: Columns, output: documents.OutputCodes) -> None:
+        object.__setattr__(self, "_sample", sample)  # a frozen class
+        object.__setattr__(self, "_output", output)
+
+    def __len__(self) -> int:
+        return 1
+
+    def has(self, name: str) -> bool:
+        return self._sample.has(name)  # the dataset's table has the output's columns
+
+    def column(self, name: str) -> pa.Array:
+        return super().column(name) if name in OUTPUT_COLUMNS else self._sample.column(name)
+
+    @functools.cached_property
+    def table(self) -> pa.Table:  # type: ignore[override]
+        table = self._sample.table
+        for name, column in self._output.columns().items():
+            table = table.set_column(table.schema.get_field_index(name), name, column)
+        return table
+
+    @functools.cached_property
+    def docs(self) -> pa.ChunkedArray:  # type: ignore[override]
+        placed = pa.array(self._output.placed, pa.string())
+        return pa.chunked_array([*chunks_of(self._sample.docs), placed])
 
 
 def _with_codes(column: pa.Array, codes: npt.NDArray[np.int32]) -> pa.Array:

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 import orjson
 import pyarrow as pa
 
@@ -418,37 +419,53 @@ def outputs_columns(outputs: Mapping[str, Any]) -> Columns:
     return Columns(table_of(columns, OUTPUT_COLUMNS, len(retrieved)), vocabulary)
 
 
-def output_columns(actual: Any, codes: dict[str, int]) -> tuple[dict[str, pa.Array], list[str]]:
-    """One validated output as one-row output columns (no ``id``; only those it has: an
-    absent ``texts``, ``pool`` or ``cited`` is null), for joining one output with one
-    sample without recoding the sample. An id in ``codes`` (id -> code: the sample's
-    labelled ids) keeps its code; any other takes ``len(codes) + i``, ``i`` its first
-    place among the ids of the output's lists (retrieved, pool, cited, one after the
-    other). Returns the columns, and every id of those lists in place order, so that
-    the sample's ids followed by them give each code its id (in C: no Python step per id)."""
+@attrs.frozen
+class OutputCodes:
+    """One validated output coded against a sample's labelled ids (see
+    :func:`output_codes`): the codes of each list it has (``retrieved``, ``pool``,
+    ``cited``), its texts (None when it has none), and every id of those lists in place
+    order."""
+
+    lists: dict[str, npt.NDArray[np.int32]]
+    texts: list[str | None] | None
+    placed: list[str]
+
+    def columns(self) -> dict[str, pa.Array]:
+        """As one-row output columns (no ``id``; only those it has)."""
+        columns = {name: list_array([0, c.size], pa.array(c)) for name, c in self.lists.items()}
+        if self.texts is not None:
+            columns["texts"] = pa.array([self.texts], OUTPUT_COLUMNS["texts"])
+        return columns
+
+
+def output_codes(actual: Any, codes: dict[str, int]) -> OutputCodes:
+    """One validated output coded for joining it with one sample without recoding the
+    sample. An id in ``codes`` (id -> code: the sample's labelled ids) keeps its code; any
+    other takes ``len(codes) + i``, ``i`` its first place among the ids of the output's
+    lists (retrieved, pool, cited, one after the other), so that the sample's ids
+    followed by ``placed`` give each code its id (in C: no Python step per id)."""
     items, pool, cites = (
         (actual["retrieved"], actual.get("pool"), actual.get("cited"))
         if isinstance(actual, Mapping)
         else (actual, None, None)
     )
-    columns: dict[str, pa.Array] = {}
+    texts = None
     if set(map(type, items)) <= {str}:  # bare string ids: no texts
         ids = items
     else:
         ids = [str(i["id"]) if isinstance(i, Mapping) else str(i) for i in items]
         text = [i.get("text") if isinstance(i, Mapping) else None for i in items]
-        if any(t is not None for t in text):
-            columns["texts"] = pa.array([text], OUTPUT_COLUMNS["texts"])
+        texts = text if any(t is not None for t in text) else None
     labelled = len(codes)
     placed: list[str] = []
+    lists = {}
     for name, values in (("retrieved", ids), ("pool", pool), ("cited", cites)):
         if values is not None:
             values = values if set(map(type, values)) <= {str} else list(map(str, values))
             numbers = itertools.count(labelled + len(placed))  # a new id's code: its place
-            found = np.fromiter(map(codes.setdefault, values, numbers), np.int32, len(values))
+            lists[name] = np.fromiter(map(codes.setdefault, values, numbers), np.int32, len(values))
             placed += values
-            columns[name] = list_array([0, found.size], pa.array(found))
-    return columns, placed
+    return OutputCodes(lists, texts, placed)
 
 
 def _ranked_columns(outputs: Mapping[str, Sequence[str]]) -> Columns:
