@@ -29,6 +29,7 @@ __all__ = [
     "check_metric_class",
     "choice",
     "finite_number",
+    "lacking_any",
     "metric_label",
     "metric_params",
     "missing_requirements",
@@ -239,6 +240,12 @@ _POINTERS = {
     "pool": "/actual_output/pool",
     "cited": "/actual_output/cited",
 }
+
+
+def lacking_any(needs: Iterable[str], batch: Batch) -> bool:
+    """Whether any sample of the batch lacks one of ``needs`` (keys of
+    :data:`REQUIREMENTS`): when none does, no metric has a requirement problem."""
+    return any(_lacking(need, batch) for need in needs)
 
 
 def _lacking(need: str, batch: Batch) -> list[int]:

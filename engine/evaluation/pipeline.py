@@ -45,6 +45,7 @@ from engine.evaluation.executors import IN_PROCESS, Executor
 from engine.evaluation.metric import (
     Metric,
     MetricBase,
+    lacking_any,
     metric_label,
     metric_params,
     missing_requirements,
@@ -131,6 +132,21 @@ class Plan:
     distributions: tuple[str | None, ...]
     records: tuple[MetricRecord, ...]
     default_k: int
+    #: Every requirement of the metrics, in name order.
+    needs: tuple[str, ...] = attrs.field(init=False)
+    #: The metrics with a hook of their own (``check``, ``details``, ``summarize``), by hook.
+    hooks: Mapping[str, frozenset[int]] = attrs.field(init=False)
+
+    @needs.default
+    def _needs(self) -> tuple[str, ...]:
+        return tuple(sorted(set().union(*(m.requires for m in self.metrics))))
+
+    @hooks.default
+    def _hooks(self) -> Mapping[str, frozenset[int]]:
+        return {
+            hook: frozenset(i for i, m in enumerate(self.metrics) if _own_hook(m, hook))
+            for hook in ("check", "details", "summarize")
+        }
 
     @classmethod
     def of(
@@ -158,11 +174,7 @@ class Plan:
     @property
     def reports(self) -> bool:
         """Whether a metric makes a run-level report (``summarize``: every sample at once)."""
-        return any(
-            type(m).summarize is not MetricBase.summarize
-            for m in self.metrics
-            if hasattr(m, "summarize")
-        )
+        return bool(self.hooks["summarize"])
 
     def custom_aggregates(self) -> list[str]:
         """Labels of metrics with their own ``aggregate`` (not an exact mean)."""
@@ -171,6 +183,13 @@ class Plan:
             for metric, label in zip(self.metrics, self.labels, strict=True)
             if getattr(type(metric), "aggregate", None) is not MetricBase.aggregate
         ]
+
+
+def _own_hook(metric: Metric, hook: str) -> bool:
+    """Whether ``metric`` has an optional method ``hook`` other than :class:`MetricBase`'s
+    (which has nothing to say)."""
+    method = getattr(type(metric), hook, None)
+    return method is not None and method is not getattr(MetricBase, hook)
 
 
 # -- scoring one chunk (wherever the executor runs it) ----------------------------------------
@@ -229,12 +248,16 @@ def score_chunk(task: ChunkTask) -> ChunkScores:
 
 def score_batch(batch: Batch, plan: Plan) -> ChunkScores:
     """Score a compiled chunk: its requirements and checks first, then each metric."""
-    problems = [
-        p
-        for m, label in zip(plan.metrics, plan.labels, strict=True)
-        for p in missing_requirements(m, label, batch)
-    ]
-    checked = (getattr(m, "check", lambda b: ())(batch) for m in plan.metrics)
+    problems = (
+        [
+            p
+            for m, label in zip(plan.metrics, plan.labels, strict=True)
+            for p in missing_requirements(m, label, batch)
+        ]
+        if lacking_any(plan.needs, batch)
+        else []
+    )
+    checked = (plan.metrics[i].check(batch) for i in sorted(plan.hooks["check"]))  # type: ignore[attr-defined]
     problems += dict.fromkeys(p for found in checked for p in found)  # once, not per metric
     no_relevant = batch.has("relevance") & (batch.num_relevant() == 0)
     if problems:
@@ -242,8 +265,9 @@ def score_batch(batch: Batch, plan: Plan) -> ChunkScores:
             {}, {}, {}, batch.duplicates_dropped, batch.has_output, no_relevant, tuple(problems)
         )
     values, details, reports, failures = {}, {}, {}, {}
-    for metric, label, distribution in zip(
-        plan.metrics, plan.labels, plan.distributions, strict=True
+    explains, summarizes = plan.hooks["details"], plan.hooks["summarize"]
+    for i, (metric, label, distribution) in enumerate(
+        zip(plan.metrics, plan.labels, plan.distributions, strict=True)
     ):
         try:
             values[label] = call_score(metric, label, distribution, batch)
@@ -251,10 +275,10 @@ def score_batch(batch: Batch, plan: Plan) -> ChunkScores:
             values[label] = np.full(len(batch), np.nan)
             failures[label] = str(error)
             continue
-        explained = getattr(metric, "details", lambda b: None)(batch)
+        explained = metric.details(batch) if i in explains else None  # type: ignore[attr-defined]
         if explained is not None:
             details[label] = list(explained)
-        report = getattr(metric, "summarize", lambda b, v: None)(batch, values[label])
+        report = metric.summarize(batch, values[label]) if i in summarizes else None  # type: ignore[attr-defined]
         if report is not None:
             reports[label] = dict(report)
     return ChunkScores(
