@@ -215,3 +215,12 @@ def test_found_and_at_cutoff():
     assert batch.at_cutoff(found, None).tolist() == [2, 1, 0]
     running = np.cumsum(np.where(batch.relevant(), 1.0 / batch.ranks, 0.0), axis=1)
     assert batch.at_cutoff(running, np.array([2, 1, 5])).tolist() == [1 / 2, 1.0, 0.0]
+
+
+def test_relevance_of_unjudged_and_padding_compares_quietly():
+    """NaN labels (unjudged documents, padding) are not relevant, and comparing them sets
+    no floating-point flag (numpy 2): with every flag raising, nothing is raised."""
+    batch = _batch([({"a": 2, "b": 0}, ["x", "a", "b"], None), ({"c": 1}, ["c"], None)])
+    with np.errstate(all="raise"):
+        assert batch.relevant().tolist() == [[False, True, False], [True, False, False]]
+        assert batch.num_relevant(2.0).tolist() == [1, 0]

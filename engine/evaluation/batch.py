@@ -344,9 +344,9 @@ class Batch:
         return ~np.isnan(self.ranked_labels)
 
     def relevant(self, threshold: float = 1.0) -> BoolArray:
-        """True at ranks holding a judged document with label >= threshold."""
-        with np.errstate(invalid="ignore"):
-            return self.ranked_labels >= threshold
+        """True at ranks holding a judged document with label >= threshold (NaN, not
+        judged, compares False, and quietly: numpy 2 sets no floating-point flag)."""
+        return self.ranked_labels >= threshold
 
     def found(self, threshold: float = 1.0) -> IntArray:
         """The running count of relevant documents (label >= threshold) at each rank:
@@ -374,8 +374,7 @@ class Batch:
         return counts
 
     def _num_relevant(self, threshold: float) -> IntArray:
-        with np.errstate(invalid="ignore"):
-            return _read_only((self.label_values >= threshold).sum(axis=1).astype(np.int64))
+        return _read_only((self.label_values >= threshold).sum(axis=1).astype(np.int64))
 
     def shared(self, key: Hashable, compute: Callable[[], T]) -> T:
         """A value derived from this batch, computed once by ``compute()`` and shared by
