@@ -220,7 +220,6 @@ def _query_column(source: Any, delimiter: str) -> Coded | None:
 
 def _read(path: Path, layout: _Format) -> Columns:
     parsed = _columnar(partial(trec_csv.parse_file, path, layout.kind), layout)
-    pa.default_memory_pool().release_unused()  # the parsed table is gone: give it back
     if parsed is not None:
         try:
             return layout.columns(*parsed, Where(str(path)))
@@ -284,13 +283,20 @@ def _columnar(
     query_chunks, doc_chunks = table.column("query").chunks, table.column("doc").chunks
     number_chunks = table.column(layout.number).chunks
     del table  # each chunk is freed as it is copied
+    # Arrow's pool keeps what is freed until asked: each column's chunks are given back
+    # once copied, so that the copies do not stack on them at the peak of memory
+    release = pa.default_memory_pool().release_unused
     numbers = flat(number_chunks, np.float64)
+    release()
     if not np.isfinite(numbers).all():
         return None
     queries = Coded.of_blocks(query_chunks)
+    release()
     if pc.any(pc.starts_with(queries.ids, "#")).as_py():
         return None  # a comment line that happens to have the right number of fields
-    return queries, Coded.rows(flat_strings(doc_chunks)), numbers  # repeats: refused
+    docs = flat_strings(doc_chunks)
+    release()
+    return queries, Coded.rows(docs), numbers  # repeats: refused
 
 
 def _by_line(
