@@ -131,15 +131,15 @@ def test_matches_a_row_by_row_join(rows):
 
 @given(
     st.dictionaries(st.sampled_from("abcdefgh"), st.integers(-2, 3), max_size=6),
-    st.lists(st.sampled_from("abcdefghij"), unique=True, max_size=10),
+    st.lists(st.sampled_from("abcdefghij"), max_size=10),
     st.integers(0, 4),
     st.integers(0, 3),
     st.integers(0, 3),
 )
 def test_one_sample_by_code_equals_compile(labels, ranking, k, wider, more_labels):
-    """:meth:`Batch.one` (a table by code, for the scorer) compiles one sample with a
-    ranking of distinct ids exactly as :meth:`Batch.compile` does: every array, padded to
-    a dataset's wider shape or to the sample's own, a ``metadata.k`` or none."""
+    """:meth:`Batch.one` (a table by code, for the scorer) compiles one sample exactly as
+    :meth:`Batch.compile` does: every array, padded to a dataset's wider shape or to the
+    sample's own, a ``metadata.k`` or none, a ranking with repeated ids or without."""
     columns = _batch([(labels, ranking, k or None)]).columns
     flat = Flat.of(columns)
     widths = {"retrieved": len(ranking) + wider, "relevance": len(labels) + more_labels}

@@ -246,10 +246,13 @@ class Batch:
     def one(
         cls, columns: Columns, flat: Flat, vocabulary: int, shape: Shape, default_k: int = DEFAULT_K
     ) -> Batch:
-        """:meth:`compile`'s Batch of one sample whose ranking repeats no document and
-        whose labels name each document once, every code below ``vocabulary``: each
-        ranked label read from a table by code instead of compile's sort and search (the
-        cost of one sample, for :class:`~engine.evaluation.scorer.Scorer`)."""
+        """:meth:`compile`'s Batch of one sample whose labels name each document once,
+        every code below ``vocabulary``: each ranked label read from a table by code
+        instead of compile's sort and search (the cost of one sample, for
+        :class:`~engine.evaluation.scorer.Scorer`). A ranking that repeats a document is
+        compiled as a chunk is."""
+        if flat.retrieved.size and int(np.bincount(flat.retrieved).max()) > 1:
+            return cls.compile(columns, default_k, shape, flat)
         shape = _padding(shape, flat, columns)
         width, size = shape.widths["retrieved"], flat.retrieved.size
         doc_codes = np.full((1, width), -1, dtype=np.int32)

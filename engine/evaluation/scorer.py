@@ -119,9 +119,8 @@ class Scorer:
     def _batch(self, row: int, actual: Any) -> Batch:
         """The dataset's row ``row`` with ``actual`` beside it, compiled: coded into a
         vocabulary of only the documents they name (the cost of one sample, whatever the
-        dataset's size), with the row's labels and ``k`` sliced from the dataset's arrays.
-        A ranking that repeats an id is compiled as a chunk is; any other by code
-        (:meth:`Batch.one`)."""
+        dataset's size), with the row's labels and ``k`` sliced from the dataset's arrays,
+        and compiled by code (:meth:`Batch.one`)."""
         local = _local_of(self.evaluation.dataset)
         start, end = local.bounds[row], local.bounds[row + 1]
         labelled = local.ids.slice(start, end - start)
@@ -139,11 +138,8 @@ class Scorer:
             has_output=np.ones(1, dtype=np.bool_),
         )
         columns = _Beside(Columns(local.table.slice(row, 1), labelled), output)
-        default_k = self.evaluation.plan.default_k
-        if len(set(retrieved.tolist())) < retrieved.size:
-            return Batch.compile(columns, default_k, self._shape, flat)
         vocabulary = len(labelled) + len(output.placed)  # the codes of docs
-        return Batch.one(columns, flat, vocabulary, self._shape, default_k)
+        return Batch.one(columns, flat, vocabulary, self._shape, self.evaluation.plan.default_k)
 
     def __len__(self) -> int:
         """How many samples have an output or an error so far."""
