@@ -287,6 +287,11 @@ class Batch:
         return self.columns.ids.to_pylist()  # type: ignore[no-any-return]
 
     @cached_property
+    def _rows(self) -> IntArray:
+        """0, 1, ... per sample: the row index of a per-sample pick."""
+        return np.arange(len(self), dtype=np.int64)
+
+    @cached_property
     def ranks(self) -> IntArray:
         """1-based rank of each column, shape ``(L,)``."""
         return np.arange(1, self.doc_codes.shape[1] + 1, dtype=np.int64)
@@ -299,12 +304,16 @@ class Batch:
     def cutoffs(self, k: int | None = None) -> IntArray:
         """Per-sample k: ``metadata.k``, else the metric's ``k``, else the config default."""
         fallback = self.default_k if k is None else k
+        if self._own_k is None:
+            return np.full(self.sample_k.size, fallback, dtype=np.int64)
         return np.where(self._own_k, self.sample_k, fallback)
 
     @cached_property
-    def _own_k(self) -> BoolArray:
-        """Per sample, whether ``metadata.k`` sets its cutoff (every metric's asks)."""
-        return self.sample_k > 0
+    def _own_k(self) -> BoolArray | None:
+        """Per sample, whether ``metadata.k`` sets its cutoff; None when no sample's does
+        (every metric's asks)."""
+        own = self.sample_k > 0
+        return own if own.any() else None
 
     def top_k(self, k: int | None = None) -> BoolArray:
         """Mask of ``D_k``: the first ``min(k, n)`` retrieved documents of each sample."""
@@ -367,7 +376,8 @@ class Batch:
         if cutoffs is None:
             return running[:, -1].copy()
         last = np.minimum(cutoffs, width)  # 0: index -1, a value then replaced by 0
-        return np.where(last > 0, running[np.arange(rows), last - 1], 0)
+        found = running[self._rows, last - 1]
+        return found if last.min() > 0 else np.where(last > 0, found, 0)
 
     def num_relevant(self, threshold: float = 1.0) -> IntArray:
         """|Rel| per sample: judged documents with label >= threshold (read-only, cached
