@@ -172,7 +172,7 @@ _TIES = attrs.field(
 def _uncut_limit(batch: Batch, k: int | None) -> IntArray | None:
     """Per-sample rank limit of a metric with no cutoff by default (MRR, AP): ``metadata.k``,
     else the metric's ``k``; None when neither is set for any sample (no cutoff at all)."""
-    if k is None and not (batch.sample_k > 0).any():
+    if k is None and not batch.sets_k:
         return None
     return np.where(batch.sample_k > 0, batch.sample_k, k or np.iinfo(np.int64).max)
 

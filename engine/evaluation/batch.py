@@ -304,16 +304,14 @@ class Batch:
     def cutoffs(self, k: int | None = None) -> IntArray:
         """Per-sample k: ``metadata.k``, else the metric's ``k``, else the config default."""
         fallback = self.default_k if k is None else k
-        if self._own_k is None:
+        if not self.sets_k:
             return np.full(self.sample_k.size, fallback, dtype=np.int64)
-        return np.where(self._own_k, self.sample_k, fallback)
+        return np.where(self.sample_k > 0, self.sample_k, fallback)
 
     @cached_property
-    def _own_k(self) -> BoolArray | None:
-        """Per sample, whether ``metadata.k`` sets its cutoff; None when no sample's does
-        (every metric's asks)."""
-        own = self.sample_k > 0
-        return own if own.any() else None
+    def sets_k(self) -> bool:
+        """Whether any sample sets its own cutoff (``metadata.k``; every metric asks)."""
+        return bool((self.sample_k > 0).any())
 
     def top_k(self, k: int | None = None) -> BoolArray:
         """Mask of ``D_k``: the first ``min(k, n)`` retrieved documents of each sample."""
