@@ -134,17 +134,18 @@ class Plan:
     default_k: int
     #: Every requirement of the metrics, in name order.
     needs: tuple[str, ...] = attrs.field(init=False)
-    #: The metrics with a hook of their own (``check``, ``details``, ``summarize``), by hook.
-    hooks: Mapping[str, frozenset[int]] = attrs.field(init=False)
+    #: The places of the metrics with a hook of their own (``check``, ``details``,
+    #: ``summarize``), by hook, in order.
+    hooks: Mapping[str, tuple[int, ...]] = attrs.field(init=False)
 
     @needs.default
     def _needs(self) -> tuple[str, ...]:
         return tuple(sorted(set().union(*(m.requires for m in self.metrics))))
 
     @hooks.default
-    def _hooks(self) -> Mapping[str, frozenset[int]]:
+    def _hooks(self) -> Mapping[str, tuple[int, ...]]:
         return {
-            hook: frozenset(i for i, m in enumerate(self.metrics) if _own_hook(m, hook))
+            hook: tuple(i for i, m in enumerate(self.metrics) if _own_hook(m, hook))
             for hook in ("check", "details", "summarize")
         }
 
@@ -257,7 +258,7 @@ def score_batch(batch: Batch, plan: Plan) -> ChunkScores:
         if lacking_any(plan.needs, batch)
         else []
     )
-    checked = (plan.metrics[i].check(batch) for i in sorted(plan.hooks["check"]))  # type: ignore[attr-defined]
+    checked = (plan.metrics[i].check(batch) for i in plan.hooks["check"])  # type: ignore[attr-defined]
     problems += dict.fromkeys(p for found in checked for p in found)  # once, not per metric
     no_relevant = batch.has("relevance") & (batch.num_relevant() == 0)
     if problems:

@@ -310,7 +310,8 @@ class _Beside(Columns):
         return self._sample.has(name)  # the dataset's table has the output's columns
 
     def column(self, name: str) -> pa.Array:
-        return super().column(name) if name in OUTPUT_COLUMNS else self._sample.column(name)
+        output = name in OUTPUT_COLUMNS and name != "id"  # the id is the sample's
+        return super().column(name) if output else self._sample.column(name)
 
     @functools.cached_property
     def table(self) -> pa.Table:  # type: ignore[override]
