@@ -109,7 +109,7 @@ def _running_dcg(
             values = _ideal_gains(batch, kind, gains, levels)
         else:
             values = _ranked_gains(batch, kind, gains, levels)
-        running: FloatArray = np.cumsum(values * _discount(values.shape[1]), axis=1)
+        running: FloatArray = (values * _discount(values.shape[1])).cumsum(axis=1)
         running.flags.writeable = False
         return running
 
@@ -142,12 +142,17 @@ def _dcg(
     batch: Batch, k: int | None, kind: str, gains: GainMap | None = None, levels: str = "labels"
 ) -> FloatArray:
     """DCG over the top k of each sample's ranking."""
-    return batch.at_cutoff(_running_dcg(batch, kind, gains, levels=levels), batch.cutoffs(k))
+    return batch.at_k(_running_dcg(batch, kind, gains, levels=levels), k)
 
 
 def _found_within(batch: Batch, threshold: float, cutoffs: IntArray | None) -> IntArray:
     """Relevant documents among each sample's first ``cutoffs`` (None: all retrieved)."""
     return batch.at_cutoff(batch.found(threshold), cutoffs)
+
+
+def _found_at_k(batch: Batch, threshold: float, k: int | None) -> IntArray:
+    """Relevant documents in each sample's top k (:meth:`Batch.cutoffs`)."""
+    return batch.at_k(batch.found(threshold), k)
 
 
 #: What a gain map's keys are: labels (the ideal ranking: every positive gain, largest
@@ -207,7 +212,7 @@ def _needed(recall: float, num_rel: IntArray, rounding: str) -> IntArray:
 def _precisions(batch: Batch, threshold: float) -> FloatArray:
     """The precision at each relevant rank, 0 elsewhere (for AP and the interpolated
     precisions; what they derive from it is what the batch keeps)."""
-    return np.where(batch.relevant(threshold), batch.found(threshold) / batch.ranks[None, :], 0.0)
+    return batch.found(threshold) / batch.ranks * batch.relevant(threshold)  # x * False: 0
 
 
 def _iprec_at_recall(
@@ -270,7 +275,7 @@ class HitAtK(_Ranked):
     relevance_threshold: float = _threshold()
 
     def score(self, batch: Batch) -> FloatArray:
-        found = _found_within(batch, self.relevance_threshold, batch.cutoffs(self.k))
+        found = _found_at_k(batch, self.relevance_threshold, self.k)
         return (found > 0).astype(np.float64)
 
 
@@ -290,9 +295,8 @@ class PrecisionAtK(_Ranked):
     relevance_threshold: float = _threshold()
 
     def score(self, batch: Batch) -> FloatArray:
-        cutoffs = batch.cutoffs(self.k)
-        found = _found_within(batch, self.relevance_threshold, cutoffs)
-        return found / cutoffs.astype(np.float64)
+        found = _found_at_k(batch, self.relevance_threshold, self.k)
+        return found / batch.cutoffs(self.k).astype(np.float64)
 
 
 @attrs.frozen
@@ -304,7 +308,7 @@ class RecallAtK(_Ranked):
     relevance_threshold: float = _threshold()
 
     def score(self, batch: Batch) -> FloatArray:
-        found = _found_within(batch, self.relevance_threshold, batch.cutoffs(self.k))
+        found = _found_at_k(batch, self.relevance_threshold, self.k)
         return _divide(
             found.astype(np.float64),
             batch.num_relevant(self.relevance_threshold).astype(np.float64),
@@ -363,7 +367,7 @@ class AveragePrecision(_Ranked):
         threshold = self.relevance_threshold
         running = batch.shared(
             ("precision-sums", threshold),
-            lambda: np.cumsum(_precisions(batch, threshold), axis=1),
+            lambda: _precisions(batch, threshold).cumsum(axis=1),
         )
         total = batch.at_cutoff(running, _uncut_limit(batch, self.k))
         return _divide(total, batch.num_relevant(threshold).astype(np.float64))
@@ -409,7 +413,7 @@ class NDCGAtK(_Ranked):
 
     def score(self, batch: Batch) -> FloatArray:
         ideal = _running_dcg(batch, self.gain, self.gains, ideal=True, levels=self.levels)
-        idcg = batch.at_cutoff(ideal, batch.cutoffs(self.k))
+        idcg = batch.at_k(ideal, self.k)
         return _divide(_dcg(batch, self.k, self.gain, self.gains, self.levels), idcg)
 
 

@@ -25,6 +25,7 @@ from metrics_plugins.retrieval import (
     IntArray,
     _divide,
     _eleven_points,
+    _found_at_k,
     _found_within,
     _gain_map,
     _ideal_gains,
@@ -268,7 +269,7 @@ class RelativePrecisionAtK(_Ranked):
 
     def score(self, batch: Batch) -> FloatArray:
         threshold = self.relevance_threshold
-        found = _found_within(batch, threshold, batch.cutoffs(self.k))
+        found = _found_at_k(batch, threshold, self.k)
         best = np.minimum(batch.cutoffs(self.k), batch.num_relevant(threshold))
         return _divide(found.astype(np.float64), best.astype(np.float64))
 

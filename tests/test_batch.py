@@ -214,6 +214,24 @@ def test_found_and_at_cutoff():
     assert batch.at_cutoff(running, np.array([2, 1, 5])).tolist() == [1 / 2, 1.0, 0.0]
 
 
+def test_at_k_reads_each_samples_top_k():
+    """at_k(running, k): the running total at rank min(k, width), k from metadata.k, then
+    the metric's k, then the default: by hand, with and without a sample's own k."""
+    rows = [({"a": 1, "b": 1}, ["a", "x", "b"], None), ({"c": 1}, ["c", "y"], None)]
+    batch = _batch(rows, default_k=2)
+    found = batch.found()  # [[1, 1, 2], [1, 1, 1]]
+    assert not batch.sets_k
+    assert batch.at_k(found).tolist() == [1, 1]  # the default: 2
+    assert batch.at_k(found, 3).tolist() == [2, 1] and batch.at_k(found, 50).tolist() == [2, 1]
+    assert batch.at_k(found, 0).tolist() == [0, 0]
+    assert batch.at_k(np.zeros((2, 0)), 3).tolist() == [0.0, 0.0]  # no rank at all
+    owned = _batch([rows[0], ({"c": 1}, ["c", "y"], 1), ({"c": 1}, ["y", "c"], None)])
+    assert owned.sets_k and owned.at_k(owned.found(), 3).tolist() == [2, 1, 1]
+    assert owned.at_k(owned.found(), 1).tolist() == [1, 1, 0]
+    found = batch.at_k(batch.found(), 3)
+    assert found.flags.writeable  # a copy, not a view of the shared running total
+
+
 def test_relevance_of_unjudged_and_padding_compares_quietly():
     """NaN labels (unjudged documents, padding) are not relevant, and comparing them sets
     no floating-point flag (numpy 2): with every flag raising, nothing is raised."""

@@ -97,9 +97,7 @@ def _label_arrays(column: pa.Array) -> tuple[IntArray, FloatArray, IntArray]:
 
 def _running(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """Each row's running total, left to right, read-only for sharing."""
-    return _read_only(
-        np.cumsum(values, axis=1, dtype=np.int32 if values.dtype == np.bool_ else None)
-    )
+    return _read_only(values.cumsum(axis=1, dtype=np.int32 if values.dtype == np.bool_ else None))
 
 
 def _read_only(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -376,6 +374,15 @@ class Batch:
         last = np.minimum(cutoffs, width)  # 0: index -1, a value then replaced by 0
         found = running[self._rows, last - 1]
         return found if last.min() > 0 else np.where(last > 0, found, 0)
+
+    def at_k(self, running: npt.NDArray[Any], k: int | None = None) -> npt.NDArray[Any]:
+        """:meth:`at_cutoff` at each sample's :meth:`cutoffs` ``(k)``: the total of its top
+        k. When no sample sets its own k, one column read (no per-sample pick)."""
+        if self.sets_k:
+            return self.at_cutoff(running, self.cutoffs(k))
+        rows, width = running.shape
+        last = min(self.default_k if k is None else k, width)
+        return running[:, last - 1].copy() if last > 0 else np.zeros(rows, running.dtype)
 
     def num_relevant(self, threshold: float = 1.0) -> IntArray:
         """|Rel| per sample: judged documents with label >= threshold (read-only, cached
