@@ -203,6 +203,9 @@ class TestRefusals:
             scorer.add("q-1", {"retrieved": "a"})
         problem = raised.value.problems[0]
         assert (problem.sample_id, problem.pointer) == ("q-1", "/actual_output/retrieved")
+        with pytest.raises(InputError) as raised:  # a list, but not of ids: the schema's word
+            scorer.add("q-1", ["a", ""])
+        assert raised.value.problems[0].pointer == "/actual_output/1"
         assert len(scorer) == 0
         assert scorer.add("q-1", ["b", "a"]) == {"retrieval-mrr": 0.5}
 
@@ -356,3 +359,18 @@ class TestOneOutputsCodes:
         assert columns["retrieved"].values.to_pylist() == [2, 0, 2, 5]
         assert columns["pool"].values.to_pylist() == [1, 7, 2]
         assert columns["cited"].values.to_pylist() == [7]
+
+    def test_a_bare_list_codes_as_its_output(self):
+        """ranked_codes (the scorer's path for a list of string ids, checked once by
+        bare_ids) codes a list as output_codes does, repeats included."""
+        from engine.io import documents
+
+        ranking = ["a", "x", "a", "b"]
+        assert documents.bare_ids(ranking)
+        assert not documents.bare_ids(["a", ""]) and not documents.bare_ids(["a", 7])
+        assert not documents.bare_ids(("a", "b"))  # made plain first, then validated
+        bare = documents.ranked_codes(ranking, {"x": 0, "z": 1})
+        general = documents.output_codes(ranking, {"x": 0, "z": 1})
+        assert bare.lists["retrieved"].tolist() == [2, 0, 2, 5]
+        assert general.lists["retrieved"].tolist() == [2, 0, 2, 5]
+        assert bare.placed == general.placed == ranking and bare.texts is None

@@ -249,10 +249,13 @@ class Batch:
         instead of compile's sort and search (the cost of one sample, for
         :class:`~engine.evaluation.scorer.Scorer`). A ranking that repeats a document is
         compiled as a chunk is."""
-        if flat.retrieved.size and int(np.bincount(flat.retrieved).max()) > 1:
+        size = flat.retrieved.size
+        if size and int(np.bincount(flat.retrieved).max()) > 1:
             return cls.compile(columns, default_k, shape, flat)
-        shape = _padding(shape, flat, columns)
-        width, size = shape.widths["retrieved"], flat.retrieved.size
+        if "retrieved" not in shape.widths or "relevance" not in shape.widths:
+            own = {"retrieved": size, "relevance": flat.label_values.size}  # as _padding's
+            shape = Shape({**own, **shape.widths}, shape.max_label)
+        width = shape.widths["retrieved"]
         doc_codes = np.full((1, width), -1, dtype=np.int32)
         doc_codes[0, :size] = flat.retrieved
         positions = np.arange(width, dtype=np.int64).reshape(1, width)
@@ -484,7 +487,7 @@ class Batch:
     def has(self, name: str) -> BoolArray:
         """Per sample, whether it carries column ``name`` (``relevance``, ``utility``,
         ``answers``, ``groups``, ``texts``, ``pool``, ``cited``)."""
-        return self.shared(("has", name), lambda: _valid(self.columns.column(name)))
+        return self.shared(("has", name), lambda: self.columns.valid(name))
 
     def labels(self, kind: str) -> tuple[IntArray, IntArray, FloatArray]:
         """Every label of one kind (``relevance``, ``utility``) as flat arrays: its
@@ -731,14 +734,6 @@ def _row_keys(codes: npt.NDArray[Any]) -> IntArray:
     return keys
 
 
-def _valid(column: pa.Array) -> BoolArray:
-    """Per row, whether ``column`` holds a value, read-only (no compute call when no row
-    is null, the common case)."""
-    if not column.null_count:
-        return _read_only(np.ones(len(column), dtype=np.bool_))
-    return _read_only(column.is_valid().to_numpy(zero_copy_only=False))
-
-
 def _max_label(column: pa.Array) -> float:
     labels = pc.list_flatten(column).field("label")
     top = pc.max(labels).as_py() if len(labels) else None
@@ -780,7 +775,10 @@ def _sorted_labels(sizes: IntArray, values: FloatArray, width: int) -> FloatArra
     """Each sample's labels (``values``, ``sizes[r]`` of them for row ``r``, row by row)
     sorted descending, NaN-padded to ``width``."""
     out = np.full((sizes.size, width), np.inf)  # labels are finite: padding sorts last
-    out[np.arange(width) < sizes[:, None]] = -values  # row by row, as a mask fills
+    if sizes.size == 1:
+        out[0, : values.size] = -values
+    else:
+        out[np.arange(width) < sizes[:, None]] = -values  # row by row, as a mask fills
     out.sort(axis=1)  # each row at once (numpy sorts rows with SIMD)
     out *= -1.0
     out[out == -np.inf] = np.nan

@@ -23,6 +23,7 @@ from engine.io import documents
 from engine.io.columns import (
     LABEL_KINDS,
     OUTPUT_COLUMNS,
+    SAMPLE_COLUMNS,
     Columns,
     chunks_of,
     label_lists,
@@ -116,28 +117,34 @@ class Scorer:
         self._rows = {sample_id: row for row, sample_id in enumerate(evaluation.dataset.ids)}
         self._shape = Shape.of(evaluation.dataset.columns)  # labels' widths, largest label
 
-    def _batch(self, row: int, actual: Any) -> Batch:
-        """The dataset's row ``row`` with ``actual`` beside it, compiled: coded into a
-        vocabulary of only the documents they name (the cost of one sample, whatever the
-        dataset's size), with the row's labels and ``k`` sliced from the dataset's arrays,
-        and compiled by code (:meth:`Batch.one`)."""
-        local = _local_of(self.evaluation.dataset)
+    @functools.cached_property
+    def _local(self) -> _Local:
+        return _local_of(self.evaluation.dataset)
+
+    def _batch(self, row: int, actual: Any, *, bare: bool) -> Batch:
+        """The dataset's row ``row`` with ``actual`` beside it (``bare``: a list of string
+        ids, :func:`documents.bare_ids`), compiled: coded into a vocabulary of only the
+        documents they name (the cost of one sample, whatever the dataset's size), with
+        the row's labels and ``k`` sliced from the dataset's arrays, and compiled by code
+        (:meth:`Batch.one`)."""
+        local = self._local
         start, end = local.bounds[row], local.bounds[row + 1]
         labelled = local.ids.slice(start, end - start)
         codes = dict(zip(labelled.to_pylist(), itertools.count()))
-        output = documents.output_codes(actual, codes)
+        coded = documents.ranked_codes if bare else documents.output_codes
+        output = coded(actual, codes)
         retrieved = output.lists["retrieved"]
-        first, last = local.label_bounds[row], local.label_bounds[row + 1]
+        first, last = local.label_bounds[row : row + 2].tolist()
         flat = Flat(
             retrieved=retrieved,
             retrieved_lengths=np.array([retrieved.size], dtype=np.int64),
             label_codes=local.label_codes[first:last],
             label_values=local.label_values[first:last],
-            label_lengths=np.array([last - first], dtype=np.int64),
-            k=local.k[row : row + 1].copy(),
+            label_lengths=local.label_lengths[row : row + 1],
+            k=local.k[row : row + 1],
             has_output=np.ones(1, dtype=np.bool_),
         )
-        columns = _Beside(Columns(local.table.slice(row, 1), labelled), output)
+        columns = _Beside(local, row, labelled, output)
         vocabulary = len(labelled) + len(output.placed)  # the codes of docs
         return Batch.one(columns, flat, vocabulary, self._shape, self.evaluation.plan.default_k)
 
@@ -155,10 +162,12 @@ class Scorer:
         sample_id = str(sample_id)
         with self._lock:
             row = self._check_new(sample_id)
-        actual_output = documents.plain_output(actual_output)
-        documents.parse_outputs([(sample_id, actual_output, None)])
+        bare = documents.bare_ids(actual_output)  # valid, and plain, as it is
+        if not bare:
+            actual_output = documents.plain_output(actual_output)
+            documents.parse_outputs([(sample_id, actual_output, None)])
         plan = self.evaluation.plan
-        scores = score_batch(self._batch(row, actual_output), plan)
+        scores = score_batch(self._batch(row, actual_output, bare=bare), plan)
         if scores.problems:
             raise MetricRequirementError(
                 list(scores.problems), summary="the sample lacks what the metrics require"
@@ -252,8 +261,9 @@ class _Local:
     alone: row ``r``'s local code ``c`` is document ``ids[bounds[r] + c]``. Built once, in
     whole-array operations, so a row can be taken with its own small vocabulary (the
     table has null output columns, for a row's output to be set into); with the
-    relevance labels (local codes, values; row ``r``'s from ``label_bounds[r]``) and ``k``
-    (0 when unset) as numpy arrays, to slice a row's without Arrow."""
+    relevance labels (local codes, values; row ``r``'s from ``label_bounds[r]``, its count
+    ``label_lengths[r]``), ``k`` (0 when unset) and whether each row holds each sample
+    column (``valid``) as read-only numpy arrays, to slice a row's without Arrow."""
 
     table: pa.Table
     ids: pa.Array
@@ -261,7 +271,9 @@ class _Local:
     label_codes: npt.NDArray[np.int64]
     label_values: npt.NDArray[np.float64]
     label_bounds: npt.NDArray[np.int64]
+    label_lengths: npt.NDArray[np.int64]
     k: npt.NDArray[np.int64]
+    valid: dict[str, npt.NDArray[np.bool_]]
 
     @classmethod
     def of(cls, columns: Columns) -> _Local:
@@ -279,43 +291,54 @@ class _Local:
         for name in ("retrieved", "texts", "pool", "cited"):  # null until an output's are set
             table = table.append_column(name, pa.nulls(len(columns), OUTPUT_COLUMNS[name]))
         ids = columns.docs.cast(pa.string()).take(pa.array(unique & 0xFFFFFFFF))
-        coded = Flat.of(Columns(table, ids))  # no outputs yet: only the labels and k are read
+        sample = Columns(table, ids)
+        coded = Flat.of(sample)  # no outputs yet: only the labels and k are read
+        arrays = (coded.label_codes, coded.label_values, coded.label_lengths, coded.k)
+        for array in arrays:
+            array.flags.writeable = False  # a row's are views
+        valid = {name: sample.valid(name) for name in SAMPLE_COLUMNS if columns.has(name)}
         return cls(
             table,
             ids,
             bounds,
-            coded.label_codes,
-            coded.label_values,
+            *arrays[:2],
             offsets_of(coded.label_lengths),
-            coded.k,
+            *arrays[2:],
+            valid,
         )
 
 
 class _Beside(Columns):
     """A dataset row's columns (its documents coded in the row alone) with one coded
     output beside them, whose table and vocabulary are built only when read: the
-    classic metrics read only the row's length and labels, and the Batch's arrays."""
+    classic metrics read only the row's length and which sample columns it has, and
+    the Batch's arrays."""
 
-    _sample: Columns
+    _local: _Local
+    _row: int
+    _labelled: pa.Array
     _output: documents.OutputCodes
 
-    def __init__(self, sample: Columns, output: documents.OutputCodes) -> None:
-        object.__setattr__(self, "_sample", sample)  # a frozen class
+    def __init__(
+        self, local: _Local, row: int, labelled: pa.Array, output: documents.OutputCodes
+    ) -> None:
+        for name, value in (("_local", local), ("_row", row), ("_labelled", labelled)):
+            object.__setattr__(self, name, value)  # a frozen class
         object.__setattr__(self, "_output", output)
 
     def __len__(self) -> int:
         return 1
 
     def has(self, name: str) -> bool:
-        return self._sample.has(name)  # the dataset's table has the output's columns
+        return self._local.table.schema.get_field_index(name) >= 0  # outputs' columns too
 
-    def column(self, name: str) -> pa.Array:
-        output = name in OUTPUT_COLUMNS and name != "id"  # the id is the sample's
-        return super().column(name) if output else self._sample.column(name)
+    def valid(self, name: str) -> npt.NDArray[np.bool_]:
+        found = self._local.valid.get(name)
+        return super().valid(name) if found is None else found[self._row : self._row + 1]
 
     @functools.cached_property
     def table(self) -> pa.Table:  # type: ignore[override]
-        table = self._sample.table
+        table = self._local.table.slice(self._row, 1)
         for name, column in self._output.columns().items():
             table = table.set_column(table.schema.get_field_index(name), name, column)
         return table
@@ -323,7 +346,7 @@ class _Beside(Columns):
     @functools.cached_property
     def docs(self) -> pa.ChunkedArray:  # type: ignore[override]
         placed = pa.array(self._output.placed, pa.string())
-        return pa.chunked_array([*chunks_of(self._sample.docs), placed])
+        return pa.chunked_array([*chunks_of(self._labelled), placed])
 
 
 def _with_codes(column: pa.Array, codes: npt.NDArray[np.int32]) -> pa.Array:

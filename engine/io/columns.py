@@ -197,6 +197,17 @@ class Columns:
     def has(self, name: str) -> bool:
         return self.table.schema.get_field_index(name) >= 0  # no list of every name
 
+    def valid(self, name: str) -> npt.NDArray[np.bool_]:
+        """Per row, whether it holds a value of column ``name``, read-only (no compute call
+        when no row is null, the common case)."""
+        column = self.column(name)
+        if not column.null_count:
+            found = np.ones(len(column), dtype=np.bool_)
+        else:
+            found = column.is_valid().to_numpy(zero_copy_only=False)
+        found.flags.writeable = False
+        return found
+
     def column(self, name: str) -> pa.Array:
         """One column as a single array (all null when the table lacks it)."""
         if not self.has(name):

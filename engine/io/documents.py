@@ -454,16 +454,31 @@ def output_codes(actual: Any, codes: dict[str, int]) -> OutputCodes:
         text = [i.get("text") if isinstance(i, Mapping) else None for i in items]
         texts = text if any(t is not None for t in text) else None
         items = [str(i["id"]) if isinstance(i, Mapping) else str(i) for i in items]
+    lists = {"retrieved": items}
+    for name, ids in (("pool", pool), ("cited", cites)):
+        if ids is not None:
+            lists[name] = ids if _strings(ids) else list(map(str, ids))
+    return _coded(lists, texts, codes)
+
+
+def ranked_codes(ids: list[str], codes: dict[str, int]) -> OutputCodes:
+    """:func:`output_codes` of a bare ranked list of string ids (:func:`bare_ids`), which
+    it does not check again."""
+    return _coded({"retrieved": ids}, None, codes)
+
+
+def _coded(
+    lists: dict[str, list[str]], texts: list[str | None] | None, codes: dict[str, int]
+) -> OutputCodes:
+    """:func:`output_codes` of lists of string ids (``codes`` grows by their new ids)."""
     labelled = len(codes)
     placed: list[str] = []
-    lists = {}
-    for name, values in (("retrieved", items), ("pool", pool), ("cited", cites)):
-        if values is not None:
-            values = values if values is items or _strings(values) else list(map(str, values))
-            numbers = itertools.count(labelled + len(placed))  # a new id's code: its place
-            lists[name] = np.fromiter(map(codes.setdefault, values, numbers), np.int32, len(values))
-            placed += values
-    return OutputCodes(lists, texts, placed)
+    coded = {}
+    for name, ids in lists.items():
+        numbers = itertools.count(labelled + len(placed))  # a new id's code: its place
+        coded[name] = np.fromiter(map(codes.setdefault, ids, numbers), np.int32, len(ids))
+        placed += ids
+    return OutputCodes(coded, texts, placed)
 
 
 def _strings(values: Iterable[Any]) -> bool:
@@ -486,10 +501,11 @@ def _ranked_columns(outputs: Mapping[str, Sequence[str]]) -> Columns:
 
 def _bare_lists(source: Mapping[Any, Any]) -> bool:
     """True if every key is a string and every output a valid bare list of string ids."""
-    return _strings(source) and all(map(_bare_ids, source.values()))
+    return _strings(source) and all(map(bare_ids, source.values()))
 
 
-def _bare_ids(value: Any) -> bool:
+def bare_ids(value: Any) -> bool:
+    """True if ``value`` is a list of non-empty string ids: a valid output as it is."""
     return type(value) is list and _strings(value) and "" not in value
 
 
