@@ -86,10 +86,9 @@ def _discount(width: int) -> FloatArray:
 
 
 def _divide(numerator: FloatArray, denominator: FloatArray) -> FloatArray:
-    """numerator / denominator, 0 where the denominator is 0."""
-    out = np.zeros(np.broadcast(numerator, denominator).shape)
-    np.divide(numerator, denominator, out=out, where=denominator != 0)
-    return out
+    """numerator / denominator (arrays of one shape), 0 where the denominator is 0."""
+    out = np.zeros(numerator.shape)
+    return np.divide(numerator, denominator, out=out, where=denominator != 0)  # type: ignore[no-any-return]
 
 
 def _running_dcg(

@@ -97,7 +97,8 @@ def _label_arrays(column: pa.Array) -> tuple[IntArray, FloatArray, IntArray]:
 
 def _running(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """Each row's running total, left to right, read-only for sharing."""
-    return _read_only(values.cumsum(axis=1, dtype=np.int32 if values.dtype == np.bool_ else None))
+    kind = np.int32 if values.dtype == np.bool_ else None
+    return _read_only(np.add.accumulate(values, axis=1, dtype=kind))  # cumsum, less wrapped
 
 
 def _read_only(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -256,10 +257,13 @@ class Batch:
             own = {"retrieved": size, "relevance": flat.label_values.size}  # as _padding's
             shape = Shape({**own, **shape.widths}, shape.max_label)
         width = shape.widths["retrieved"]
-        doc_codes = np.full((1, width), -1, dtype=np.int32)
-        doc_codes[0, :size] = flat.retrieved
         positions = np.arange(width, dtype=np.int64).reshape(1, width)
-        positions[0, size:] = -1
+        if size == width:  # a dataset without outputs pads to the output's own length
+            doc_codes = flat.retrieved.reshape(1, width)
+        else:
+            doc_codes = np.full((1, width), -1, dtype=np.int32)
+            doc_codes[0, :size] = flat.retrieved
+            positions[0, size:] = -1
         by_code = np.full(vocabulary + 1, np.nan)  # the last: padding's (code -1)
         by_code[flat.label_codes] = flat.label_values
         return cls(
@@ -312,7 +316,7 @@ class Batch:
     @cached_property
     def sets_k(self) -> bool:
         """Whether any sample sets its own cutoff (``metadata.k``; every metric asks)."""
-        return bool((self.sample_k > 0).any())
+        return bool(np.count_nonzero(self.sample_k))  # k is never below 0
 
     def top_k(self, k: int | None = None) -> BoolArray:
         """Mask of ``D_k``: the first ``min(k, n)`` retrieved documents of each sample."""

@@ -250,7 +250,7 @@ def lacking_any(needs: Iterable[str], batch: Batch) -> bool:
 
 def _lacking(need: str, batch: Batch) -> list[int]:
     """The samples that lack ``need``, found once per batch for every metric that needs it."""
-    return batch.shared(("lacking", need), lambda: np.flatnonzero(lacks(need, batch)).tolist())
+    return batch.shared(("lacking", need), lambda: lacks(need, batch).nonzero()[0].tolist())
 
 
 def lacks(need: str, batch: Batch) -> npt.NDArray[np.bool_]:
