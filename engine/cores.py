@@ -21,6 +21,14 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+def available() -> int:
+    """How many CPUs this process may run on: its affinity where the OS keeps one (a
+    container or ``taskset`` may allow fewer than the machine has), else every CPU."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def one_blas_thread() -> Any:
     """A context in which BLAS calls run on their calling thread alone."""
     return threadpool_limits(1, user_api="blas")
@@ -30,7 +38,7 @@ def on_cores(work: Callable[[T], R], items: Sequence[T], name: str = "slotwise")
     """``work`` of each item, in order, computed on a thread per core when there are
     several items (one thread: in this one). BLAS runs on one thread either way, so a
     matrix product gives the same bits however many cores there are."""
-    workers = min(os.cpu_count() or 1, len(items))
+    workers = min(available(), len(items))
     with one_blas_thread():
         if workers < 2:
             yield from map(work, items)

@@ -112,7 +112,7 @@ class TestChunked:
         make a chunk per core, at most three, of a
         multiple of 64 samples (1,500 -> 1,536; 1,000 -> 1,024); the provenance says
         so and the numbers are one chunk's."""
-        monkeypatch.setattr("os.cpu_count", lambda: cores)
+        monkeypatch.setattr("os.sched_getaffinity", lambda _: set(range(cores)), raising=False)
         qrels = {f"q{q}": {f"d{q}-{d}": d % 3 for d in range(0, 600, 14)} for q in range(3000)}
         run = {f"q{q}": {f"d{q}-{d}": 1.0 / (d + 1) for d in range(300)} for q in range(3000)}
         eng = engine.Engine(config={})

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from engine.cores import one_blas_thread
+from engine.cores import available, one_blas_thread
 from engine.errors import MissingDependencyError
 
 __all__ = [
@@ -54,7 +54,7 @@ class LocalExecutor:
 
 
 class ThreadExecutor:
-    """Scores tasks in a pool of ``workers`` threads (default: one per CPU), at most twice
+    """Scores tasks in a pool of ``workers`` threads (default: one per CPU it may use), at most twice
     as many in flight as there are workers."""
 
     name = "threads"
@@ -62,7 +62,7 @@ class ThreadExecutor:
     def __init__(self, workers: int | None = None) -> None:
         if workers is not None and workers < 1:
             raise ValueError("workers must be at least 1")
-        self.workers = workers or os.cpu_count() or 1
+        self.workers = workers or available()
 
     def map(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[R]:
         with (

@@ -20,7 +20,6 @@ A multi-chunk run has no run-level reports (``summarize`` needs every sample at 
 
 from __future__ import annotations
 
-import os
 import platform
 import sys
 from collections import deque
@@ -33,6 +32,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.cores import available
 from engine.errors import (
     InputError,
     MetricRequirementError,
@@ -104,7 +104,7 @@ def default_chunk_size(joined: Columns) -> int | None:
     column = joined.column("retrieved")
     slots = len(pc.list_flatten(column)) if len(column) else 0
     labels = sum(len(pc.list_flatten(joined.column(kind))) for kind in LABEL_KINDS)
-    cores = os.cpu_count() or 1
+    cores = available()
     chunks = max(
         -(-slots // (100 * DEFAULT_CHUNK_SIZE)),
         -(-labels // _CHUNK_LABELS),
