@@ -416,7 +416,14 @@ def machine() -> str:
         memory = f", {psutil.virtual_memory().total / 2**30:.0f} GiB RAM"
     except ImportError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores{memory}; Linux {platform.release()}; Python {platform.python_version()}, numpy {np.__version__}"
+    from engine.cores import available
+
+    cores = (
+        f"{available()} of {os.cpu_count()} cores"
+        if available() != os.cpu_count()
+        else f"{os.cpu_count()} cores"
+    )
+    return f"{cpu}, {cores}{memory}; Linux {platform.release()}; Python {platform.python_version()}, numpy {np.__version__}"
 
 
 def versions() -> str:
