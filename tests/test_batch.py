@@ -159,6 +159,20 @@ def test_one_sample_by_code_equals_compile(labels, ranking, k, wider, more_label
             np.testing.assert_array_equal(a, b, err_msg=name)
 
 
+def test_one_rows_labels_sort_as_among_others():
+    """_sorted_labels of one row (a slice, no mask) gives that row of many rows' sort, bit
+    for bit: signed zeros, ties and padding included."""
+    from engine.evaluation.batch import _sorted_labels
+
+    rng = np.random.default_rng(11)
+    rows = [rng.choice([-0.0, 0.0, 1.0, 2.0, -1.0, 0.5], size=n) for n in (0, 1, 7, 12, 30)]
+    sizes = np.array([row.size for row in rows], dtype=np.int64)
+    together = _sorted_labels(sizes, np.concatenate(rows), 32)
+    for index, row in enumerate(rows):
+        alone = _sorted_labels(sizes[index : index + 1], row, 32)
+        assert alone.tobytes() == together[index : index + 1].tobytes()
+
+
 def test_row_sort_paths_agree():
     """The int32 row sort and the argsort fallback (for vocabularies too large to pack a
     code and a column in 31 bits) give the same sorted codes and columns."""
