@@ -54,8 +54,8 @@ class LocalExecutor:
 
 
 class ThreadExecutor:
-    """Scores tasks in a pool of ``workers`` threads (default: one per CPU it may use), at most twice
-    as many in flight as there are workers."""
+    """Scores tasks in a pool of ``workers`` threads (default: one per CPU it may use, see
+    :func:`engine.cores.available`), at most twice as many in flight as there are workers."""
 
     name = "threads"
 

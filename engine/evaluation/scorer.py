@@ -293,18 +293,19 @@ class _Local:
         ids = columns.docs.cast(pa.string()).take(pa.array(unique & 0xFFFFFFFF))
         sample = Columns(table, ids)
         coded = Flat.of(sample)  # no outputs yet: only the labels and k are read
-        arrays = (coded.label_codes, coded.label_values, coded.label_lengths, coded.k)
-        for array in arrays:
+        for array in (coded.label_codes, coded.label_values, coded.label_lengths, coded.k):
             array.flags.writeable = False  # a row's are views
         valid = {name: sample.valid(name) for name in SAMPLE_COLUMNS if columns.has(name)}
         return cls(
-            table,
-            ids,
-            bounds,
-            *arrays[:2],
-            offsets_of(coded.label_lengths),
-            *arrays[2:],
-            valid,
+            table=table,
+            ids=ids,
+            bounds=bounds,
+            label_codes=coded.label_codes,
+            label_values=coded.label_values,
+            label_bounds=offsets_of(coded.label_lengths),
+            label_lengths=coded.label_lengths,
+            k=coded.k,
+            valid=valid,
         )
 
 
@@ -322,9 +323,9 @@ class _Beside(Columns):
     def __init__(
         self, local: _Local, row: int, labelled: pa.Array, output: documents.OutputCodes
     ) -> None:
-        for name, value in (("_local", local), ("_row", row), ("_labelled", labelled)):
+        fields = {"_local": local, "_row": row, "_labelled": labelled, "_output": output}
+        for name, value in fields.items():
             object.__setattr__(self, name, value)  # a frozen class
-        object.__setattr__(self, "_output", output)
 
     def __len__(self) -> int:
         return 1
