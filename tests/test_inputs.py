@@ -431,3 +431,29 @@ class TestValidationShortcuts:
     def test_common_outputs_take_the_shortcut(self, value):
         """Plain outputs skip jsonschema."""
         assert schemas.certainly_valid_output(value)
+
+    @pytest.mark.parametrize(
+        ("items", "plain"),
+        [
+            (
+                [{"id": "d1", "text": "t"}, {"id": "d2", "score": 2}, {"id": "d3", "score": 0.5}],
+                True,
+            ),
+            (["d1", {"id": "d2"}], True),
+            ([], True),
+            ([{"id": "d1"}, {"id": ""}], False),
+            ([{"id": "d1"}, {"text": "no id"}], False),
+            ([{"id": "d1", "score": True}], False),
+            ([{"id": "d1", "score": float("nan")}], False),
+            ([{"id": "d1", "text": 5}], False),
+            ([{"id": "d1", "rank": 1}], False),
+            ([{"id": 7}], False),
+            (["d1", ""], False),
+        ],
+    )
+    def test_item_lists_are_checked_as_item_by_item(self, items, plain):
+        """A ranked list of ``{id, text?, score?}`` dicts is checked in passes over the
+        list, with the answer of checking each item."""
+        assert schemas._plain_items(items) is plain
+        assert all(map(schemas._plain_item, items)) is plain
+        assert schemas.certainly_valid_output({"retrieved": items}) is plain

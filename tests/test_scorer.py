@@ -360,6 +360,19 @@ class TestOneOutputsCodes:
         assert columns["pool"].values.to_pylist() == [1, 7, 2]
         assert columns["cited"].values.to_pylist() == [7]
 
+    def test_items_give_their_ids_and_texts(self):
+        """A list of items is coded by its ids; their texts are kept (None for an item
+        without one), and a list whose items have none keeps no texts."""
+        from engine.io import documents
+
+        items = [{"id": "a", "text": "A"}, {"id": "x", "score": 1.0}]
+        coded = documents.output_codes({"retrieved": items}, {"x": 0})
+        assert coded.lists["retrieved"].tolist() == [1, 0] and coded.placed == ["a", "x"]
+        assert coded.texts == ["A", None]
+        mixed = documents.output_codes(["a", {"id": 7, "text": "B"}], {})
+        assert mixed.placed == ["a", "7"] and mixed.texts == [None, "B"]
+        assert documents.output_codes([{"id": "a"}], {}).texts is None
+
     def test_a_bare_list_codes_as_its_output(self):
         """ranked_codes (the scorer's path for a list of string ids, checked once by
         bare_ids) codes a list as output_codes does, repeats included."""

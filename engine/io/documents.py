@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -397,9 +398,9 @@ def outputs_columns(outputs: Mapping[str, Any]) -> Columns:
             if isinstance(actual, Mapping)
             else (actual, None, None)
         )
-        retrieved.append([str(i["id"]) if isinstance(i, Mapping) else str(i) for i in items])
-        text = [i.get("text") if isinstance(i, Mapping) else None for i in items]
-        texts.append(text if any(t is not None for t in text) else None)
+        ids, text = _ids_and_texts(items)
+        retrieved.append(ids)
+        texts.append(text)
         pools.append(None if pool is None else list(map(str, pool)))
         cited.append(None if cites is None else list(map(str, cites)))
     lists = [retrieved, *([x for x in column if x is not None] for column in (pools, cited))]
@@ -449,16 +450,28 @@ def output_codes(actual: Any, codes: dict[str, int]) -> OutputCodes:
         if isinstance(actual, Mapping)
         else (actual, None, None)
     )
-    texts = None
-    if not _strings(items):  # ids with texts, or numbers
-        text = [i.get("text") if isinstance(i, Mapping) else None for i in items]
-        texts = text if any(t is not None for t in text) else None
-        items = [str(i["id"]) if isinstance(i, Mapping) else str(i) for i in items]
+    items, texts = _ids_and_texts(items)
     lists = {"retrieved": items}
     for name, ids in (("pool", pool), ("cited", cites)):
         if ids is not None:
             lists[name] = ids if _strings(ids) else list(map(str, ids))
     return _coded(lists, texts, codes)
+
+
+def _ids_and_texts(items: list[Any]) -> tuple[list[str], list[str | None] | None]:
+    """A validated ranked list (ids, ``{id, text?, score?}`` items, or both) as its ids,
+    strings, and their texts (None when no item has one). The common shapes, all ids or
+    all items, are read in C-level passes."""
+    if _strings(items):
+        return items, None
+    if all(map(isinstance, items, itertools.repeat(dict))):
+        ids = list(map(operator.itemgetter("id"), items))
+        texts = list(map(dict.get, items, itertools.repeat("text")))
+    else:  # ids and items mixed, or numeric ids
+        ids = [i["id"] if isinstance(i, dict) else i for i in items]
+        texts = [i.get("text") if isinstance(i, dict) else None for i in items]
+    ids = ids if _strings(ids) else list(map(str, ids))
+    return ids, texts if texts.count(None) < len(texts) else None
 
 
 def ranked_codes(ids: list[str], codes: dict[str, int]) -> OutputCodes:

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -274,15 +275,27 @@ def _plain_item(item: Any) -> bool:
     )
 
 
+def _plain_items(items: list[Any]) -> bool:
+    """Every item a non-empty string id or a plain ``{id, text?, score?}`` dict: all
+    ids, or all dicts, checked in C-level passes over the list."""
+    types = set(map(type, items))
+    if types <= {str}:
+        return "" not in items
+    if types != {dict} or not all(map(_ITEM_KEYS.issuperset, items)):
+        return all(map(_plain_item, items))
+    fields = (("id", None), ("text", ""), ("score", 0))
+    ids, texts, scores = (list(map(dict.get, items, repeat(f), repeat(d))) for f, d in fields)
+    return _all_ids(ids) and set(map(type, texts)) <= {str} and _all_labels(scores)
+
+
 def certainly_valid_output(actual: Any) -> bool:
     """True only if ``actual`` satisfies the ``actualOutput`` definition."""
     if type(actual) is list:
-        return _all_ids(actual) or all(map(_plain_item, actual))
+        return _plain_items(actual)
     if type(actual) is not dict or type(actual.get("retrieved")) is not list:
         return False
     lists = (actual.get(key, []) for key in ("pool", "cited"))
-    retrieved = actual["retrieved"]
-    return (_all_ids(retrieved) or all(map(_plain_item, retrieved))) and all(
+    return _plain_items(actual["retrieved"]) and all(
         type(ids) is list and _all_ids(ids) for ids in lists
     )
 
