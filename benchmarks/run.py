@@ -678,7 +678,9 @@ def main() -> None:
 
         extra += [
             f"(g) `evaluation.scorer().add(sample_id, output)`, one output at a time, 1,000 "
-            f"samples: median {scorer_add_ms(1000):.3f} ms a call; the least numpy program "
+            f"samples: median {scorer_add_ms(1000):.3f} ms a call (outputs of 100 ids; "
+            f"{scorer_add_ms(1000, texts=True):.3f} ms with items and their passage texts, "
+            f"as a RAG harness returns them); the least numpy program "
             f"that scores the same outputs one at a time (benchmarks/scorer.py "
             f"`least_program`): {least_program_ms(1000):.3f} ms a call.",
             "",

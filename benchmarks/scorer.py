@@ -6,8 +6,10 @@ Data: seeded synthetic samples, each with ~10 judged documents (grades 0-3) and 
 of 100 retrieved ids drawn from a corpus of 5 million distinct doc ids (so the outputs
 share almost no ids with each other), scored with the five measures of
 ``benchmarks/run.py``. Reports the median milliseconds per ``add`` over adding every
-sample once, in dataset order, to a fresh scorer; and the floor beside it: the least
-numpy program that scores the same outputs one at a time (:func:`least_program`).
+sample once, in dataset order, to a fresh scorer: outputs as bare lists of ids, and as a
+RAG harness returns them, ``{"retrieved": [{"id", "text"}, ...]}`` with a passage text
+of about 400 characters each; and the floor beside them: the least numpy program that
+scores the same outputs one at a time (:func:`least_program`).
 """
 
 from __future__ import annotations
@@ -60,11 +62,20 @@ def make_samples(samples: int, seed: int = 0) -> tuple[list[dict[str, Any]], dic
     return dataset, outputs
 
 
-def scorer_add_ms(samples: int = 1000) -> float:
-    """Median milliseconds per ``scorer.add`` over adding ``samples`` realistic samples."""
+def with_texts(ranking: list[str]) -> dict[str, Any]:
+    """An output of ``ranking`` as items with a passage text each (about 400 characters)."""
+    return {
+        "retrieved": [{"id": doc, "text": f"Passage {doc}. " + "text " * 78} for doc in ranking]
+    }
+
+
+def scorer_add_ms(samples: int = 1000, *, texts: bool = False) -> float:
+    """Median milliseconds per ``scorer.add`` over adding ``samples`` realistic samples
+    (``texts``: each output as items with their passage texts, :func:`with_texts`)."""
     import engine
 
-    dataset, outputs = make_samples(samples)
+    dataset, rankings = make_samples(samples)
+    outputs: dict[str, Any] = {k: with_texts(v) if texts else v for k, v in rankings.items()}
     evaluation = engine.Engine(config={}).dataset(samples=dataset).with_metrics(METRICS)
     scorer = evaluation.scorer()
     times = []
@@ -128,6 +139,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=1000)
     args = parser.parse_args()
     print(f"scorer.add: {scorer_add_ms(args.samples):.3f} ms per call ({args.samples} samples)")
+    with_text = scorer_add_ms(args.samples, texts=True)
+    print(f"scorer.add, items with passage texts: {with_text:.3f} ms per call")
     print(f"the least numpy program: {least_program_ms(args.samples):.3f} ms per call")
 
 
