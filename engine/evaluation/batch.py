@@ -124,11 +124,11 @@ def _first_occurrences(keys: IntArray) -> BoolArray:
 
 def _padding(shape: Shape | None, flat: Flat, columns: Columns) -> Shape:
     """``shape`` with a batch's own widths where it lacks them (all of it when None)."""
-    if shape is not None and {"retrieved", "relevance"} <= set(shape.widths):
+    if shape is not None and "retrieved" in shape.widths and "relevance" in shape.widths:
         return shape
-    own = {
-        "retrieved": int(flat.retrieved_lengths.max(initial=0)),
-        "relevance": int(flat.label_lengths.max(initial=0)),
+    own = {  # Python's max: a one-sample batch's own widths in no numpy call
+        "retrieved": max(flat.retrieved_lengths.tolist(), default=0),
+        "relevance": max(flat.label_lengths.tolist(), default=0),
     }
     if shape is None:
         return Shape(own, _max_label(columns.column("relevance")))
@@ -253,9 +253,7 @@ class Batch:
         size = flat.retrieved.size
         if size and int(np.bincount(flat.retrieved).max()) > 1:
             return cls.compile(columns, default_k, shape, flat)
-        if "retrieved" not in shape.widths or "relevance" not in shape.widths:
-            own = {"retrieved": size, "relevance": flat.label_values.size}  # as _padding's
-            shape = Shape({**own, **shape.widths}, shape.max_label)
+        shape = _padding(shape, flat, columns)
         width = shape.widths["retrieved"]
         positions = np.arange(width, dtype=np.int64).reshape(1, width)
         if size == width:  # a dataset without outputs pads to the output's own length
