@@ -3,7 +3,7 @@ in the same run.
 
     python benchmarks/run.py [--queries 100000] [--docs 100] [--repeat 3]
                              [--sweep 300,50000,2000000,8841823] [--deep-queries 10000]
-                             [--stream-queries 1000000]
+                             [--stream-queries 1000000] [--slow-once 60]
 
 Data (benchmarks/corpus.py): document ids drawn from a corpus of each size of
 ``--sweep`` (default: 300; 50,000; 2,000,000 and MS MARCO's 8,841,823 passages, numeric
@@ -12,7 +12,9 @@ few ties; qrels ``sparse`` (about one relevant per query, as MS MARCO dev) at ev
 of the sweep, and ``deep`` (about 200 judged per query, as TREC DL's pools) at the
 largest corpus with ``--deep-queries`` queries. Every tool computes nDCG@10, AP, RR,
 R@100 and P@10. Each step is timed ``--repeat`` times, the tools alternating so machine
-noise hits all alike; medians reported:
+noise hits all alike; medians reported. A command whose first run takes longer than
+``--slow-once`` seconds runs once (the trec_eval binary on 10 M run lines: 100-300 s, 25-45
+times slotwise's; repeating it would double the sweep's length):
 
 - (a) from pytrec_eval-shaped dicts to means (slotwise: ``Engine().evaluate_trec`` and
   ``summary()``, CIs included; pytrec_eval: ``RelevanceEvaluator`` + ``evaluate``);
@@ -236,7 +238,7 @@ class Point:
 
 def measure(
     corpus: int, shape: str, queries: int, docs: int, repeat: int, names: list[str],
-    folder: Path, end_to_end_ranx: bool, binary: Path | None,
+    folder: Path, end_to_end_ranx: bool, binary: Path | None, slow_once: float,
 ) -> Point:  # fmt: skip
     """Every in-process and command-line step on one generated data set."""
     point = Point(corpus, shape, queries)
@@ -295,6 +297,8 @@ def measure(
             timings[key].append(timed(step))
             print(f"  {key[0]:8s} {key[1]:12s} {timings[key][-1]:7.2f} s", file=sys.stderr)
         for key, command in commands.items():
+            if timings[key] and timings[key][0] > slow_once:
+                continue  # (a command far slower than the others: its one run stands)
             done = child(*command)
             timings[key].append(done["seconds"])
             if key[0] == "cli":
@@ -485,7 +489,8 @@ def report(points: list[Point], args: argparse.Namespace, extra: list[str]) -> l
         "",
         f"Command: `python benchmarks/run.py --queries {args.queries} --docs {args.docs} "
         f"--repeat {args.repeat} --sweep {','.join(map(str, args.sweep))} "
-        f"--deep-queries {args.deep_queries} --stream-queries {args.stream_queries}`",
+        f"--deep-queries {args.deep_queries} --stream-queries {args.stream_queries} "
+        f"--slow-once {args.slow_once:g}`",
         "",
         f"Machine: {machine()}. Versions: {versions()}.",
         "",
@@ -494,7 +499,8 @@ def report(points: list[Point], args: argparse.Namespace, extra: list[str]) -> l
         "descending (a few ties); sparse qrels: about one relevant passage per query (MS MARCO "
         "dev); deep qrels: about 200 judged passages per query, grades 0-3 (TREC DL). Every "
         "tool computes nDCG@10, AP, RR, R@100 and P@10 (step f: every measure). Medians of "
-        f"{args.repeat} alternating repetitions, in seconds; ratios below 1: slotwise is faster.",
+        f"{args.repeat} alternating repetitions, in seconds (a command whose first run took "
+        f"over {args.slow_once:g} s: that run); ratios below 1: slotwise is faster.",
         "",
         "| corpus | qrels | queries | distinct ids in the run | step | slotwise | pytrec_eval "
         "| ranx | trec_eval 10 | slotwise / pytrec_eval | slotwise / ranx | slotwise / trec_eval |",
@@ -621,6 +627,9 @@ def main() -> None:
     parser.add_argument("--stream-queries", type=int, default=1_000_000, help="0: skip step (e)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
     parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated subset")
+    parser.add_argument(
+        "--slow-once", type=float, default=60.0, help="run once a command slower than this (s)"
+    )
     args = parser.parse_args()
     names = [n for n in args.tools.split(",") if n]
     for package in ("engine", "metrics_plugins"):
@@ -644,6 +653,7 @@ def main() -> None:
                     folder,
                     last,
                     binary,
+                    args.slow_once,
                 )
             )
         if args.deep_queries:
@@ -658,6 +668,7 @@ def main() -> None:
                     folder,
                     True,
                     binary,
+                    args.slow_once,
                 )
             )
         if args.stream_queries:
