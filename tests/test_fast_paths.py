@@ -335,7 +335,40 @@ class TestQrelsDicts:
         expected = "sha256:" + hashlib.sha256(line.encode()).hexdigest()
         assert engine.Engine(config={}).dataset({"q": labels}).hash == expected
 
-    @pytest.mark.parametrize("qrels", [{"q": {"a": float("nan")}}, {"": {"a": 1}}, {}])
+    @pytest.mark.parametrize(
+        "qrels",
+        [
+            {"q": {"a": float("nan")}},
+            {"": {"a": 1}},
+            {},
+            {"q": {"a": 1, "b": True}},  # a bool among ints (ints read the fast way)
+            {"q": {"a": 0, "b": False, "c": 2}},
+            {"q": {"a": 1, "b": True, "c": 2.5}},  # as many bytes as three 32-bit ints
+            {"q": {"a": True}},
+            {"q": {"a": 1, "b": "2"}},
+            {"q": {"a": 1, "b": None}},
+        ],
+    )
     def test_invalid_qrels_are_reported(self, qrels: dict) -> None:  # type: ignore[type-arg]
+        assert labels_from_dicts(qrels) is None
         with pytest.raises(InputError):
             sources.dataset_columns(qrels)
+
+    @pytest.mark.parametrize(
+        "labels",
+        [
+            [0, 1, 3, 2, 0],
+            [-1, 0, -(2**31), 2**31 - 1],  # the ends of 32 bits
+            [1, 2**31, -(2**31) - 1, 2**53],  # beyond them: read as Arrow reads them
+            [1, 2.5, 0],  # an int first, a float later
+            [2, np.int64(3), np.int32(-4)],  # numpy ints
+        ],
+    )
+    def test_whole_labels_are_read_exactly(self, labels: list) -> None:  # type: ignore[type-arg]
+        """Integer labels, which take the quicker reader when they fit in 32 bits, read as
+        the numbers they are, whatever else is among them."""
+        qrels = {"q": {f"d{i}": label for i, label in enumerate(labels)}, "r": {"x": 7}}
+        direct = labels_from_dicts(qrels)
+        assert direct is not None
+        expected = {q: {d: float(v) for d, v in m.items()} for q, m in qrels.items()}
+        assert qrels_of(direct) == expected

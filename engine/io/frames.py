@@ -16,6 +16,7 @@ numbers, a document labelled twice), every problem naming its row or line.
 from __future__ import annotations
 
 import itertools
+import marshal
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -410,14 +411,8 @@ def _long_from_dicts(nested: Mapping[str, Any]) -> tuple[Coded, pa.Array, FloatA
     if not nested or not _string_ids(nested) or not all(type(m) is dict for m in inner):
         return None
     sizes = np.fromiter(map(len, inner), dtype=np.int64, count=len(nested))
-    try:  # Arrow infers int64 or double in C, refusing bools and strings among numbers
-        values = pa.array(list(itertools.chain.from_iterable(map(dict.values, inner))))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return None
-    if values.type not in (pa.int64(), pa.float64(), pa.null()) or values.null_count:
-        return None  # (an empty run has the null type and no nulls)
-    numbers = values.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-    if not np.isfinite(numbers).all():
+    numbers = _finite_numbers(list(itertools.chain.from_iterable(map(dict.values, inner))))
+    if numbers is None:
         return None
     try:  # an id that is not a string fails here, an empty one below
         docs = pa.array(list(itertools.chain.from_iterable(inner)), pa.string())
@@ -428,6 +423,46 @@ def _long_from_dicts(nested: Mapping[str, Any]) -> tuple[Coded, pa.Array, FloatA
     rows = np.repeat(np.arange(len(nested), dtype=np.int32), sizes)  # int32: Coded's codes
     queries = Coded(rows, pa.array(list(nested), pa.string()))
     return queries, docs, numbers
+
+
+_MARSHALLED_INT = np.dtype([("tag", np.uint8), ("value", "<i4")])  # packed: 5 bytes
+
+
+def _finite_numbers(values: list[Any]) -> FloatArray | None:
+    """``values`` as float64 when every one is a finite int or float (bools and strings
+    are not), else None."""
+    if values and type(values[0]) is int:  # labels: 32-bit ints, or the general path
+        numbers = _small_ints(values)
+        if numbers is not None:
+            return numbers
+    try:  # Arrow infers int64 or double in C, refusing bools and strings among numbers
+        found = pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return None
+    if found.type not in (pa.int64(), pa.float64(), pa.null()) or found.null_count:
+        return None  # (an empty run has the null type and no nulls)
+    numbers = found.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    return numbers if np.isfinite(numbers).all() else None
+
+
+def _small_ints(values: list[Any]) -> FloatArray | None:
+    """``values`` as float64 when every one is an int (not a bool) of 32 bits, else None.
+    marshal's version 2 writes such a list, in C at 3-4 times the speed of Arrow's
+    inference, as 5 header bytes and then, per int, the tag ``i`` and its 4 bytes
+    little-endian. Anything else has another tag (a bool ``T`` or ``F``, a float ``g``, a
+    larger int ``l``, a numpy int's bytes ``s``), so the first value that is not such an
+    int shows at a tag's place."""
+    try:
+        data = marshal.dumps(values, 2)
+    except ValueError:  # an object marshal cannot write (an int subclass, say)
+        return None
+    count = len(values)
+    if len(data) != 5 + 5 * count:
+        return None
+    records = np.frombuffer(data, _MARSHALLED_INT, count, offset=5)
+    if not (records["tag"] == ord("i")).all():
+        return None
+    return records["value"].astype(np.float64)
 
 
 def _string_ids(ids: Mapping[Any, Any]) -> bool:
