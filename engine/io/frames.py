@@ -482,14 +482,15 @@ def run_columns(
     order, offsets = grouped(queries.codes, len(queries.ids))
     rows: IntArray | None = order  # None: the rows are in order as they are
     query_codes = queries.codes if order is None else queries.codes[order]
-    ties = None
     if ranks is not None:
         ranked = ranks if order is None else ranks[order]
         by_rank = np.lexsort((ranked, query_codes))
         rows = by_rank if order is None else order[by_rank]
-    elif scores is not None:
-        rows, ties = _trec_order(rows, query_codes, scores, docs)
     codes = docs.codes if rows is None else docs.codes[rows]
+    ties = None
+    if scores is not None:
+        score = scores if rows is None else scores[rows]
+        codes, ties = _trec_order(codes, query_codes, score, docs.ids)
     retrieved = list_array(offsets, pa.array(codes, pa.int32()))
     columns = {"id": queries.ids, "retrieved": retrieved}
     if ties is not None:  # what breaking ties another way needs (ir_measures' RR@k, Judged@k)
@@ -498,44 +499,47 @@ def run_columns(
 
 
 def _trec_order(
-    rows: IntArray | None, query_codes: npt.NDArray[np.int32], scores: FloatArray, docs: Coded
-) -> tuple[IntArray | None, npt.NDArray[np.bool_] | None]:
-    """The rows (grouped by query; None: as they are) in trec_eval's order, and where two
-    neighbours of a query tie in that order (``ties[p]``: row ``p + 1`` ties with ``p``;
-    None when none does). A run already in that order (scores strictly descending within
-    each query, as runs are written) is found with one check; document ids are compared
-    only among rows whose scores tie."""
-    score = scores if rows is None else scores[rows]
+    codes: npt.NDArray[np.int32],
+    query_codes: npt.NDArray[np.int32],
+    score: FloatArray,
+    ids: pa.Array,
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_] | None]:
+    """The document codes of rows grouped by query, put in trec_eval's order, and where
+    two neighbours of a query tie in that order (``ties[p]``: row ``p + 1`` ties with
+    ``p``; None when none does). A run already in that order (scores strictly descending
+    within each query, as runs are written) is found with one check and kept as it is;
+    document ids are compared only among rows whose scores tie, and only their codes
+    move."""
     rising, tied = _out_of_order(score, query_codes)
     if not rising and not tied:
-        return rows, None
+        return codes, None
     if rising:
         order = np.lexsort((-score, query_codes))
-        ordered_query, ordered_score = query_codes[order], score[order]
-    else:  # only ties to break: no copies
-        order, ordered_query, ordered_score = np.arange(score.size), query_codes, score
-    ties = (ordered_query[1:] == ordered_query[:-1]) & (ordered_score[1:] == ordered_score[:-1])
-    _break_ties(order, ties, docs.codes if rows is None else docs.codes[rows], docs.ids)
-    return (order if rows is None else rows[order]), (ties if ties.any() else None)
+        codes, query_codes, score = codes[order], query_codes[order], score[order]
+    else:  # only ties to break: the codes are copied, the rest read in place
+        codes = codes.copy()
+    ties = (query_codes[1:] == query_codes[:-1]) & (score[1:] == score[:-1])
+    _break_ties(codes, ties, ids)
+    return codes, (ties if ties.any() else None)
 
 
-def _break_ties(order: IntArray, ties: npt.NDArray[np.bool_], codes: Any, ids: pa.Array) -> None:
-    """Reorder, in place, each run of positions of ``order`` whose scores tie (``ties[p]``:
-    position ``p + 1`` ties with ``p``) by document id descending, as trec_eval does; only
-    the tied rows' ids are compared."""
+def _break_ties(codes: npt.NDArray[np.int32], ties: npt.NDArray[np.bool_], ids: pa.Array) -> None:
+    """Reorder, in place, each run of ``codes`` whose scores tie (``ties[p]``: position
+    ``p + 1`` ties with ``p``) by document id descending, as trec_eval does; only the
+    tied rows' ids are compared."""
     if not ties.any():
         return
-    member = np.zeros(order.size, dtype=np.bool_)
+    member = np.zeros(codes.size, dtype=np.bool_)
     member[1:] |= ties
     member[:-1] |= ties
     where = np.flatnonzero(member)
     group = np.cumsum(~np.concatenate(([False], ties))[where])  # a number per run of ties
-    names = ids.take(pa.array(codes[order[where]], pa.int32()))
+    names = ids.take(pa.array(codes[where], pa.int32()))
     within = pc.sort_indices(
         pa.table({"group": group, "doc": names}),
         sort_keys=[("group", "ascending"), ("doc", "descending")],
     ).to_numpy()
-    order[where] = order[where][within]
+    codes[where] = codes[where][within]
 
 
 def _out_of_order(score: FloatArray, query_codes: npt.NDArray[np.int32]) -> tuple[bool, bool]:
