@@ -257,9 +257,10 @@ class Columns:
             if name in ID_LISTS and column.null_count < len(column):
                 codes, offsets = _codes(column), offsets_of(lengths(column))
                 matched = labelled_codes(self, offsets, other.docs, codes)
-                if (matched < 0).any():  # both vocabularies, neither copied
+                unmatched = matched < 0
+                if unmatched.any():  # both vocabularies, neither copied
                     docs = pa.chunked_array(chunks_of(self.docs) + chunks_of(other.docs))
-                    matched = np.where(matched >= 0, matched, codes + len(self.docs))
+                    np.add(codes, len(self.docs), out=matched, where=unmatched)
                 mask = column.is_null().to_numpy(zero_copy_only=False)
                 column = list_array(offsets, pa.array(matched, CODE), mask)
             if name != "id":
@@ -410,11 +411,12 @@ def labelled_codes(
         own, order = _sorted_with_places(
             (label_rows[start:end][kept] - first) * width + label_index[kept]
         )
-        owner = np.repeat(np.arange(last - first), np.diff(offsets[first : last + 1]))
-        wanted = owner * width + position
+        named = np.flatnonzero((position >= 0) & (position < width))  # some row labels it
+        owner = np.searchsorted(offsets[first + 1 : last + 1], lo + named, side="right")
+        wanted = owner * width + position[named]
         at = np.minimum(np.searchsorted(own, wanted), own.size - 1)
-        hit = (position >= 0) & (position < width) & (own[at] == wanted)
-        matched[lo:hi][hit] = label_codes[start + kept[order[at[hit]]]]
+        hit = own[at] == wanted  # its own row does
+        matched[lo:hi][named[hit]] = label_codes[start + kept[order[at[hit]]]]
 
     blocks = list(itertools.pairwise([*edges, len(samples)]))
     list(on_cores(match, blocks, "slotwise-match"))  # blocks side by side, each its own ids
