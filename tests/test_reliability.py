@@ -10,6 +10,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import ClassVar
+
+import attrs
+import numpy as np
+import pytest
 
 import engine
 from engine.cli import main
@@ -63,3 +68,71 @@ except ImportError as missing:
             "MissingDependencyError engine.testing.MetricConformance needs the optional extra "
             "'test' (pytest is missing): pip install 'slotwise[test]'"
         )
+
+
+@attrs.frozen
+class _Counted(engine.MetricBase):
+    """1.0 for every sample; records each batch it scores."""
+
+    alias = "counted-test"
+    requires = frozenset({"relevance"})
+    scored: ClassVar[list[int]] = []
+
+    def score(self, batch):
+        self.scored.append(len(batch))
+        return np.ones(len(batch))
+
+
+class TestSourceDateEpoch:
+    """A ``SOURCE_DATE_EPOCH`` that names no time is a clear error before scoring."""
+
+    @pytest.mark.parametrize("value", ["abc", "1.5e9", " 86400", "99999999999999999"])
+    def test_python_refuses_it_before_scoring(self, value, monkeypatch):
+        """Before: a bare ValueError from int(), raised after every metric had scored."""
+        monkeypatch.setenv("SOURCE_DATE_EPOCH", value)
+        eng = engine.Engine(config={})
+        eng.register_metric(_Counted)
+        _Counted.scored.clear()
+        evaluation = eng.dataset(samples=_samples(2)).with_metrics(["counted-test"])
+        with pytest.raises(engine.InputError) as refused:
+            evaluation.evaluate({"q0": ["d0"], "q1": ["d1"]})
+        assert _Counted.scored == []
+        assert (
+            f"SOURCE_DATE_EPOCH /: must be whole seconds since 1970, as `date +%s` prints, got {value!r}"
+            in str(refused.value)
+        )
+
+    @pytest.mark.parametrize("value", ["abc", "1.5e9"])
+    def test_the_cli_exits_2_before_scoring(self, value, tmp_path, monkeypatch, capsys):
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("SOURCE_DATE_EPOCH", value)
+        (tmp_path / "data.json").write_text(json.dumps({"samples": _samples(2)}))
+        (tmp_path / "out.json").write_text(json.dumps({"q0": ["d0"], "q1": ["d1"]}))
+        argv = ["run", "data.json", "--outputs", "out.json", "--metrics", "retrieval-mrr"]
+        assert main([*argv, "--format", "json"]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert "slotwise: error: cannot date the results" in captured.err
+        assert "SOURCE_DATE_EPOCH /: must be whole seconds since 1970" in captured.err
+        assert "internal error" not in captured.err
+
+    def test_whole_seconds_date_the_results(self, monkeypatch):
+        monkeypatch.setenv("SOURCE_DATE_EPOCH", "86400")  # one day after the epoch
+        results = (
+            engine.Engine(config={})
+            .dataset(samples=_samples(1))
+            .with_metrics(["retrieval-mrr"])
+            .evaluate({"q0": ["d0"]})
+        )
+        assert json.loads(results.to_json())["provenance"]["created"] == "1970-01-02T00:00:00+00:00"
+
+    @pytest.mark.parametrize("created", ["yesterday", 86400])
+    def test_to_json_refuses_a_created_that_names_no_time(self, created):
+        results = (
+            engine.Engine(config={})
+            .dataset(samples=_samples(1))
+            .with_metrics(["retrieval-mrr"])
+            .evaluate({"q0": ["d0"]})
+        )
+        with pytest.raises(engine.InputError, match=r"created /: must be .*ISO 8601 text"):
+            results.to_json(created=created)

@@ -427,6 +427,7 @@ def evaluate(
 ) -> Results:
     """Score chunks (in dataset order) on the executor and gather the results; rows go
     to ``sink`` as they are scored and stay in memory when ``keep``."""
+    created = created_at()  # a bad SOURCE_DATE_EPOCH is an error before scoring, not after
     collected = _Collected(plan, keep, source.errors, strict)
     remote = executor.name not in IN_PROCESS
     held: deque[Columns] = deque()
@@ -450,7 +451,7 @@ def evaluate(
                 advance(len(chunk))
         unknown = list(source.unknown() if callable(source.unknown) else source.unknown)
         collected.raise_problems(strict, unknown)
-        results = _results(plan, source, collected, digest, unknown, keep, provenance or {})
+        results = _results(plan, source, collected, digest, unknown, keep, created, provenance)
         if sink is not None:
             sink.finish(results.trailer(), plan.labels)
     except BaseException:
@@ -473,7 +474,8 @@ def _results(
     digest: str | Callable[[], str],
     unknown: Sequence[str],
     keep: bool,
-    provenance: Mapping[str, Any],
+    created: str,
+    provenance: Mapping[str, Any] | None,
 ) -> Results:
     if collected.repeated:
         log.warning(
@@ -522,9 +524,9 @@ def _results(
         provenance={
             "slotwise": VERSION,
             "python": platform.python_version(),
-            "created": created_at(),
+            "created": created,
             "config_default_k": plan.default_k,
-            **provenance,
+            **(provenance or {}),
         },
         scores=scores if keep else None,
         details=collected.details if keep else {},
