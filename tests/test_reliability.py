@@ -136,3 +136,61 @@ class TestSourceDateEpoch:
         )
         with pytest.raises(engine.InputError, match=r"created /: must be .*ISO 8601 text"):
             results.to_json(created=created)
+
+
+class TestLabelTooLargeForItsGain:
+    """A finite label whose gain 2^label overflows a float64 is an error naming the sample,
+    the label and where it is; never a silent NA (or an infinite mean)."""
+
+    SAMPLES = (
+        {"id": "q0", "expected_output": {"d0": 2000, "d1": 1}},
+        {"id": "q1", "expected_output": {"d2": 2}},
+    )
+    OUTPUTS = {"q0": ["d1", "d0"], "q1": ["d2"]}  # noqa: RUF012
+
+    @pytest.mark.parametrize(
+        ("spec", "why"),
+        [
+            ("retrieval-ndcg-at-k(gain=exponential)", "retrieval-ndcg-at-k's gain=exponential"),
+            ("retrieval-dcg-at-k(gain=exponential)", "retrieval-dcg-at-k's gain=exponential"),
+            ("retrieval-err-at-k", "retrieval-err-at-k's mapping=exponential"),
+        ],
+    )
+    def test_python_and_the_scorer_name_the_label(self, spec, why, eng):
+        """Before: q0 NA (nDCG, ERR: inf / inf) or inf (DCG), with errors=0."""
+        evaluation = eng.dataset(samples=list(self.SAMPLES)).with_metrics([spec])
+        with pytest.raises(engine.MetricRequirementError) as refused:
+            evaluation.evaluate(self.OUTPUTS)
+        where = "sample 'q0' /expected_output/d0: label 2000 is too large for " + why
+        assert where in str(refused.value)
+        with pytest.raises(engine.MetricRequirementError, match="label 2000 is too large"):
+            evaluation.scorer().add("q0", self.OUTPUTS["q0"])
+
+    def test_the_cli_exits_2_naming_the_label(self, tmp_path, monkeypatch, capsys):
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "qrels").write_text("q0 0 d0 2000\nq0 0 d1 1\nq1 0 d2 2\n")
+        (tmp_path / "run").write_text("q0 Q0 d1 1 2.0 r\nq0 Q0 d0 2 1.0 r\nq1 Q0 d2 1 1.0 r\n")
+        argv = ["run", "--qrels", "qrels", "--run", "run", "--metrics", "retrieval-err-at-k"]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert (
+            "sample 'q0' /expected_output/d0: label 2000 is too large for retrieval-err-at-k" in err
+        )
+
+    def test_a_max_grade_too_large_is_refused_when_the_metric_is_made(self, eng):
+        with pytest.raises(engine.MetricParameterError, match="max_grade must be below 1024"):
+            eng.metric("retrieval-err-at-k(max_grade=1024)")
+
+    def test_labels_that_fit_score_exactly(self, eng):
+        """Below 1024 the gains fit. One relevant document ranked first: nDCG 1; ERR's
+        R_1 = (2^1000 - 1) / 2^1000 = 1 - 2^-1000, which is 1.0 in a float64: ERR 1.
+        DCG@1 reads only rank 1 (d1, label 1: 2^1 - 1 = 1), so q0's label 2000 beyond
+        the cutoff does not stop it; q1: 2^2 - 1 = 3."""
+        fits = [{"id": "q", "expected_output": {"d": 1000}}]
+        specs = ["retrieval-ndcg-at-k(gain=exponential)", "retrieval-err-at-k"]
+        results = eng.dataset(samples=fits).with_metrics(specs).evaluate({"q": ["d", "x"]})
+        assert [results.values(label).tolist() for label in results.labels] == [[1.0], [1.0]]
+        dcg = eng.dataset(samples=list(self.SAMPLES)).with_metrics(
+            ["retrieval-dcg-at-k(gain=exponential, k=1)"]
+        )
+        assert dcg.evaluate(self.OUTPUTS).values(dcg.plan.labels[0]).tolist() == [1.0, 3.0]

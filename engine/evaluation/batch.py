@@ -491,6 +491,15 @@ class Batch:
         ``answers``, ``groups``, ``texts``, ``pool``, ``cited``)."""
         return self.shared(("has", name), lambda: self.columns.valid(name))
 
+    def label_pointer(self, row: int, kind: str, doc: str) -> str:
+        """JSON pointer to sample ``row``'s ``kind`` label of document ``doc`` in
+        ``expected_output`` (the long form for other kinds, and for relevance when the
+        sample has another label kind beside it), for a :class:`~engine.Problem`."""
+        token = doc.replace("~", "~0").replace("/", "~1")
+        others = ("utility", "grades", "answers", "groups")
+        long_form = kind != "relevance" or any(self.has(other)[row] for other in others)
+        return f"/expected_output/{kind}/{token}" if long_form else f"/expected_output/{token}"
+
     def labels(self, kind: str) -> tuple[IntArray, IntArray, FloatArray]:
         """Every label of one kind (``relevance``, ``utility``) as flat arrays: its
         sample's row, its document code and its value, in each sample's order."""

@@ -386,9 +386,10 @@ class _Collected:
         return rows
 
     def raise_problems(self, strict: bool, unknown: Sequence[str]) -> None:
-        if self.problems:
+        if self.problems:  # (a dataset-wide problem is found by every chunk: once)
             raise MetricRequirementError(
-                self.problems, summary="the samples lack what the metrics require"
+                dict.fromkeys(self.problems),
+                summary="the samples cannot be scored as the metrics need",
             )
         if strict and self.repeated:
             raise InputError(
