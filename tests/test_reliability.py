@@ -194,3 +194,74 @@ class TestLabelTooLargeForItsGain:
             ["retrieval-dcg-at-k(gain=exponential, k=1)"]
         )
         assert dcg.evaluate(self.OUTPUTS).values(dcg.plan.labels[0]).tolist() == [1.0, 3.0]
+
+
+def _flaky(i: int) -> list[str]:
+    """The relevant document first (MRR 1), but the call fails for every i divisible by 4."""
+    if i % 4 == 0:
+        raise TimeoutError(f"call {i} timed out")
+    return [f"d{i}", "x"]
+
+
+class TestRescoringAResultsFile:
+    """Results whose system failed on q0 and q4 of 8 samples, re-scored or read on every
+    path that reads a results file: the 2 failures stay errors, so MRR is 1.0 over the 6
+    answered samples (never 6/8 = 0.75 over 8, the failures scored as empty rankings)."""
+
+    EXPECTED = (1.0, 6, 2)  # mean, n, errors
+
+    @pytest.fixture
+    def files(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "data.json").write_text(json.dumps({"samples": _samples(8)}))
+        evaluation = engine.Engine(config={}).dataset("data.json").with_metrics(["retrieval-mrr"])
+        evaluation.run(_flaky, progress=False).to_json(tmp_path / "run.json")
+        return {"data": tmp_path / "data.json", "run": tmp_path / "run.json"}
+
+    @staticmethod
+    def _seen(summary: dict) -> tuple[float, int, int]:
+        stats = summary["retrieval-mrr"]
+        return stats["mean"], stats["n"], stats["errors"]
+
+    def test_python(self, files):
+        evaluation = engine.Engine(config={}).dataset(files["data"]).with_metrics(["retrieval-mrr"])
+        read = engine.read_results(files["run"])
+        assert self._seen(read.summary()) == self.EXPECTED
+        for outputs in (read, files["run"], str(files["run"])):  # before: a path gave 0.75, 8, 0
+            for chunk_size in (None, 2):
+                again = evaluation.evaluate(outputs, chunk_size=chunk_size)
+                assert self._seen(again.summary()) == self.EXPECTED, (outputs, chunk_size)
+                assert list(again.diagnostics.errors) == ["q0", "q4"]
+                assert again.diagnostics.missing_outputs == ()
+        streamed = engine.Engine(config={}).evaluate_stream(
+            ["retrieval-mrr"], dataset=files["data"], outputs=files["run"]
+        )
+        assert self._seen(streamed.summary()) == self.EXPECTED
+        assert streamed.diagnostics.errors == {
+            "q0": "TimeoutError: call 0 timed out",
+            "q4": "TimeoutError: call 4 timed out",
+        }
+
+    @pytest.mark.parametrize("stream", [False, True])
+    def test_the_cli_run(self, files, stream, capsys):
+        """``slotwise run DATASET --outputs RESULTS.json``; exit 3: something failed."""
+        argv = ["run", "data.json", "--outputs", "run.json", "--metrics", "retrieval-mrr"]
+        argv += ["--format", "json", "--output", "again.json", *(["--stream"] if stream else [])]
+        assert main(argv) == 3
+        again = json.loads(Path("again.json").read_text())
+        assert self._seen(again["summary"]) == self.EXPECTED
+        assert [e["id"] for e in again["diagnostics"]["errors"]] == ["q0", "q4"]
+
+    def test_compare_report_and_the_gate(self, files, capsys):
+        """The original against its re-scoring: equal means, equal failures; no regression."""
+        argv = ["run", "data.json", "--outputs", "run.json", "--metrics", "retrieval-mrr"]
+        assert main([*argv, "--format", "json", "--output", "again.json", "--keep-outputs"]) == 3
+        pair = ["run.json", "again.json"]
+        assert main(["compare", *pair, "--fail-on-regression", "--max-drop", "0"]) == 0
+        row = engine.compare([engine.read_results(p) for p in pair]).row("retrieval-mrr")
+        assert (row.mean_a, row.mean_b, row.failed_a, row.failed_b) == (1.0, 1.0, 2, 2)
+        assert main(["report", *pair, "--output", "report.html"]) == 0
+        assert Path("report.html").read_text().count(">2 of 8 (25.0%)</td>") == 2
+        from engine.testing import assert_no_regression
+
+        assert_no_regression(engine.read_results("again.json"), "run.json", max_drop=0.0)

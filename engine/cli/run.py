@@ -31,8 +31,9 @@ from engine.io.sinks import FORMATS
 
 __all__ = ["EXIT_FAILED", "add", "run_tables"]
 
-#: ``slotwise run``'s exit code when a metric failed while scoring: the other metrics'
-#: values were written, the failed one's are NA with the reason in the results.
+#: ``slotwise run``'s exit code when something failed (a metric while scoring, or the
+#: system's calls of re-scored results): everything else was written, the failed values
+#: are NA with the reason in the results.
 EXIT_FAILED = 3
 
 #: ``run --stream``'s samples per chunk: a chunk's arrays (a few MB) are reused from the
@@ -246,8 +247,9 @@ def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
 
 
 def _status(results: Results) -> int:
-    """:data:`EXIT_FAILED` when a metric failed (its values NA, recorded in the results),
-    after everything else was written; else 0."""
+    """:data:`EXIT_FAILED` when something failed (``results.failed``: a metric, its values
+    NA, or the system's calls of re-scored results, error rows), after everything else
+    was written; else 0."""
     for label, reason in results.diagnostics.metric_errors.items():
         print(f"slotwise: metric {label} FAILED, its values are NA: {reason}", file=sys.stderr)
     return EXIT_FAILED if results.failed else 0

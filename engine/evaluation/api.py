@@ -453,12 +453,14 @@ def _trec_input(read: Callable[[Any], Columns], value: Any, what: str) -> Column
 
 
 def _outputs(outputs: Any) -> Columns:
+    """Outputs in columns; earlier results' (in Python or a results file) with an error
+    row for each sample that failed, so that re-scoring keeps it an error."""
     if isinstance(outputs, Columns):
         return outputs
     if isinstance(outputs, Results):
         if outputs.outputs is None:
             raise InputError([Problem("these results kept no outputs to re-score")])
-        return sources.read_outputs(outputs.outputs)
+        return documents.read_outputs_mapping(outputs.outputs, outputs.diagnostics.errors)
     return sources.read_outputs(outputs)
 
 
@@ -526,10 +528,9 @@ class Evaluation:
         """
         columns = _outputs(outputs)
         kept = outputs.outputs if isinstance(outputs, Results) else None
-        errors = dict(outputs.diagnostics.errors) if isinstance(outputs, Results) else None
         if keep_outputs and kept is None:
             kept = {i: output.to_json() for i, output in outputs_of(columns).items()}
-        return self._score(columns, strict=strict, chunk_size=chunk_size, keep=kept, errors=errors)
+        return self._score(columns, strict=strict, chunk_size=chunk_size, keep=kept)
 
     def ppi(
         self,
@@ -688,10 +689,8 @@ class Evaluation:
         When every output failed validation this raises instead (see
         :meth:`Outcomes.check_any_valid`)."""
         outcomes.check_any_valid()
-        columns = documents.outputs_columns(outcomes.outputs)
-        return self._score(
-            columns, strict=strict, errors=outcomes.errors, keep=outcomes.outputs, only=only
-        )
+        columns = documents.outputs_columns(outcomes.outputs, outcomes.errors)
+        return self._score(columns, strict=strict, keep=outcomes.outputs, only=only)
 
     def evaluate_aligned(self, joined: Columns, *, chunk_size: int | None = None) -> Results:
         """Score outputs already put beside this evaluation's samples, row for row
@@ -707,7 +706,6 @@ class Evaluation:
         *,
         strict: bool,
         chunk_size: int | None = None,
-        errors: Mapping[str, str] | None = None,
         keep: Mapping[str, Any] | None = None,
         only: Sequence[int] | None = None,
         beside: bool = False,
@@ -729,9 +727,7 @@ class Evaluation:
         results = evaluate(
             self.plan,
             chunks,
-            Source(
-                dataset.name, lambda: dataset.hash, len(joined), unknown, dict(errors or {}), keep
-            ),
+            Source(dataset.name, lambda: dataset.hash, len(joined), unknown, keep),
             shape=shape or (Shape.of(joined) if len(chunks) > 1 else None),
             executor=executor,
             strict=strict,

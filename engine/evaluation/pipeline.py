@@ -299,23 +299,22 @@ def score_batch(batch: Batch, plan: Plan) -> ChunkScores:
 @attrs.frozen
 class Source:
     """What a run knows about its dataset before scoring: name, content hash (or how to
-    compute it), number of samples, outputs for unknown ids, failed samples and the raw
-    outputs to keep."""
+    compute it), number of samples, outputs for unknown ids and the raw outputs to keep.
+    (The samples the system failed on are the outputs' error rows.)"""
 
     name: str | None
     digest: str | Callable[[], str]
     samples: int
     unknown: Sequence[str] | Callable[[], Sequence[str]] = ()
-    errors: Mapping[str, str] = attrs.field(factory=dict)
     outputs: Mapping[str, Any] | None = None
 
 
 class _Collected:
     """Everything gathered over the chunks, in dataset order."""
 
-    def __init__(self, plan: Plan, keep: bool, errors: Mapping[str, str], strict: bool) -> None:
+    def __init__(self, plan: Plan, keep: bool, strict: bool) -> None:
         self.plan, self.keep, self.strict = plan, keep, strict
-        self.error_ids = pa.array(list(errors), pa.string())
+        self.errors: dict[str, str] = {}  # the error rows: sample id -> why it failed
         # kept values are summed once at the end; streamed ones are tallied chunk by chunk
         self.tallies = {} if keep else {label: Tally() for label in plan.labels}
         self.bootstrap = None if keep else Bootstrap(len(plan.labels))
@@ -340,7 +339,10 @@ class _Collected:
         ids = columns.ids
         self.chunks += 1
         self.problems += scores.problems
-        failed = pc.is_in(ids, value_set=self.error_ids).to_numpy(zero_copy_only=False)
+        failed = columns.valid("error")
+        if failed.any():
+            why = columns.column("error").filter(pa.array(failed)).to_pylist()
+            self.errors.update(zip(ids.filter(pa.array(failed)).to_pylist(), why, strict=True))
         self.duplicates += int(scores.duplicates.sum())
         self.repeats += int((scores.duplicates > 0).sum())
         if self.strict or len(self.repeated) < 5:  # every one for the error, else examples
@@ -429,7 +431,7 @@ def evaluate(
     """Score chunks (in dataset order) on the executor and gather the results; rows go
     to ``sink`` as they are scored and stay in memory when ``keep``."""
     created = created_at()  # a bad SOURCE_DATE_EPOCH is an error before scoring, not after
-    collected = _Collected(plan, keep, source.errors, strict)
+    collected = _Collected(plan, keep, strict)
     remote = executor.name not in IN_PROCESS
     held: deque[Columns] = deque()
 
@@ -519,7 +521,7 @@ def _results(
             duplicate_ids_dropped=collected.duplicates,
             no_relevant=tuple(collected.no_relevant),
             unknown_output_ids=tuple(unknown),
-            errors=dict(source.errors),
+            errors=collected.errors,
             metric_errors=dict(collected.metric_errors),
         ),
         provenance={

@@ -23,7 +23,8 @@ Output columns: ``retrieved`` (list of int32, rank 1 first, as given, duplicates
 included; null: no output), ``texts`` (list of string or null, one per retrieved item;
 null when no item has a text), ``pool`` and ``cited`` (list of int32; null when absent),
 ``tied`` (list of bool, one per retrieved item: its score equals the one ranked before
-it; null unless the outputs were ranked by scores and some tie).
+it; null unless the outputs were ranked by scores and some tie), ``error`` (string: why
+the system failed on the sample, an error row with no output; null for an output).
 
 A vocabulary need only tell ids apart within a row: in one row, equal ids share a code
 and different ids have different codes, while an id two rows name may have a code in each
@@ -102,6 +103,7 @@ OUTPUT_COLUMNS: dict[str, pa.DataType] = {
     "pool": IDS,
     "cited": IDS,
     "tied": pa.list_(pa.bool_()),
+    "error": pa.string(),
 }
 
 

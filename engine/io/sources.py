@@ -89,7 +89,7 @@ def dataset_columns(source: Any) -> Columns:
 
 def read_outputs(source: Any, *, run: bool = False) -> Columns:
     """Outputs from a file (an outputs document, a Parquet/Arrow run, a results file that
-    kept its outputs, or a TREC run when ``run``), ``{sample_id: actual_output}``,
+    kept its outputs, its failed samples as error rows, or a TREC run when ``run``), ``{sample_id: actual_output}``,
     pytrec_eval's ``{qid: {docid: score}}``, a run frame, a ranx ``Run``, or outputs already
     in columns."""
     if isinstance(source, Columns):
@@ -108,7 +108,7 @@ def read_outputs(source: Any, *, run: bool = False) -> Columns:
     if format_suffix(path) in TABLE_SUFFIXES:
         return frames.run_from_table(frames.read_table(path), Where(str(path)))
     if format_suffix(path) in (".json", ".jsonl"):
-        return documents.outputs_columns(documents.read_raw_outputs(path))
+        return documents.outputs_columns(*documents.read_raw_outputs(path))
     raise _unknown_format(path, OUTPUTS_SUFFIXES, "outputs")
 
 
