@@ -11,14 +11,15 @@ import (with rich's) is some 40 ms of a fresh process."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Collection, Iterator, MutableMapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-__all__ = ["configure", "log"]
+__all__ = ["configure", "log", "muted"]
 
 _LOGGER = logging.getLogger("slotwise")
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
@@ -92,6 +93,21 @@ class _Formatter(logging.Formatter):
         if record.exc_info:
             event["exception"] = self.formatException(record.exc_info)
         return str(self.render(None, level, event))
+
+
+@contextlib.contextmanager
+def muted(events: Collection[str]) -> Iterator[None]:
+    """Drop these events while the block runs: for the CLI, where the results it prints
+    say the same (a warning said once, not twice)."""
+
+    def kept(record: logging.LogRecord) -> bool:
+        return getattr(record, "event", None) not in events
+
+    _LOGGER.addFilter(kept)
+    try:
+        yield
+    finally:
+        _LOGGER.removeFilter(kept)
 
 
 def configure(fmt: Literal["console", "json"] = "console", level: int = logging.WARNING) -> None:

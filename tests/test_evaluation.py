@@ -290,7 +290,10 @@ class TestResults:
         eng.register_metric(OddNA)
         samples = [{"id": str(i)} for i in range(5)]
         document = json.loads(
-            eng.dataset(samples=samples).with_metrics(["odd-na-test"]).evaluate({}).to_json()
+            eng.dataset(samples=samples)
+            .with_metrics(["odd-na-test"])
+            .evaluate({"0": ["d"]})
+            .to_json()
         )
         assert [s["scores"]["odd-na-test"] for s in document["samples"]] == [
             0.0,

@@ -265,3 +265,98 @@ class TestRescoringAResultsFile:
         from engine.testing import assert_no_regression
 
         assert_no_regression(engine.read_results("again.json"), "run.json", max_drop=0.0)
+
+
+class TestInputsThatScoreNothing:
+    """Empty qrels, an empty dataset, an empty run or outputs none of whose ids is in the
+    dataset: an error naming the culprit (CLI: exit 2), never an all-NA or all-zero table."""
+
+    @pytest.fixture
+    def files(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+        monkeypatch.chdir(tmp_path)
+        Path("empty.qrels").write_text("")
+        Path("comments.qrels").write_text("# no judgement yet\n")
+        Path("q.qrels").write_text("q0 0 d0 1\nq1 0 d1 1\n")
+        Path("empty.run").write_text("")
+        Path("r.run").write_text("q0 Q0 d0 1 2.0 r\nq1 Q0 x 1 1.0 r\n")
+        Path("other.run").write_text("z9 Q0 d0 1 2.0 r\n")
+        Path("data.json").write_text(json.dumps({"samples": _samples(2)}))
+        Path("other.json").write_text(json.dumps({"z9": ["d0"], "z8": ["d1"]}))
+        Path("none.json").write_text("{}")
+        return tmp_path
+
+    @pytest.mark.parametrize("stream", [[], ["--stream"]])
+    @pytest.mark.parametrize(
+        ("inputs", "culprit"),
+        [
+            (["--qrels", "empty.qrels", "--run", "r.run"], "empty.qrels /: no qrels line"),
+            (["--qrels", "comments.qrels", "--run", "r.run"], "comments.qrels /: no qrels line"),
+            (["--qrels", "q.qrels", "--run", "empty.run"], "empty.run /: no run line"),
+            (
+                ["--qrels", "q.qrels", "--run", "other.run"],
+                "none of the 1 output(s) is for a sample of the dataset: they are for 'z9', "
+                "and the dataset's samples are 'q0', 'q1'",
+            ),
+            (
+                ["data.json", "--outputs", "other.json"],
+                "other.json /: none of the 2 output(s) is for a sample of the dataset: they "
+                "are for 'z8', 'z9', and the dataset's samples are 'q0', 'q1'",
+            ),
+            (["data.json", "--outputs", "none.json"], "none.json /: no outputs"),
+        ],
+    )
+    def test_the_cli_exits_2_naming_it(self, files, inputs, culprit, stream, capsys):
+        """Before: exit 0 with '(0 samples) ... NA', or every sample scored 0.0."""
+        argv = ["run", *inputs, "--metrics", "retrieval-mrr", *stream]
+        assert main(argv) == 2
+        captured = capsys.readouterr()
+        assert culprit in captured.err
+        assert captured.out == ""
+
+    def test_python_refuses_them_alike(self, files):
+        eng = engine.Engine(config={})
+        mrr = ["retrieval-mrr"]
+        cases = [
+            (lambda: eng.evaluate_trec("empty.qrels", "r.run", mrr), "empty.qrels /: no qrels"),
+            (lambda: eng.evaluate_trec("q.qrels", "empty.run", mrr), "empty.run /: no run line"),
+            (lambda: eng.evaluate_trec("q.qrels", "other.run", mrr), "they are for 'z9'"),
+            (lambda: eng.evaluate_trec({}, {"q0": {"d0": 1.0}}, mrr), "the dataset has no samples"),
+            (lambda: eng.dataset({}), "the dataset has no samples"),
+            (
+                lambda: eng.dataset("data.json").with_metrics(mrr).evaluate("other.json"),
+                "other.json /: none",
+            ),
+            (lambda: eng.dataset("data.json").with_metrics(mrr).evaluate({}), "no outputs"),
+            (
+                lambda: eng.evaluate_stream(mrr, qrels="q.qrels", run="other.run"),
+                "other.run /: none of the 1 output(s)",
+            ),
+        ]
+        for call, culprit in cases:
+            with pytest.raises(engine.InputError) as refused:
+                call()
+            assert culprit in str(refused.value)
+
+    def test_error_rows_alone_are_something_to_score(self, eng):
+        """A run in which every call failed is a result: every sample an error row."""
+
+        def failing(_: object) -> list[str]:
+            raise TimeoutError("down")
+
+        evaluation = eng.dataset(samples=_samples(3)).with_metrics(["retrieval-mrr"])
+        stats = evaluation.run(failing, progress=False).summary()["retrieval-mrr"]
+        assert (stats["n"], stats["errors"]) == (0, 3)
+
+    def test_partial_overlap_is_one_warning(self, files, capsys):
+        """q0 scored, q1 missing (an empty ranking: MRR 0), z9 ignored: a warning, said
+        once: under the table (table format), or on stderr (other formats). Before: both."""
+        Path("some.json").write_text(json.dumps({"q0": ["d0"], "z9": ["d9"]}))
+        argv = ["run", "data.json", "--outputs", "some.json", "--metrics", "retrieval-mrr"]
+        said = "1 output(s) for ids not in the dataset were ignored: z9"
+        assert main(argv) == 0
+        table = capsys.readouterr()
+        assert table.out.count(said) == 1 and "z9" not in table.err
+        assert main([*argv, "--format", "json"]) == 0
+        document = capsys.readouterr()
+        assert json.loads(document.out)["summary"]["retrieval-mrr"]["mean"] == 0.5  # (1 + 0) / 2
+        assert document.err.count("outputs.unknown_ids") == 1

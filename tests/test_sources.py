@@ -43,7 +43,7 @@ collections = st.dictionaries(
     ),
     min_size=1,
     max_size=12,
-)
+).filter(lambda c: any(scored for _, scored in c.values()))  # an empty run is refused
 
 
 def _trec_order(scored: dict[str, float]) -> list[str]:

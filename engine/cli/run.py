@@ -28,6 +28,7 @@ from engine.evaluation.results import Results
 from engine.io import trec
 from engine.io.config import CONFIG_FILENAME
 from engine.io.sinks import FORMATS
+from engine.logs import muted
 
 __all__ = ["EXIT_FAILED", "add", "run_tables"]
 
@@ -191,9 +192,10 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("--ppi-baseline goes with --ppi PREDICTIONS")
     chunked = args.chunk_size if args.chunk_size is not None or args.executor == "ray" else None
     evaluation = dataset.with_metrics(metrics_with_k(engine, specs, args.k))
-    results = evaluation.evaluate(
-        outputs, strict=args.strict, chunk_size=chunked, keep_outputs=args.keep_outputs
-    )
+    with muted(_said_with_the_results(args.format)):
+        results = evaluation.evaluate(
+            outputs, strict=args.strict, chunk_size=chunked, keep_outputs=args.keep_outputs
+        )
     process.give_back_freed()  # what scoring freed, before the results are laid out
     _emit(results, args.format, args.output, by=args.by)
     return _status(results)
@@ -227,23 +229,34 @@ def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
         raise UsageError("no metrics: pass --metrics")
     process.return_freed_blocks()
     rows = args.format != "table"
-    results = engine.evaluate_stream(
-        metrics_with_k(engine, specs, args.k),
-        dataset=args.dataset,
-        qrels=args.qrels,
-        outputs=args.outputs,
-        run=args.trec_run,
-        chunk_size=args.chunk_size or STREAM_CHUNK_SIZE,
-        strict=args.strict,
-        scores=(args.output or sys.stdout) if rows else None,
-        scores_format=args.format if rows else None,
-    )
+    with muted(_said_with_the_results(args.format)):
+        results = engine.evaluate_stream(
+            metrics_with_k(engine, specs, args.k),
+            dataset=args.dataset,
+            qrels=args.qrels,
+            outputs=args.outputs,
+            run=args.trec_run,
+            chunk_size=args.chunk_size or STREAM_CHUNK_SIZE,
+            strict=args.strict,
+            scores=(args.output or sys.stdout) if rows else None,
+            scores_format=args.format if rows else None,
+        )
     if rows:
         if args.output is not None:
             print(f"wrote {args.output}", file=sys.stderr)
         return _status(results)
     _emit(results, "table", args.output)
     return _status(results)
+
+
+def _said_with_the_results(fmt: str) -> set[str]:
+    """The log events a command's output already says, to be said once: a metric's
+    failure (:func:`_status` prints it), and with the table, the outputs' diagnostics
+    (ids not in the dataset, repeated ids dropped) printed under it."""
+    said = {"metric.failed"}
+    if fmt == "table":
+        said |= {"outputs.unknown_ids", "outputs.duplicates_dropped"}
+    return said
 
 
 def _status(results: Results) -> int:

@@ -30,6 +30,7 @@ from engine.evaluation.pipeline import (
     Source,
     StreamingError,
     aligned,
+    check_overlap,
     chunk_size_of,
     default_chunk_size,
     evaluate,
@@ -305,6 +306,7 @@ class Engine:
 
         lengths = sources.stream_output_lengths(output_path, run=run is not None)
         first = first_pass(prefetched(sample_blocks()), prefetched(lengths))
+        check_overlap(first.outputs, first.unknown, first.ids, str(output_path))
         sink = open_sink(scores, scores_format) if scores is not None else None
         results = evaluate(
             plan,
@@ -530,7 +532,8 @@ class Evaluation:
         kept = outputs.outputs if isinstance(outputs, Results) else None
         if keep_outputs and kept is None:
             kept = {i: output.to_json() for i, output in outputs_of(columns).items()}
-        return self._score(columns, strict=strict, chunk_size=chunk_size, keep=kept)
+        where = str(outputs) if isinstance(outputs, str | os.PathLike) else None
+        return self._score(columns, strict=strict, chunk_size=chunk_size, keep=kept, where=where)
 
     def ppi(
         self,
@@ -709,10 +712,14 @@ class Evaluation:
         keep: Mapping[str, Any] | None = None,
         only: Sequence[int] | None = None,
         beside: bool = False,
+        where: str | None = None,
     ) -> Results:
-        """Score ``outputs`` (with ``beside``: already beside the samples)."""
+        """Score ``outputs`` (with ``beside``: already beside the samples; ``where``: the
+        file they were read from, for the error when none is for a sample)."""
         dataset, executor = self.dataset, self.engine.executor
         joined, unknown = (outputs, []) if beside else aligned(dataset.columns, outputs)
+        if not beside:
+            check_overlap(len(outputs), unknown, dataset.columns.ids, where)
         shape, extra = None, {}
         if only is not None:  # a partial run: padded as the whole dataset, labelled so
             shape = Shape.of(joined)

@@ -71,6 +71,7 @@ __all__ = [
     "Plan",
     "StreamingError",
     "aligned",
+    "check_overlap",
     "chunk_size_of",
     "default_chunk_size",
     "evaluate",
@@ -603,6 +604,27 @@ def aligned(samples: Columns, outputs: Columns) -> tuple[Columns, list[str]]:
     return joined, unknown
 
 
+def check_overlap(
+    outputs: int, unknown: Sequence[str], samples: pa.Array, source: str | None = None
+) -> None:
+    """Outputs that would score nothing are an error (``source``: where they were read):
+    none at all (an empty outputs file or mapping), or none for a sample of the dataset
+    (outputs of another dataset; the ids of both are named). Some for ids not in the
+    dataset stay a warning (see :func:`evaluate`)."""
+    if outputs and len(unknown) < outputs:
+        return
+    if not outputs:
+        message = "no outputs (and no error rows): nothing to score"
+    else:
+        theirs = ", ".join(map(repr, sorted(unknown)[:3])) + (", ..." if len(unknown) > 3 else "")
+        ours = ", ".join(map(repr, samples[:3].to_pylist())) + (", ..." if len(samples) > 3 else "")
+        message = (
+            f"none of the {outputs} output(s) is for a sample of the dataset: they are for "
+            f"{theirs}, and the dataset's samples are {ours}"
+        )
+    raise InputError([Problem(message, source=source)], summary="outputs do not match the dataset")
+
+
 def slices(columns: Columns, size: int | None) -> list[Columns]:
     """The table in chunks of ``size`` rows (one chunk when None)."""
     if size is None or size >= len(columns):
@@ -627,12 +649,14 @@ def _repeated(ids: pa.Array, what: str) -> None:
 @attrs.frozen
 class FirstPass:
     """What a streamed evaluation learns before scoring: the padding shape, the content
-    hash, every sample id in order, and the outputs for ids not in the dataset."""
+    hash, every sample id in order, the outputs for ids not in the dataset, and how many
+    outputs there are."""
 
     shape: Shape
     digest: str
     ids: pa.Array
     unknown: tuple[str, ...]
+    outputs: int  # output rows (error rows too)
 
 
 def first_pass(
@@ -666,7 +690,8 @@ def first_pass(
             name: int(np.concatenate(parts)[known].max(initial=0)) for name, parts in sizes.items()
         }
         shape = shape.merge(Shape(widths))
-    return FirstPass(shape, digest.hexdigest(), all_ids, unknown if output_ids else ())
+    count = sum(map(len, output_ids))
+    return FirstPass(shape, digest.hexdigest(), all_ids, unknown if output_ids else (), count)
 
 
 def prefetched(items: Iterable[Any], depth: int = 2) -> Iterator[Any]:

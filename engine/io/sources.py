@@ -69,7 +69,15 @@ def read_dataset(path: str | os.PathLike[str], *, qrels: bool = False) -> tuple[
 def dataset_columns(source: Any) -> Columns:
     """Samples from Python: raw sample mappings (validated against the schema), qrels
     ``{qid: {docid: label}}``, a labels frame (pandas, polars, Arrow), a ranx ``Qrels``, or
-    samples already in columns."""
+    samples already in columns. None at all is an error: it would score nothing."""
+    found = _dataset_columns(source)
+    if not len(found):
+        problem = Problem(f"the dataset has no samples (from an empty {type(source).__name__})")
+        raise InputError([problem], summary="invalid dataset")
+    return found
+
+
+def _dataset_columns(source: Any) -> Columns:
     if isinstance(source, Columns):
         return source
     source = _tuples_table(source, "relevance")
