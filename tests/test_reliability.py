@@ -360,3 +360,55 @@ class TestInputsThatScoreNothing:
         document = capsys.readouterr()
         assert json.loads(document.out)["summary"]["retrieval-mrr"]["mean"] == 0.5  # (1 + 0) / 2
         assert document.err.count("outputs.unknown_ids") == 1
+
+
+class TestTheConfigACommandRead:
+    """A ``slotwise.yaml`` found upward moves numbers: the command says on stderr which
+    file it read and which defaults it set, once, before the tables."""
+
+    CONFIG = "metrics:\n  retrieval:\n    default_k: 3\n  params:\n    retrieval-ndcg-at-k:\n      gain: exponential\n"
+
+    @pytest.fixture
+    def folder(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+        (tmp_path / "slotwise.yaml").write_text(self.CONFIG)
+        work = tmp_path / "project"
+        work.mkdir()
+        (work / "data.json").write_text(json.dumps({"samples": _samples(2)}))
+        (work / "out.json").write_text(json.dumps({"q0": ["d0"], "q1": ["x"]}))
+        monkeypatch.chdir(work)
+        monkeypatch.delenv("SLOTWISE_CONFIG", raising=False)
+        return tmp_path
+
+    ARGV = ("run", "data.json", "--outputs", "out.json", "--metrics", "retrieval-recall-at-k")
+
+    def test_once_before_the_tables(self, folder):
+        """Before: nothing on the terminal, even with -v (only the results recorded it)."""
+        done = subprocess.run(
+            [sys.executable, "-m", "engine.cli", "-v", *self.ARGV],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=True,
+        )
+        said = (
+            f"slotwise: read {folder / 'slotwise.yaml'} (the nearest upward from the working "
+            "directory); it sets default_k=3, metrics.params.retrieval-ndcg-at-k.gain=exponential"
+        )
+        assert done.stdout.count(said) == 1
+        assert done.stdout.index(said) < done.stdout.index("retrieval-recall-at-k")
+
+    def test_how_it_was_found(self, folder, monkeypatch, capsys):
+        other = folder / "other.yaml"
+        other.write_text("datasets: {}\n")
+        assert main(["--config", str(other), *self.ARGV]) == 0
+        assert f"slotwise: read {other} (--config); it sets no default\n" in capsys.readouterr().err
+        monkeypatch.setenv("SLOTWISE_CONFIG", str(other))
+        assert main(list(self.ARGV)) == 0
+        assert f"read {other} (named by SLOTWISE_CONFIG)" in capsys.readouterr().err
+
+    def test_nothing_when_no_file_was_read(self, tmp_path, monkeypatch, capsys):
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "data.json").write_text(json.dumps({"samples": _samples(2)}))
+        (tmp_path / "out.json").write_text(json.dumps({"q0": ["d0"], "q1": ["x"]}))
+        assert main(list(self.ARGV)) == 0
+        assert "slotwise: read" not in capsys.readouterr().err

@@ -14,13 +14,13 @@ from engine.analysis.explain import Explanation, Missed, Slot, SystemView, expla
 from engine.cli.common import (
     Handler,
     UsageError,
+    configured_engine,
     emit,
     explain_inputs,
     load_results,
     names_option,
     positive_int,
 )
-from engine.evaluation.api import Engine
 from engine.evaluation.label_sources import SOURCES_KEY
 
 __all__ = ["add"]
@@ -80,7 +80,7 @@ def _explain(args: argparse.Namespace) -> int:
         dataset=args.dataset,
         outputs=args.outputs,
         k=args.k,
-        engine=Engine.from_config(args.config),
+        engine=configured_engine(args.config),
     )
     if args.format == "json":
         document = [e.to_dict() for e in found]

@@ -10,13 +10,13 @@ from typing import Any
 from engine.analysis.explain import explain
 from engine.cli.common import (
     Handler,
+    configured_engine,
     explain_inputs,
     load_results,
     split_specs,
     statistics_options,
 )
 from engine.errors import InputError
-from engine.evaluation.api import Engine
 
 __all__ = ["add"]
 
@@ -57,7 +57,7 @@ def _report(args: argparse.Namespace) -> int:
     asked = bool(args.outputs or args.dataset)
     explanations = None
     if asked or all(r.outputs is not None for r in results):
-        engine = Engine.from_config(args.config)
+        engine = configured_engine(args.config)
         try:
             explanations = explain(
                 results, names=names, dataset=args.dataset, outputs=args.outputs, engine=engine

@@ -15,6 +15,7 @@ from engine.cli import process
 from engine.cli.common import (
     Handler,
     UsageError,
+    configured_engine,
     emit,
     emit_tables,
     load_ahead,
@@ -155,7 +156,7 @@ def add(commands: Any) -> dict[str, Handler]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    engine = Engine.from_config(args.config, executor=args.executor)
+    engine = configured_engine(args.config, executor=args.executor)
     if args.qrels is not None and args.dataset is not None:
         raise UsageError("give either DATASET or --qrels, not both")
     if args.trec_run is not None and args.outputs is not None:
