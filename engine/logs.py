@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterator, MutableMapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-__all__ = ["configure", "log", "muted"]
+__all__ = ["configure", "log", "muted", "say"]
 
 _LOGGER = logging.getLogger("slotwise")
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
@@ -108,6 +108,26 @@ def muted(events: Collection[str]) -> Iterator[None]:
         yield
     finally:
         _LOGGER.removeFilter(kept)
+
+
+def say(event: str, text: str, **fields: Any) -> None:
+    """Tell the command line's user something whatever the level (CLI only): ``text`` on
+    stderr, or, with JSON logs (:func:`configure`), the event and its fields as a JSON
+    object like the other events."""
+    rendered = [
+        handler
+        for handler in _LOGGER.handlers
+        if isinstance(handler.formatter, _Formatter) and handler.formatter.fmt == "json"
+    ]
+    if not rendered:
+        print(text, file=sys.stderr)
+        return
+    record = logging.makeLogRecord(
+        {"name": _LOGGER.name, "levelno": logging.INFO, "levelname": "INFO", "msg": event}
+    )
+    record.event, record.fields = event, fields
+    for handler in rendered:
+        handler.handle(record)
 
 
 def configure(fmt: Literal["console", "json"] = "console", level: int = logging.WARNING) -> None:

@@ -294,13 +294,13 @@ class TestInputsThatScoreNothing:
             (["--qrels", "q.qrels", "--run", "empty.run"], "empty.run /: no run line"),
             (
                 ["--qrels", "q.qrels", "--run", "other.run"],
-                "none of the 1 output(s) is for a sample of the dataset: they are for 'z9', "
-                "and the dataset's samples are 'q0', 'q1'",
+                "none of the 1 output(s) is for a sample of the dataset: their ids ('z9') are "
+                "not in the dataset, whose samples are 'q0', 'q1'",
             ),
             (
                 ["data.json", "--outputs", "other.json"],
-                "other.json /: none of the 2 output(s) is for a sample of the dataset: they "
-                "are for 'z8', 'z9', and the dataset's samples are 'q0', 'q1'",
+                "other.json /: none of the 2 output(s) is for a sample of the dataset: their "
+                "ids ('z8', 'z9') are not in the dataset, whose samples are 'q0', 'q1'",
             ),
             (["data.json", "--outputs", "none.json"], "none.json /: no outputs"),
         ],
@@ -319,7 +319,7 @@ class TestInputsThatScoreNothing:
         cases = [
             (lambda: eng.evaluate_trec("empty.qrels", "r.run", mrr), "empty.qrels /: no qrels"),
             (lambda: eng.evaluate_trec("q.qrels", "empty.run", mrr), "empty.run /: no run line"),
-            (lambda: eng.evaluate_trec("q.qrels", "other.run", mrr), "they are for 'z9'"),
+            (lambda: eng.evaluate_trec("q.qrels", "other.run", mrr), "their ids ('z9')"),
             (lambda: eng.evaluate_trec({}, {"q0": {"d0": 1.0}}, mrr), "the dataset has no samples"),
             (lambda: eng.dataset({}), "the dataset has no samples"),
             (
@@ -412,3 +412,14 @@ class TestTheConfigACommandRead:
         (tmp_path / "out.json").write_text(json.dumps({"q0": ["d0"], "q1": ["x"]}))
         assert main(list(self.ARGV)) == 0
         assert "slotwise: read" not in capsys.readouterr().err
+
+    def test_with_json_logs_it_is_a_json_event(self, folder, capsys):
+        assert main(["--log-format", "json", *self.ARGV]) == 0
+        events = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+        read = [e for e in events if e["event"] == "config.read"]
+        assert len(read) == 1
+        assert read[0]["path"] == str(folder / "slotwise.yaml")
+        assert read[0]["sets"] == {
+            "default_k": 3,
+            "metrics.params.retrieval-ndcg-at-k.gain": "exponential",
+        }

@@ -22,6 +22,7 @@ from engine.evaluation.metric import Metric, metric_label, parse_spec
 from engine.evaluation.results import Results, read_results
 from engine.io.config import CONFIG_ENV
 from engine.io.files import atomic_write
+from engine.logs import say
 
 __all__ = [
     "Handler",
@@ -145,11 +146,10 @@ def configured_engine(config: Path | None, **options: Any) -> Engine:
         else:
             how = "the nearest upward from the working directory"
         defaults = found.provenance()["defaults"]
-        ours = [
-            f"{name}={d['value']}" for name, d in defaults.items() if d["set_by"] == found.origin
-        ]
-        sets = f"sets {', '.join(ours)}" if ours else "sets no default"
-        print(f"slotwise: read {found.origin} ({how}); it {sets}", file=sys.stderr)
+        ours = {name: d["value"] for name, d in defaults.items() if d["set_by"] == found.origin}
+        sets = ", ".join(f"{name}={value}" for name, value in ours.items()) or "no default"
+        text = f"slotwise: read {found.origin} ({how}); it sets {sets}"
+        say("config.read", text, path=found.origin, found=how, sets=ours)
     return engine
 
 

@@ -619,8 +619,8 @@ def check_overlap(
         theirs = ", ".join(map(repr, sorted(unknown)[:3])) + (", ..." if len(unknown) > 3 else "")
         ours = ", ".join(map(repr, samples[:3].to_pylist())) + (", ..." if len(samples) > 3 else "")
         message = (
-            f"none of the {outputs} output(s) is for a sample of the dataset: they are for "
-            f"{theirs}, and the dataset's samples are {ours}"
+            f"none of the {outputs} output(s) is for a sample of the dataset: their ids "
+            f"({theirs}) are not in the dataset, whose samples are {ours}"
         )
     raise InputError([Problem(message, source=source)], summary="outputs do not match the dataset")
 
