@@ -68,3 +68,21 @@ def test_the_least_pyarrow_program_runs_on_a_small_corpus(tmp_path: Path) -> Non
         text=True,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_long_ranking_benchmark_runs() -> None:
+    """benchmarks/long_ranking.py on 20 rankings of 10 and one of 200: every step, with and
+    without it, in fresh processes, gives the same summary (it checks that itself) and a
+    row of seconds and MiB per step."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import long_ranking
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    qrels, ranked = long_ranking.make_run(20, 10, 200)
+    lengths = sorted(len(scored) for scored in ranked.values())
+    assert lengths == [10] * 19 + [200] and len(qrels) == 20
+    rows = long_ranking.report(long_ranking.measure(20, 10, 200, repeat=1), 200)
+    assert [row.split(" | ")[1] for row in rows] == list(long_ranking.STEPS)
+    for row in rows:  # seconds, seconds, ratio, MiB, MiB, ratio: numbers, none negative
+        assert all(float(cell.replace(",", "")) >= 0 for cell in row.strip("| ").split(" | ")[2:])

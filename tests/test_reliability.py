@@ -423,3 +423,168 @@ class TestTheConfigACommandRead:
             "default_k": 3,
             "metrics.params.retrieval-ndcg-at-k.gain": "exponential",
         }
+
+
+#: Classic metrics of every kind of computation: cut and uncut, running sums, ideal
+#: rankings, interpolated precision, ERR's dataset-wide largest label.
+LONG_METRICS = [
+    "retrieval-ndcg-at-k@10",
+    "retrieval-ndcg-at-k(gain=exponential)",
+    "retrieval-map",
+    "retrieval-mrr",
+    "retrieval-recall-at-k@100",
+    "retrieval-precision-at-k@10",
+    "retrieval-r-precision",
+    "retrieval-err-at-k@20",
+    "retrieval-auc-pr",
+    "retrieval-bpref",
+    "retrieval-rbp",
+]
+
+
+def _long_run(rows: int = 300, long: int = 6000) -> tuple[dict, dict]:
+    """``rows`` queries of 2-4 graded labels and 20 ranked ids, the first ranking ``long``
+    ids with a relevant one deep in it (rank 3000), seeded."""
+    rng = np.random.default_rng(49)
+    qrels, run = {}, {}
+    for q in range(rows):
+        judged = [f"{q}-{d}" for d in rng.choice(40, size=int(rng.integers(2, 5)), replace=False)]
+        qrels[f"q{q}"] = {d: int(rng.integers(0, 4)) for d in judged}
+        ranked = [f"{q}-{d}" for d in rng.permutation(40)[:20]]
+        run[f"q{q}"] = ranked
+    run["q0"] = run["q0"] + [f"0-x{i}" for i in range(long - 20)]
+    run["q0"][2999] = next(iter(qrels["q0"]))  # (its label may be 0: judged, not relevant)
+    qrels["q0"][run["q0"][2999]] = 3
+    return qrels, run
+
+
+class TestOneLongRanking:
+    """One ranking of 6,000 ids among 300 of 20: the chunk is scored in groups of like
+    lengths, so no row pays the long one's length; every value is the same, bit for bit,
+    as one batch padded to the longest ranking gives, and pytrec_eval's to 1e-9."""
+
+    @pytest.fixture
+    def evaluation(self, eng):
+        qrels, _ = _long_run()
+        return eng.dataset(qrels).with_metrics(LONG_METRICS)
+
+    def test_no_row_pays_the_long_ones_length(self, evaluation, monkeypatch):
+        """Before: one (300, 6000) batch, 1.8 M slots for 11,980 ranked ids."""
+        compiled = []
+        compile_ = engine.Batch.compile.__func__
+
+        def spy(cls, columns, *args, **kwargs):
+            batch = compile_(cls, columns, *args, **kwargs)
+            compiled.append(batch.doc_codes.size)
+            return batch
+
+        monkeypatch.setattr(engine.Batch, "compile", classmethod(spy))
+        for chunk_size in (None, 64):  # chunks of 64 without it: not padded to 6,000 either
+            compiled.clear()
+            evaluation.evaluate(_long_run()[1], chunk_size=chunk_size)
+            assert sum(compiled) <= 2 * (299 * 20 + 6000 + 300), chunk_size
+
+    def test_values_are_one_batchs_bit_for_bit(self, evaluation):
+        from engine.evaluation.pipeline import aligned, score_batch
+        from engine.io.sources import read_outputs
+
+        _, run = _long_run()
+        results = evaluation.evaluate(run)
+        joined, _ = aligned(evaluation.dataset.columns, read_outputs(run))
+        one = score_batch(engine.Batch.compile(joined), evaluation.plan)
+        for label in results.labels:
+            assert results.values(label).tobytes() == one.values[label].tobytes(), label
+        scorer = evaluation.scorer()
+        for sample_id, ranking in run.items():
+            scorer.add(sample_id, ranking)
+        again = scorer.results()
+        for label in results.labels:
+            assert again.values(label).tobytes() == one.values[label].tobytes(), label
+
+    def test_pytrec_evals_values(self, evaluation):
+        pytrec_eval = pytest.importorskip("pytrec_eval")
+        qrels, run = _long_run()
+        scored = {q: {d: float(len(r) - i) for i, d in enumerate(r)} for q, r in run.items()}
+        names = {
+            "retrieval-ndcg-at-k@10": "ndcg_cut_10",
+            "retrieval-map": "map",
+            "retrieval-mrr": "recip_rank",
+            "retrieval-recall-at-k@100": "recall_100",
+            "retrieval-precision-at-k@10": "P_10",
+            "retrieval-r-precision": "Rprec",
+            "retrieval-bpref": "bpref",
+        }
+        measures = {"ndcg_cut.10", "map", "recip_rank", "recall.100", "P.10", "Rprec", "bpref"}
+        expected = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(scored)
+        results = evaluation.evaluate(run)
+        for label, name in names.items():
+            got = dict(zip(results.sample_ids, results.values(label).tolist(), strict=True))
+            for query, values in expected.items():
+                assert got[query] == pytest.approx(values[name], abs=1e-9), (label, query)
+
+    def test_the_cli_and_a_stream_give_the_same_bits(self, evaluation, tmp_path):
+        _, run = _long_run()
+        expected = evaluation.evaluate(run)
+        (tmp_path / "q.qrels").write_text(
+            "".join(
+                f"{q} 0 {d} {g}\n"
+                for q, labels in _long_run()[0].items()
+                for d, g in labels.items()
+            )
+        )
+        (tmp_path / "r.run").write_text(
+            "".join(
+                f"{q} Q0 {d} {i} {len(r) - i} t\n"
+                for q, r in run.items()
+                for i, d in enumerate(r, 1)
+            )
+        )
+        files = ["--qrels", str(tmp_path / "q.qrels"), "--run", str(tmp_path / "r.run")]
+        for extra in ([], ["--stream", "--chunk-size", "64"]):
+            out = tmp_path / "out.jsonl"
+            argv = ["run", *files, "--metrics", ",".join(LONG_METRICS), "--format", "jsonl"]
+            assert main([*argv, "--output", str(out), *extra]) == 0
+            rows = [json.loads(line) for line in out.read_text().splitlines()]
+            for label in expected.labels:
+                cli = np.array(
+                    [np.nan if r["scores"][label] is None else r["scores"][label] for r in rows]
+                )
+                assert cli.tobytes() == expected.values(label).tobytes(), (label, extra)
+
+    def test_details_land_on_their_samples(self, eng):
+        """answer-containment-at-k explains each value by the rank it matched at."""
+        samples = [
+            {"id": f"q{i}", "expected_output": {"relevance": [f"d{i}"], "answers": ["gold"]}}
+            for i in range(80)
+        ]
+        outputs = {
+            f"q{i}": [
+                {"id": f"x{i}-{r}", "text": "gold" if r == i % 3 else "lead"} for r in range(5)
+            ]
+            for i in range(80)
+        }
+        outputs["q0"] = [{"id": f"y{r}", "text": "lead"} for r in range(3000)]
+        outputs["q0"][3]["text"] = "the gold answer"
+        evaluation = eng.dataset(samples=samples).with_metrics(["answer-containment-at-k@5"])
+        results = evaluation.evaluate(outputs)
+        ranks = [d["matched_rank"] for d in results.details["answer-containment-at-k@5"]]
+        assert ranks == [4] + [i % 3 + 1 for i in range(1, 80)]  # 1-based ranks
+
+    def test_a_metric_failing_on_one_group_fails_on_the_chunk(self, eng):
+        """As when the chunk is one batch: NA on every sample, the failure recorded."""
+
+        @attrs.frozen
+        class Narrow(engine.MetricBase):
+            alias = "narrow-test"
+            requires = frozenset({"relevance"})
+
+            def score(self, batch):
+                if batch.doc_codes.shape[1] > 1000:
+                    raise ValueError("too wide")
+                return np.ones(len(batch))
+
+        eng.register_metric(Narrow)
+        qrels, run = _long_run()
+        results = eng.dataset(qrels).with_metrics(["narrow-test"]).evaluate(run)
+        assert np.isnan(results.values("narrow-test")).all()
+        assert "too wide" in results.diagnostics.metric_errors["narrow-test"]

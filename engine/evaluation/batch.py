@@ -20,7 +20,16 @@ from engine.io.config import DEFAULT_K
 
 T = TypeVar("T")
 
-__all__ = ["DEFAULT_K", "Batch", "Flat", "Groups", "Shape", "row_sums", "trec_eval_level_order"]
+__all__ = [
+    "DEFAULT_K",
+    "PADDED",
+    "Batch",
+    "Flat",
+    "Groups",
+    "Shape",
+    "row_sums",
+    "trec_eval_level_order",
+]
 
 _SHIFT = np.int64(32)  # key = row << 32 | document code
 

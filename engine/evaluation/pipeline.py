@@ -8,7 +8,11 @@ Why the numbers do not depend on the chunking, bit for bit:
   padded to the dataset's :class:`~engine.evaluation.batch.Shape` (the widest ranking,
   label list and pool; the largest label), so row sums add the same terms in the same
   order as in one big batch, and ``retrieval-err-at-k`` sees the dataset's largest label.
-  A streamed evaluation finds the shape in a first pass over its inputs.
+  A streamed evaluation finds the shape in a first pass over its inputs. Where a few long
+  lists would make every row pay their length, a chunk is scored in groups of rows of
+  like lengths, each padded to its own widths (:func:`length_groups`): a metric's value
+  does not depend on its row's padding (the conformance kit's "alone" test), so the
+  values are the same, and the cost follows the ranked ids.
 - **Chunks start at multiples of** :data:`CHUNK_ALIGN` **rows**, so BLAS kernels group
   rows as they do in one big batch (``chunk_size`` is rounded up).
 - **Summaries are order-independent**: the mean is an exact sum (``math.fsum``), the
@@ -40,7 +44,7 @@ from engine.errors import (
     Problem,
     SlotwiseError,
 )
-from engine.evaluation.batch import Batch, Flat, Shape
+from engine.evaluation.batch import PADDED, Batch, Flat, Shape
 from engine.evaluation.executors import IN_PROCESS, Executor
 from engine.evaluation.metric import (
     Metric,
@@ -58,7 +62,7 @@ from engine.evaluation.results import (
     document_header,
 )
 from engine.evaluation.statistics import Bootstrap, Tally
-from engine.io.columns import LABEL_KINDS, Columns, stack
+from engine.io.columns import LABEL_KINDS, Columns, lengths, stack
 from engine.io.sinks import RowChunk, Sink
 from engine.logs import log
 from engine.version import VERSION
@@ -76,6 +80,7 @@ __all__ = [
     "default_chunk_size",
     "evaluate",
     "first_pass",
+    "length_groups",
     "prefetched",
     "score_batch",
     "score_chunk",
@@ -89,6 +94,7 @@ _SPLIT_SLOTS = 1 << 18  # fewer ranked documents are scored as one chunk: splitt
 _CHUNK_LABELS = 1 << 17  # the most judged documents of a chunk, about (docs/scale.md)
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
@@ -243,9 +249,105 @@ def call_score(metric: Metric, label: str, distribution: str | None, batch: Batc
 
 
 def score_chunk(task: ChunkTask) -> ChunkScores:
-    """Score one chunk as the whole dataset would be scored."""
-    batch = Batch.compile(task.columns, task.plan.default_k, task.shape, task.flat)
-    return score_batch(batch, task.plan)
+    """Score one chunk as the whole dataset would be scored: in one batch, or, when a few
+    long lists would make every row pay their length, in groups of rows of like lengths
+    (:func:`length_groups`), each padded to its own widths. A metric's values do not
+    depend on the padding (the conformance kit's "alone" test), so they are the same,
+    bit for bit; a metric that makes a run-level report (``summarize``) needs the one
+    batch."""
+    columns, plan = task.columns, task.plan
+    groups = None if plan.reports else length_groups(columns, task.shape)
+    if groups is None:
+        return score_batch(Batch.compile(columns, plan.default_k, task.shape, task.flat), plan)
+    own = Shape({}, (task.shape or Shape.of(columns)).max_label)  # ERR's: the dataset's
+    if len(groups) == 1:  # a chunk of short lists in a dataset with long ones
+        return score_batch(Batch.compile(columns, plan.default_k, own), plan)
+    parts = [
+        score_batch(Batch.compile(columns.take(rows), plan.default_k, own), plan) for rows in groups
+    ]
+    return _gathered(parts, groups, len(columns))
+
+
+#: A chunk is scored in groups of rows of like lengths once padding it to its longest
+#: lists would take more than this many times the cells its lists fill.
+_PADDING_SLACK = 2
+
+
+def length_groups(columns: Columns, shape: Shape | None) -> list[IntArray] | None:
+    """The rows of a chunk in groups of like list lengths (each group's rows in order),
+    when padding the whole chunk to ``shape``'s widths (else its own longest lists)
+    would take more than :data:`_PADDING_SLACK` times the cells its lists fill (one
+    group: the chunk's lists are alike, the dataset's widths are not); None when the
+    padding is cheap. Rows are binned by the power of two of their lists' total length,
+    and neighbouring bins merged while the merge pads within the slack: a few groups, so
+    that the cost is linear in the ranked ids, not in rows times the longest ranking."""
+    sizes = {name: lengths(columns.column(name)) for name in PADDED if columns.has(name)}
+    rows = len(columns)
+    widths = {
+        name: (shape.widths.get(name) if shape is not None else None) or int(s.max(initial=0))
+        for name, s in sizes.items()
+    }
+    filled = rows + sum(int(s.sum()) for s in sizes.values())
+    if rows * sum(widths.values()) <= _PADDING_SLACK * filled:
+        return None
+    total: IntArray = np.sum(list(sizes.values()), axis=0)  # each row's
+    bins = np.frexp(total.astype(np.float64))[1]  # total length's power of two
+    found = np.unique(bins)
+    groups: list[list[int]] = []  # bins, merged
+    count = cells = 0  # rows and cells filled of the last group
+    widest: list[int] = []  # the longest list of each column in the last group
+    for index, value in enumerate(found.tolist()):  # (a bin per power of two: a few dozen)
+        inside = bins == value
+        size, used = int(inside.sum()), int(total[inside].sum())
+        tops = [int(s[inside].max()) for s in sizes.values()]
+        wider = [max(a, b) for a, b in zip(widest, tops, strict=True)] if groups else tops
+        if groups and (count + size) * sum(wider) <= _PADDING_SLACK * (count + size + cells + used):
+            groups[-1].append(index)
+            count, cells, widest = count + size, cells + used, wider
+        else:
+            groups.append([index])
+            count, cells, widest = size, used, tops
+    if len(groups) == 1:
+        return [np.arange(rows)]
+    return [np.flatnonzero(np.isin(bins, found[group])) for group in groups]
+
+
+def _gathered(parts: Sequence[ChunkScores], groups: Sequence[IntArray], rows: int) -> ChunkScores:
+    """One chunk's scores from those of its groups of rows (``groups[i]``: the rows of
+    ``parts[i]``). A metric that failed on a group failed on the chunk: its values NA, as
+    in one batch."""
+    problems = tuple(p for part in parts for p in part.problems)
+    failures = {label: why for part in parts for label, why in part.failures.items()}
+
+    def spread(arrays: Sequence[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+        out = np.empty(rows, dtype=arrays[0].dtype)
+        for array, where in zip(arrays, groups, strict=True):
+            out[where] = array
+        return out
+
+    duplicates = spread([part.duplicates for part in parts])
+    has_output = spread([part.has_output for part in parts])
+    no_relevant = spread([part.no_relevant for part in parts])
+    if problems:
+        return ChunkScores({}, {}, {}, duplicates, has_output, no_relevant, problems)
+    values = {
+        label: np.full(rows, np.nan)
+        if label in failures
+        else spread([part.values[label] for part in parts])
+        for label in parts[0].values
+    }
+    details = {}
+    for label in dict.fromkeys(label for part in parts for label in part.details):
+        if label in failures:
+            continue  # (as one batch: no details from a metric that failed)
+        found = np.full(rows, None, dtype=object)
+        for part, where in zip(parts, groups, strict=True):
+            if label in part.details:
+                entries = np.empty(len(where), dtype=object)
+                entries[:] = part.details[label]
+                found[where] = entries
+        details[label] = found.tolist()
+    return ChunkScores(values, details, {}, duplicates, has_output, no_relevant, failures=failures)
 
 
 def score_batch(batch: Batch, plan: Plan) -> ChunkScores:
