@@ -82,7 +82,8 @@ def test_the_long_ranking_benchmark_runs() -> None:
     qrels, ranked = long_ranking.make_run(20, 10, 200)
     lengths = sorted(len(scored) for scored in ranked.values())
     assert lengths == [10] * 19 + [200] and len(qrels) == 20
-    rows = long_ranking.report(long_ranking.measure(20, 10, 200, repeat=1), 200)
-    assert [row.split(" | ")[1] for row in rows] == list(long_ranking.STEPS)
+    rows = long_ranking.report(long_ranking.measure(20, 10, 200, repeat=1), 20, 10, 200)
+    assert [row.split(" | ")[2] for row in rows] == list(long_ranking.STEPS)
+    assert {row.split(" | ")[1] for row in rows} == {"1.95"}  # (200 + 190) / 200 ranked ids
     for row in rows:  # seconds, seconds, ratio, MiB, MiB, ratio: numbers, none negative
-        assert all(float(cell.replace(",", "")) >= 0 for cell in row.strip("| ").split(" | ")[2:])
+        assert all(float(cell) >= 0 for cell in row.strip("| ").split(" | ")[3:])
