@@ -261,7 +261,13 @@ class TestRescoringAResultsFile:
         row = engine.compare([engine.read_results(p) for p in pair]).row("retrieval-mrr")
         assert (row.mean_a, row.mean_b, row.failed_a, row.failed_b) == (1.0, 1.0, 2, 2)
         assert main(["report", *pair, "--output", "report.html"]) == 0
-        assert Path("report.html").read_text().count(">2 of 8 (25.0%)</td>") == 2
+        page = Path("report.html").read_text()
+        assert page.count(">2 of 8 (25.0%)</td>") == 2
+        assert "TimeoutError: call 4 timed out" in page  # the sample's view: failed, not empty
+        capsys.readouterr()
+        assert main(["explain", "again.json", "--sample", "q4", "--dataset", "data.json"]) == 0
+        said = "(the system failed: TimeoutError: call 4 timed out; NA, an error row)"
+        assert said in capsys.readouterr().out  # before: "no output: scored as an empty ranking"
         from engine.testing import assert_no_regression
 
         assert_no_regression(engine.read_results("again.json"), "run.json", max_drop=0.0)

@@ -98,7 +98,8 @@ class Diagnosis:
 @attrs.frozen
 class SystemView:
     """What one system did with one sample: ``k`` slots out of ``retrieved`` ranked
-    documents, from a pool of ``pool`` candidates (None: the ranking is the pool)."""
+    documents, from a pool of ``pool`` candidates (None: the ranking is the pool);
+    ``error``: why the system failed on it (an error row, NA), None when it did not."""
 
     name: str
     k: int
@@ -109,6 +110,7 @@ class SystemView:
     missed: tuple[Missed, ...]
     scores: Mapping[str, float | None]
     diagnosis: Diagnosis | None
+    error: str | None = None
 
 
 @attrs.frozen
@@ -413,6 +415,7 @@ def _views(
                     for label, v in values.items()
                 },
                 diagnosis=diagnoses[row] if diagnoses else None,
+                error=result.diagnostics.errors.get(sample_id),
             )
         )
     return views

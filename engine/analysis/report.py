@@ -674,7 +674,7 @@ def _verdicts(results: Sequence[Results], ids: Sequence[str]) -> list[list[str |
 def _explain_data(explanations: Sequence[Explanation], ids: Sequence[str]) -> dict[str, Any]:
     """The explanations (at least one), compactly: the score labels to show, each document
     id and snippet once, then per system and sample ``[k, retrieved, pool, has_output,
-    slots, missed, diagnosis]`` with slots ``[doc, pool_rank, relevance, grade, utility]``
+    slots, missed, diagnosis, error]`` with slots ``[doc, pool_rank, relevance, grade, utility]``
     and misses ``[doc, pool_rank, relevance, grade]`` (trailing nulls left out), and the
     diagnosis ``[label, G_obs, G_pool, G_oracle, verdict]``."""
     docs: dict[str, int] = {}
@@ -703,6 +703,7 @@ def _explain_data(explanations: Sequence[Explanation], ids: Sequence[str]) -> di
             None
             if d is None
             else [d.label, *map(_compact, (d.g_obs, d.g_pool, d.g_oracle)), d.verdict],
+            v.error,
         ]
 
     by_id = {e.sample_id: e for e in explanations}

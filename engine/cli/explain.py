@@ -126,7 +126,9 @@ def explanation_lines(explanation: Explanation) -> list[str]:
     kinds = _label_kinds(explanation.systems)
     for index, system in enumerate(explanation.systems):
         lines += ["", _heading(system)]
-        if not system.has_output:
+        if system.error is not None:
+            lines.append(f"  (the system failed: {system.error}; NA, an error row)")
+        elif not system.has_output:
             lines.append("  (no output: scored as an empty ranking)")
         elif system.slots:
             lines += _slot_table(system.slots, kinds)

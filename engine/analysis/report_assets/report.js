@@ -104,7 +104,8 @@
       if (!view) { column.appendChild(node("p", "note", "not in these results")); return; }
       var pool = view[2] === null ? "the ranking is the pool" : "pool of " + view[2];
       column.appendChild(node("p", "note", "top " + view[0] + " of " + view[1] + " retrieved, " + pool));
-      if (!view[3]) column.appendChild(node("p", "note", "no output: scored as an empty ranking"));
+      if (view[7]) column.appendChild(node("p", "note", "the system failed: " + view[7] + " (NA, an error row)"));
+      else if (!view[3]) column.appendChild(node("p", "note", "no output: scored as an empty ranking"));
       var mine = slotIds(view);
       var body = view[4].map(function (slot, rank) {
         var cells = [String(rank + 1), ex.docs[slot[0]]];
