@@ -112,7 +112,8 @@ def _running_dcg(
             values = _ideal_gains(batch, kind, gains, levels)
         else:
             values = _ranked_gains(batch, kind, gains, levels)
-        running: FloatArray = (values * _discount(values.shape[1])).cumsum(axis=1)
+        with np.errstate(over="ignore"):  # an infinite DCG is refused by the metrics' check
+            running: FloatArray = (values * _discount(values.shape[1])).cumsum(axis=1)
         running.flags.writeable = False
         return running
 
@@ -153,8 +154,9 @@ EXPONENT_LIMIT = 1024
 
 
 def _overflowed(batch: Batch, sums: FloatArray, what: str) -> Iterator[Problem]:
-    """A problem per sample whose ``sums`` (a DCG) overflowed a float64, naming the
-    sample's largest relevance label: an error, not an infinite value or a silent NA."""
+    """A problem per sample whose ``sums`` (a DCG, a total gain) overflowed a float64,
+    naming the sample's largest relevance label and ``what`` it is too large for: an
+    error, not an infinite value or a silent NA."""
     rows = np.flatnonzero(~np.isfinite(sums))
     if not rows.size:
         return
@@ -163,11 +165,17 @@ def _overflowed(batch: Batch, sums: FloatArray, what: str) -> Iterator[Problem]:
         mine = np.flatnonzero(owners == row)
         top = int(mine[np.argmax(labels[mine])])
         yield Problem(
-            f"label {labels[top]:g} is too large for {what}: the sum overflows a float64 "
-            f"(an exponential gain 2^label - 1 fits one for labels below {EXPONENT_LIMIT})",
+            f"label {labels[top]:g} is too large for {what}: the sum overflows a float64",
             sample_id=batch.sample_ids[row],
             pointer=batch.label_pointer(row, "relevance", batch.doc_ids([codes[top]])[0]),
         )
+
+
+def _gain_named(alias: str, gain: str) -> str:
+    """What a DCG's labels may be too large for (with the exponential gain's bound)."""
+    if gain == "exponential":
+        return f"{alias}'s gain=exponential (2^label - 1; labels below {EXPONENT_LIMIT} fit)"
+    return f"{alias}'s gain={gain}"
 
 
 def _found_within(batch: Batch, threshold: float, cutoffs: IntArray | None) -> IntArray:
@@ -415,7 +423,7 @@ class DCGAtK(_Ranked):
 
     def check(self, batch: Batch) -> Iterator[Problem]:
         dcg = _dcg(batch, self.k, self.gain, self.gains, self.levels)
-        return _overflowed(batch, dcg, f"{self.alias}'s gain={self.gain}")
+        return _overflowed(batch, dcg, _gain_named(self.alias, self.gain))
 
     def score(self, batch: Batch) -> FloatArray:
         return _dcg(batch, self.k, self.gain, self.gains, self.levels)
@@ -442,7 +450,7 @@ class NDCGAtK(_Ranked):
 
     def check(self, batch: Batch) -> Iterator[Problem]:
         ideal = _running_dcg(batch, self.gain, self.gains, ideal=True, levels=self.levels)
-        return _overflowed(batch, batch.at_k(ideal, self.k), f"{self.alias}'s gain={self.gain}")
+        return _overflowed(batch, batch.at_k(ideal, self.k), _gain_named(self.alias, self.gain))
 
     def score(self, batch: Batch) -> FloatArray:
         ideal = _running_dcg(batch, self.gain, self.gains, ideal=True, levels=self.levels)

@@ -166,6 +166,20 @@ class TestLabelTooLargeForItsGain:
         with pytest.raises(engine.MetricRequirementError, match="label 2000 is too large"):
             evaluation.scorer().add("q0", self.OUTPUTS["q0"])
 
+    @pytest.mark.parametrize(
+        "spec", ["retrieval-ndcg-rel", "retrieval-rndcg", "retrieval-g", "retrieval-ndcg-at-k"]
+    )
+    def test_linear_gains_that_sum_beyond_a_float64(self, spec, eng):
+        """Two labels of 1.5e308: their sum overflows. Before: NaN (Rndcg, G) or 0
+        (ndcg_rel), silently."""
+        samples = [{"id": "q0", "expected_output": {"d0": 1.5e308, "d1": 1.5e308}}]
+        evaluation = eng.dataset(samples=samples).with_metrics([spec])
+        with pytest.raises(engine.MetricRequirementError) as refused:
+            evaluation.evaluate({"q0": ["d1", "d0"]})
+        assert f"sample 'q0' /expected_output/d0: label 1.5e+308 is too large for {spec}'s" in str(
+            refused.value
+        )
+
     def test_the_cli_exits_2_naming_the_label(self, tmp_path, monkeypatch, capsys):
         monkeypatch.chdir(tmp_path)
         (tmp_path / "qrels").write_text("q0 0 d0 2000\nq0 0 d1 1\nq1 0 d2 2\n")
