@@ -1,6 +1,6 @@
 """Hole filling (``slotwise annotate --runs ... --holes``): pooling, the pairs sent to the
 judge, label sources, cost estimates, and the cache, against the local chat-completions
-stand-in (tests/llm_server.py) and the tests' tiny transformers model."""
+stand-in (engine.annotate.stand_in) and the tests' tiny transformers model."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from test_annotate_http import PASSAGES, QUESTIONS, Server  # noqa: E402
 
 @pytest.fixture
 def server_factory() -> Iterator[object]:
-    """Starts the stand-in chat-completions server (tests/llm_server.py); stops it after."""
+    """Starts the stand-in chat-completions server (engine.annotate.stand_in); stops it after."""
     servers: list[Server] = []
 
     def start(*args: str) -> Server:
@@ -453,8 +453,8 @@ class TestTransformers:
     ) -> None:
         """The transformers annotator on the tests' tiny random Llama: the 6 holes go to
         the model in one batch; a random model's answers are no grade, so each is listed
-        as unreadable and left unlabelled (the person's labels untouched); a re-run
-        computes nothing."""
+        as unreadable, left unlabelled (the person's labels untouched) and listed in
+        metadata.unjudged; nothing unreadable is cached, so a re-run asks for all 6 again."""
         pytest.importorskip("torch")
         pytest.importorskip("transformers")
         from tiny_lm import make_tiny_lm
@@ -476,9 +476,16 @@ class TestTransformers:
         written = {s["id"]: s for s in json.loads(files["labelled"].read_text())["samples"]}
         for sid, sample in written.items():
             assert sample["expected_output"].get("relevance") == LABELS[sid]
+        unjudged = {
+            (sid, doc)
+            for sid, sample in written.items()
+            for doc in sample.get("metadata", {}).get("unjudged", {})
+        }
+        assert unjudged == holes
         assert main(arguments) == 0
         assert (
-            f"{len(holes)} from the cache, 0 to compute in 0 model calls" in capsys.readouterr().err
+            f"{len(holes)} to judge: 0 from the cache, {len(holes)} to compute in 1 model calls"
+            in capsys.readouterr().err
         )
 
 

@@ -48,7 +48,10 @@ _ANNOTATOR_OPTIONS = (
     "timeout",
     "no_response_token",
     "prices",
+    "structured",
 )
+#: ``annotate``'s exit status when some items failed for good (everything else was written).
+EXIT_INCOMPLETE = 3
 
 
 def add(commands: Any) -> dict[str, Handler]:
@@ -64,8 +67,11 @@ def add(commands: Any) -> dict[str, Handler]:
         "(Figure 6); claims: the reference answer (expected_output.reference, else the first "
         "answer) split into expected_output.claims; support: for each claim and retrieved "
         "passage, whether the passage supports it, written as the group named by the claim's "
-        "id (context-recall-at-k, claim-precision-at-k, coverage-recall-at-k). Results are "
-        "cached: an interrupted run resumes, a re-run is free.",
+        "id (context-recall-at-k, claim-precision-at-k, coverage-recall-at-k). Answers are "
+        "read strictly (a JSON object of the answer's schema, or its one documented "
+        "pattern); an unreadable answer or a failed call labels nothing, is listed, and is "
+        "asked again by the next run. Answers are cached: an interrupted run resumes, a "
+        "re-run is free. Exit 3: some items failed for good (the rest was written).",
     )
     annotate.add_argument(
         "dataset", help=f"a dataset declared in {CONFIG_FILENAME}, or a .json/.yaml/.jsonl file"
@@ -131,7 +137,23 @@ def add(commands: Any) -> dict[str, Handler]:
     remote.add_argument("--samples", type=positive_int, help="Monte-Carlo samples (10)")
     remote.add_argument("--temperature", type=float, help="Monte-Carlo temperature (1.0)")
     remote.add_argument("--timeout", type=positive_float, help="request timeout in seconds (60)")
+    remote.add_argument(
+        "--structured",
+        choices=("auto", "json-schema", "off"),
+        help="ask for judge answers as structured output (response_format with the answer's "
+        "JSON schema): auto (default) stops asking if the endpoint refuses it, json-schema "
+        "always asks, off never does",
+    )
     judges = annotate.add_argument_group("judge and grader")
+    judges.add_argument(
+        "--judge",
+        choices=("auto", "umbrela", "answers"),
+        default="auto",
+        help="the relevance judge: umbrela grades each (question, passage) 0-3 without "
+        "reference answers (UMBRELA's prompt); answers judges 1/0 against "
+        "expected_output.answers (Figure 5); auto (default): answers when every sample to "
+        "judge has them, else umbrela. Said before any call and recorded in each label's source",
+    )
     judges.add_argument(
         "--response-field", default="response", help="metadata field with the answer to grade"
     )
@@ -272,7 +294,7 @@ def _annotate(args: argparse.Namespace) -> int:
     cache_path = args.cache or args.output.with_suffix(".cache.sqlite")
     resume = f"finished work is in the cache {cache_path}; run the same command again to resume"
     annotator = _annotator(args)
-    cache = Cache(cache_path)
+    cache = Cache(cache_path, look_only=bool(args.dry_run))
     runner = Runner(
         cache,
         batch_size=args.batch_size or getattr(annotator, "default_batch_size", 1),
@@ -297,6 +319,8 @@ def _annotate(args: argparse.Namespace) -> int:
             response_field=args.response_field,
             judge_max_tokens=args.judge_max_tokens,
             agreement=args.agreement,
+            judge=args.judge,
+            announce=lambda line: print(line, file=sys.stderr),
         )
     except (KeyboardInterrupt, AnnotationInterrupted):
         print(f"slotwise: interrupted; {resume}", file=sys.stderr)
@@ -309,9 +333,10 @@ def _annotate(args: argparse.Namespace) -> int:
         cache.close()
         annotator.close()
     _write(args.output, labelled, name, report.lines(), cache_path)
+    _note_structured(annotator)
     if report.agreement is not None:
         print("\n".join(report.agreement.lines()))
-    return 0
+    return _finished(report.failed, resume)
 
 
 class _DryRun(Exception):
@@ -355,7 +380,7 @@ def _fill(
             only = has_labels[pooled.rows]
         labelled, filling = fill_holes(
             raws, samples, pooled, annotator, runner, every=not args.holes, only=only,
-            judge_max_tokens=args.judge_max_tokens, announce=announce,
+            judge=args.judge, judge_max_tokens=args.judge_max_tokens, announce=announce,
         )  # fmt: skip
     except _DryRun:
         return 0
@@ -371,13 +396,36 @@ def _fill(
         cache.close()
         annotator.close()
     _write(args.output, labelled, name, filling.lines(), cache.path)
+    _note_structured(annotator)
     if args.agreement:
         metrics = split_specs(args.metrics) or [f"retrieval-ndcg-at-k@{args.depth}"]
         named = {str(path): run for path, run in zip(args.runs, runs, strict=True)}
         engine = Engine(config=getattr(args, "config", None))
         found = relevance_agreement(raws, labelled, filling, named, metrics, engine)
         print("\n".join(found.lines()))
-    return 0
+    return _finished(filling.failed, resume)
+
+
+def _finished(failed: list[str], resume: str) -> int:
+    """0, or :data:`EXIT_INCOMPLETE` with a word on how to ask again for what failed."""
+    if not failed:
+        return 0
+    print(
+        f"slotwise: {len(failed)} item(s) failed for good and were left unlabelled; {resume} "
+        "(it asks only for what is missing)",
+        file=sys.stderr,
+    )
+    return EXIT_INCOMPLETE
+
+
+def _note_structured(annotator: Any) -> None:
+    """Say so when the endpoint refused structured output and answers were read as text."""
+    if getattr(annotator, "structured", None) == "auto" and not annotator.structuring:
+        print(
+            "structured output: the endpoint refused response_format; the answers were read "
+            "by their free-text patterns (docs/annotation.md#prompts-and-answers)",
+            file=sys.stderr,
+        )
 
 
 def _log_finished(runner: Runner, tasks: list[str], cache_path: Path) -> None:
