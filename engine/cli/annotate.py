@@ -7,19 +7,23 @@ subparsers and returns its handler."""
 from __future__ import annotations
 
 import argparse
-import inspect
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.cli.common import (
     Handler,
     UsageError,
-    non_negative_int,
-    positive_float,
     positive_int,
     split_specs,
+)
+from engine.cli.llm import (
+    add_llm_options,
+    annotator_of,
+    finished,
+    log_finished,
+    note_structured,
+    runner_of,
 )
 from engine.errors import InputError, Problem
 from engine.io.config import CONFIG_FILENAME
@@ -27,31 +31,12 @@ from engine.io.documents import parse_samples, write_samples
 from engine.io.files import format_suffix, read_document, read_jsonl
 from engine.io.records import outputs_of, samples_of
 from engine.io.sources import read_dataset, read_outputs
-from engine.logs import log
 
 if TYPE_CHECKING:  # the annotation machinery is imported when the command runs
     from engine.annotate.cache import Cache
     from engine.annotate.runner import Runner
 
 __all__ = ["add"]
-
-#: Command-line options handed to the annotator's constructor (when it takes them).
-_ANNOTATOR_OPTIONS = (
-    "device",
-    "dtype",
-    "max_length",
-    "base_url",
-    "api_key_env",
-    "method",
-    "samples",
-    "temperature",
-    "timeout",
-    "no_response_token",
-    "prices",
-    "structured",
-)
-#: ``annotate``'s exit status when some items failed for good (everything else was written).
-EXIT_INCOMPLETE = 3
 
 
 def add(commands: Any) -> dict[str, Handler]:
@@ -89,46 +74,8 @@ def add(commands: Any) -> dict[str, Handler]:
         help="utility, relevance, grade, claims, support; comma-separated or repeated "
         "(default: utility)",
     )
-    annotate.add_argument(
-        "--annotator", required=True, help="annotator plugin: transformers, openai-compatible, ..."
-    )
-    annotate.add_argument("--model", required=True, help="model directory, or the model's name")
-    annotate.add_argument(
-        "--cache", type=Path, help="SQLite cache (default: OUTPUT with suffix .cache.sqlite)"
-    )
     annotate.add_argument("--k", type=positive_int, help="annotate only the top K passages")
-    group = annotate.add_argument_group("running")
-    group.add_argument("--batch-size", type=positive_int, help="items per model call")
-    group.add_argument("--concurrency", type=positive_int, help="batches in flight")
-    group.add_argument(
-        "--retries", type=non_negative_int, default=4, help="retries of a failed call (4)"
-    )
-    group.add_argument(
-        "--backoff", type=float, default=0.5, help="first retry delay in seconds, doubled each time"
-    )
-    group.add_argument("--rate-limit", type=positive_float, help="at most this many requests/s")
-    group.add_argument(
-        "--executor",
-        choices=("local", "ray"),
-        default="local",
-        help="where batches run: threads here (local), or --concurrency actors on a Ray "
-        "cluster (RAY_ADDRESS, else a local Ray; needs slotwise[ray]); the cache stays here",
-    )
-    group.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress bar (default: on a terminal)",
-    )
-    local = annotate.add_argument_group("transformers annotator")
-    local.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
-    local.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"))
-    local.add_argument(
-        "--max-length", type=positive_int, help="context limit in tokens (default: the model's)"
-    )
-    remote = annotate.add_argument_group("openai-compatible annotator")
-    remote.add_argument("--base-url", help="e.g. http://localhost:8000/v1")
-    remote.add_argument("--api-key-env", metavar="VAR", help="environment variable with the key")
+    remote = add_llm_options(annotate)
     remote.add_argument(
         "--method",
         choices=("auto", "logprobs", "sampling"),
@@ -136,14 +83,6 @@ def add(commands: Any) -> dict[str, Handler]:
     )
     remote.add_argument("--samples", type=positive_int, help="Monte-Carlo samples (10)")
     remote.add_argument("--temperature", type=float, help="Monte-Carlo temperature (1.0)")
-    remote.add_argument("--timeout", type=positive_float, help="request timeout in seconds (60)")
-    remote.add_argument(
-        "--structured",
-        choices=("auto", "json-schema", "off"),
-        help="ask for judge answers as structured output (response_format with the answer's "
-        "JSON schema): auto (default) stops asking if the endpoint refuses it, json-schema "
-        "always asks, off never does",
-    )
     judges = annotate.add_argument_group("judge and grader")
     judges.add_argument(
         "--judge",
@@ -156,12 +95,6 @@ def add(commands: Any) -> dict[str, Handler]:
     )
     judges.add_argument(
         "--response-field", default="response", help="metadata field with the answer to grade"
-    )
-    judges.add_argument(
-        "--judge-max-tokens",
-        type=positive_int,
-        default=256,
-        help="most tokens of a judge's answer or a claim list (256)",
     )
     judges.add_argument(
         "--agreement",
@@ -200,14 +133,6 @@ def add(commands: Any) -> dict[str, Handler]:
         default=[],
         help="with --runs and --agreement: metrics whose ranking of the runs is compared "
         "under the human and the LLM labels (default: retrieval-ndcg-at-k@DEPTH)",
-    )
-    remote.add_argument(
-        "--price",
-        nargs=2,
-        type=float,
-        dest="prices",
-        metavar=("PROMPT", "COMPLETION"),
-        help="USD per million prompt and completion tokens, for the cost estimate",
     )
     annotate.add_argument(
         "--no-response-token", help="the abstention token to read (default: NO-RESPONSE's first)"
@@ -249,30 +174,10 @@ def _dataset(args: argparse.Namespace) -> tuple[Path, Path | None]:
     return Path(args.dataset), args.outputs
 
 
-def _annotator(args: argparse.Namespace) -> Any:
-    from engine.annotate.base import AnnotatorRegistry
-
-    cls = AnnotatorRegistry().get(args.annotator)
-    accepted = inspect.signature(cls).parameters
-    options: dict[str, Any] = {}
-    for name in _ANNOTATOR_OPTIONS:
-        value = getattr(args, name)
-        if value is None:
-            continue
-        if name not in accepted:
-            flag = "--" + name.replace("_", "-")
-            raise InputError(
-                [Problem(f"{flag} does not apply to the {args.annotator} annotator")],
-                summary="bad options",
-            )
-        options[name] = value
-    return cls(args.model, **options)
-
-
 def _annotate(args: argparse.Namespace) -> int:
     from engine.annotate.base import AnnotationError
     from engine.annotate.cache import Cache
-    from engine.annotate.runner import AnnotationInterrupted, Runner
+    from engine.annotate.runner import AnnotationInterrupted
     from engine.annotate.tasks import annotate_samples
 
     tasks = _tasks(args.task)
@@ -293,18 +198,9 @@ def _annotate(args: argparse.Namespace) -> int:
     outputs = outputs_of(read_outputs(outputs_path)) if outputs_path is not None else None
     cache_path = args.cache or args.output.with_suffix(".cache.sqlite")
     resume = f"finished work is in the cache {cache_path}; run the same command again to resume"
-    annotator = _annotator(args)
+    annotator = annotator_of(args)
     cache = Cache(cache_path, look_only=bool(args.dry_run))
-    runner = Runner(
-        cache,
-        batch_size=args.batch_size or getattr(annotator, "default_batch_size", 1),
-        concurrency=args.concurrency or getattr(annotator, "default_concurrency", 1),
-        retries=args.retries,
-        backoff=args.backoff,
-        rate_limit=args.rate_limit,
-        progress=args.progress,
-        executor=args.executor,
-    )
+    runner = runner_of(args, annotator, cache)
     if args.runs is not None:
         return _fill(args, name, columns, samples, raws, annotator, cache, runner, resume)
     try:
@@ -328,15 +224,15 @@ def _annotate(args: argparse.Namespace) -> int:
     except AnnotationError as error:
         raise AnnotationError(f"{error}\n{resume}") from error
     finally:
-        _log_finished(runner, tasks, cache_path)
+        log_finished(runner, tasks, cache_path)
         runner.close()
         cache.close()
         annotator.close()
     _write(args.output, labelled, name, report.lines(), cache_path)
-    _note_structured(annotator)
+    note_structured(annotator)
     if report.agreement is not None:
         print("\n".join(report.agreement.lines()))
-    return _finished(report.failed, resume)
+    return finished(report.failed, resume)
 
 
 class _DryRun(Exception):
@@ -391,56 +287,19 @@ def _fill(
         raise AnnotationError(f"{error}\n{resume}") from error
     finally:
         if not args.dry_run:
-            _log_finished(runner, ["relevance"], Path(cache.path))
+            log_finished(runner, ["relevance"], Path(cache.path))
         runner.close()
         cache.close()
         annotator.close()
     _write(args.output, labelled, name, filling.lines(), cache.path)
-    _note_structured(annotator)
+    note_structured(annotator)
     if args.agreement:
         metrics = split_specs(args.metrics) or [f"retrieval-ndcg-at-k@{args.depth}"]
         named = {str(path): run for path, run in zip(args.runs, runs, strict=True)}
         engine = Engine(config=getattr(args, "config", None))
         found = relevance_agreement(raws, labelled, filling, named, metrics, engine)
         print("\n".join(found.lines()))
-    return _finished(filling.failed, resume)
-
-
-def _finished(failed: list[str], resume: str) -> int:
-    """0, or :data:`EXIT_INCOMPLETE` with a word on how to ask again for what failed."""
-    if not failed:
-        return 0
-    print(
-        f"slotwise: {len(failed)} item(s) failed for good and were left unlabelled; {resume} "
-        "(it asks only for what is missing)",
-        file=sys.stderr,
-    )
-    return EXIT_INCOMPLETE
-
-
-def _note_structured(annotator: Any) -> None:
-    """Say so when the endpoint refused structured output and answers were read as text."""
-    if getattr(annotator, "structured", None) == "auto" and not annotator.structuring:
-        print(
-            "structured output: the endpoint refused response_format; the answers were read "
-            "by their free-text patterns (docs/annotation.md#prompts-and-answers)",
-            file=sys.stderr,
-        )
-
-
-def _log_finished(runner: Runner, tasks: list[str], cache_path: Path) -> None:
-    stats: Mapping[str, Any] = {
-        "items": runner.stats.items,
-        "cached": runner.stats.cached,
-        "computed": runner.stats.computed,
-        "calls": runner.stats.calls,
-        "prompt_tokens": runner.stats.prompt_tokens,
-        "completion_tokens": runner.stats.completion_tokens,
-        "truncated": runner.stats.truncated,
-        "retries": runner.stats.retries,
-    }
-    log.info("annotate.finished", tasks=tasks, cache=str(cache_path), **stats)
-    print(runner.stats.line(), file=sys.stderr)
+    return finished(filling.failed, resume)
 
 
 def _write(output: Path, labelled: list[Any], name: Any, lines: Any, cache: Any) -> None:

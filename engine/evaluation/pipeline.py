@@ -137,6 +137,9 @@ class Plan:
     #: The places of the metrics with a hook of their own (``check``, ``details``,
     #: ``summarize``), by hook, in order.
     hooks: Mapping[str, tuple[int, ...]] = attrs.field(init=False)
+    #: The cutoffs at which judged@k is counted (the metrics' k, else the default k);
+    #: none when no metric reads relevance labels.
+    judged_cutoffs: tuple[int, ...] = attrs.field(init=False)
 
     @needs.default
     def _needs(self) -> tuple[str, ...]:
@@ -148,6 +151,15 @@ class Plan:
             hook: tuple(i for i, m in enumerate(self.metrics) if _own_hook(m, hook))
             for hook in ("check", "details", "summarize")
         }
+
+    @judged_cutoffs.default
+    def _judged_cutoffs(self) -> tuple[int, ...]:
+        if "relevance" not in self.needs:
+            return ()
+        found = {
+            m.k if isinstance(m.k, int) else self.default_k for m in self.metrics if hasattr(m, "k")
+        }
+        return tuple(sorted(found or {self.default_k}))
 
     @classmethod
     def of(
@@ -221,6 +233,10 @@ class ChunkScores:
     no_relevant: BoolArray
     problems: tuple[Problem, ...] = ()
     failures: Mapping[str, str] = attrs.field(factory=dict)  # label -> why it raised
+    #: per cutoff k: per sample, (judged documents in the top k, documents in the top k)
+    judged: Mapping[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = attrs.field(
+        factory=dict
+    )
 
 
 def call_score(metric: Metric, label: str, distribution: str | None, batch: Batch) -> FloatArray:
@@ -290,7 +306,15 @@ def score_batch(batch: Batch, plan: Plan) -> ChunkScores:
         batch.has_output,
         no_relevant,
         failures=failures,
+        judged={k: _judged_at(batch, k) for k in plan.judged_cutoffs},
     )
+
+
+def _judged_at(batch: Batch, k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Per sample, its judged documents among its top k, and how many documents that is."""
+    cutoffs = batch.cutoffs(k)
+    judged = (batch.judged & batch.top_k(k)).sum(axis=1, dtype=np.int64)
+    return judged, np.minimum(batch.lengths, cutoffs).astype(np.int64)
 
 
 # -- the driver ----------------------------------------------------------------------------------
@@ -334,6 +358,7 @@ class _Collected:
         self.rows = 0
         self.metric_errors: dict[str, str] = {}  # label -> the first reason it failed
         self.failed = dict.fromkeys(plan.labels, 0)  # per label: samples NA from a failure
+        self.judged = {k: [0, 0] for k in plan.judged_cutoffs}  # k -> [judged, slots]
 
     def add(self, columns: Columns, scores: ChunkScores) -> RowChunk | None:
         """Take one chunk's scores; returns its rows (None when it had input problems)."""
@@ -349,6 +374,9 @@ class _Collected:
         self.no_relevant += ids.filter(pa.array(scores.no_relevant)).to_pylist()
         if self.problems:
             return None
+        for k, (judged, slots) in scores.judged.items():
+            self.judged[k][0] += int(judged[~failed].sum())
+            self.judged[k][1] += int(slots[~failed].sum())
         values = {}
         for label in self.plan.labels:
             column = np.array(
@@ -518,6 +546,7 @@ def _results(
             unknown_output_ids=tuple(unknown),
             errors=dict(source.errors),
             metric_errors=dict(collected.metric_errors),
+            judged={k: (judged, slots) for k, (judged, slots) in collected.judged.items()},
         ),
         provenance={
             "slotwise": VERSION,

@@ -66,6 +66,15 @@ class Diagnostics:
     unknown_output_ids: tuple[str, ...] = ()
     errors: Mapping[str, str] = attrs.field(factory=dict)
     metric_errors: Mapping[str, str] = attrs.field(factory=dict)  # label -> why it raised
+    #: per cutoff k: (documents in the samples' top k that are judged, documents in them),
+    #: over the samples that have an output and did not fail
+    judged: Mapping[int, tuple[int, int]] = attrs.field(factory=dict)
+
+    def judged_at(self, k: int) -> float | None:
+        """judged@k: the share of the documents in the top k that have a label (None when
+        not counted, or when no top k holds a document)."""
+        judged, slots = self.judged.get(k, (0, 0))
+        return judged / slots if slots else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +84,10 @@ class Diagnostics:
             "unknown_output_ids": list(self.unknown_output_ids),
             "errors": [{"id": i, "error": e} for i, e in self.errors.items()],
             "metric_errors": [{"metric": m, "error": e} for m, e in self.metric_errors.items()],
+            "judged": [
+                {"k": k, "judged": judged, "documents": slots}
+                for k, (judged, slots) in sorted(self.judged.items())
+            ],
         }
 
     def lines(self) -> list[str]:
@@ -542,6 +555,9 @@ def results_from_dict(document: Mapping[str, Any], source: str | None = None) ->
         unknown_output_ids=tuple(raw.get("unknown_output_ids", ())),
         errors={e["id"]: e["error"] for e in raw.get("errors", ())},
         metric_errors={e["metric"]: e["error"] for e in raw.get("metric_errors", ())},
+        judged={
+            int(j["k"]): (int(j["judged"]), int(j["documents"])) for j in raw.get("judged", ())
+        },
     )
     details = {
         r.label: [s.get("details", {}).get(r.label) for s in samples]
