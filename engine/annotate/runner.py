@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
 import attrs
@@ -281,7 +281,7 @@ class Runner:
             futures = {pool.submit(self._attempt, job, b, stats, stop): b for b in batches}
             remaining = set(futures)
             while remaining:
-                done, remaining = wait(remaining, timeout=0.2, return_when=FIRST_EXCEPTION)
+                done, remaining = wait(remaining, timeout=0.2, return_when=FIRST_COMPLETED)
                 # batches that returned first, so that an error leaves the others recorded
                 for future in sorted(done, key=lambda f: f.exception() is not None):
                     entries = future.result()  # raises an error that stops the run

@@ -6,7 +6,8 @@ model and no network::
     python -m engine.annotate.stand_in --port 8765
 
 prints ``PORT <n>`` once listening (``--port 0``: any free port). ``GET /stats`` returns
-the request counts. Answers follow the prompt they get:
+the request counts (all, those with ``response_format``, and by prompt). Answers follow
+the prompt they get:
 
 - UMBRELA (graded relevance): 3, 2, 1 or 0 as the share of the question's words of four
   letters or more that the passage holds is at least 0.8, 0.5, 0.25 or less;
@@ -147,6 +148,7 @@ class State:
             json.loads(Path(args.canned).read_text(encoding="utf-8")) if args.canned else {}
         )
         self.requests = 0
+        self.structured_requests = 0  # requests that carried response_format
         self.by_prompt: dict[str, int] = {}
         self.lock = threading.Lock()
 
@@ -214,7 +216,11 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             with state.lock:
-                stats = {"requests": state.requests, "by_prompt": dict(state.by_prompt)}
+                stats = {
+                    "requests": state.requests,
+                    "structured": state.structured_requests,
+                    "by_prompt": dict(state.by_prompt),
+                }
             self._send(200, json.dumps(stats).encode())
 
         def do_POST(self) -> None:
@@ -224,6 +230,7 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
             with state.lock:
                 state.requests += 1
                 state.by_prompt[key] = state.by_prompt.get(key, 0) + 1
+                state.structured_requests += "response_format" in body
                 number = state.requests
             if state.delay:
                 time.sleep(state.delay)

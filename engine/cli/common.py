@@ -189,7 +189,7 @@ def _results_of(path: Path, dataset: Any, metrics: Sequence[str]) -> Results:
             ],
             summary="no metrics",
         )
-    return dataset.with_metrics(list(metrics)).evaluate(path)  # type: ignore[no-any-return]
+    return dataset.with_metrics(list(metrics)).evaluate(path, keep_outputs=True)  # type: ignore[no-any-return]
 
 
 def _is_results(path: Path) -> bool:

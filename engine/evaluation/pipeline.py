@@ -137,8 +137,9 @@ class Plan:
     #: The places of the metrics with a hook of their own (``check``, ``details``,
     #: ``summarize``), by hook, in order.
     hooks: Mapping[str, tuple[int, ...]] = attrs.field(init=False)
-    #: The cutoffs at which judged@k is counted (the metrics' k, else the default k);
-    #: none when no metric reads relevance labels.
+    #: The cutoffs at which judged@k is counted: the metrics' k (an unset k: the default
+    #: k, unless the metric is uncut by default), else the default k; none when no metric
+    #: reads relevance labels.
     judged_cutoffs: tuple[int, ...] = attrs.field(init=False)
 
     @needs.default
@@ -157,7 +158,9 @@ class Plan:
         if "relevance" not in self.needs:
             return ()
         found = {
-            m.k if isinstance(m.k, int) else self.default_k for m in self.metrics if hasattr(m, "k")
+            m.k if isinstance(m.k, int) else self.default_k
+            for m in self.metrics
+            if hasattr(m, "k") and (m.k is not None or not getattr(m, "uncut_by_default", False))
         }
         return tuple(sorted(found or {self.default_k}))
 
