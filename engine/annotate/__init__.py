@@ -27,8 +27,9 @@ from engine.annotate.base import (
 )
 from engine.annotate.cache import Cache
 from engine.annotate.holes import Filling, Pool, fill_holes, pool, relevance_agreement
+from engine.annotate.outcomes import Failure
 from engine.annotate.relevance import JUDGES, RelevanceJudge, choose_judge
-from engine.annotate.runner import AnnotationInterrupted, Failure, Runner, Stats
+from engine.annotate.runner import AnnotationInterrupted, Runner, Stats
 from engine.annotate.synthesize import Synthesis, read_corpus, synthesize
 from engine.annotate.tasks import TASKS, Report, annotate_samples
 

@@ -26,6 +26,7 @@ from engine.annotate.base import (
     ItemError,
     RetryableError,
 )
+from engine.annotate.outcomes import FailedStreak
 
 if TYPE_CHECKING:
     from engine.annotate.runner import Job, Runner, Stats
@@ -156,8 +157,6 @@ def run_on_ray(
     """Computes ``batches`` of ``job`` on the runner's Ray actor pool, each cached here as
     it finishes. After an error that stops the run, the batches in flight finish (and are
     cached) before it is raised; Ctrl-C does not wait."""
-    from engine.annotate.runner import FailedStreak
-
     if job.remote is None:
         raise AnnotationError(f"{job.task}: this job cannot run on Ray (it has no remote form)")
     remote = job.remote

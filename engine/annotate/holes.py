@@ -25,9 +25,10 @@ import pyarrow.compute as pc
 from engine.annotate.base import Annotator
 from engine.annotate.claims import Agreement
 from engine.annotate.jobs import estimate
+from engine.annotate.outcomes import Failure
 from engine.annotate.records import long_form, mark_human, set_relevance, set_unjudged, sources_of
 from engine.annotate.relevance import choose_judge, source_of
-from engine.annotate.runner import Failure, Runner
+from engine.annotate.runner import Runner
 from engine.annotate.tasks import listing, problem_of
 from engine.errors import InputError
 from engine.evaluation.api import subset_outputs

@@ -9,8 +9,8 @@ an answer its job cannot read (``Job.readable``) is returned but not stored, and
 answer is read again by the job's reader (``Job.reread``), so a stricter reader never
 trusts an older reading. A batch whose retries run out, or whose request the endpoint
 refuses, becomes a :class:`Failure` for each of its items and the other batches go on;
-only a failure of the endpoint as a whole (401, 404...) or :data:`FAILED_IN_A_ROW` failed
-batches in a row stop the run.
+only a failure of the endpoint as a whole (401, 404...) or
+:data:`~engine.annotate.outcomes.FAILED_IN_A_ROW` failed batches in a row stop the run.
 
 With ``executor="ray"`` the batches run on Ray workers instead of threads
 (:mod:`engine.annotate.distributed`): the cache stays here, in the driver, which sends
@@ -38,31 +38,18 @@ from engine.annotate.base import (
 )
 from engine.annotate.cache import Cache, Entry
 from engine.annotate.distributed import run_on_ray
+from engine.annotate.outcomes import FailedStreak, Failure
 from engine.evaluation.executors import Executor, LocalExecutor, RayExecutor, resolve_executor
 from engine.logs import log
 
 __all__ = [
-    "FAILED_IN_A_ROW",
     "AnnotationInterrupted",
-    "Failure",
     "Job",
     "RateLimiter",
     "Remote",
     "Runner",
     "Stats",
 ]
-
-#: Failed batches in a row (none finishing between them) after which a run stops: the
-#: endpoint is down, not one request refused.
-FAILED_IN_A_ROW = 10
-
-
-@attrs.frozen
-class Failure:
-    """An item whose call failed for good (its retries spent, or its request refused):
-    never cached, asked again on the next run; ``reason`` says why."""
-
-    reason: str
 
 
 @attrs.define
@@ -93,27 +80,6 @@ class Stats:
             f"{self.failed} failed, {self.truncated} passages truncated, {self.retries} "
             f"retries, {self.seconds:.1f}s"
         )
-
-
-class FailedStreak:
-    """Counts failed batches in a row; stops the run (:class:`AnnotationError`) at
-    :data:`FAILED_IN_A_ROW` of them."""
-
-    def __init__(self, task: str) -> None:
-        self.task = task
-        self.count = 0
-
-    def add(self, entries: Sequence[Entry]) -> None:
-        failure = next((e.value for e in entries if isinstance(e.value, Failure)), None)
-        if failure is None:
-            self.count = 0
-            return
-        self.count += 1
-        if self.count >= FAILED_IN_A_ROW:
-            raise AnnotationError(
-                f"{self.task}: stopped after {self.count} failed batches in a row (the "
-                f"endpoint keeps failing); the last: {failure.reason}"
-            )
 
 
 class RateLimiter:

@@ -29,9 +29,10 @@ import attrs
 
 from engine.annotate.base import Annotator
 from engine.annotate.jobs import estimate, question_job, umbrela_job
+from engine.annotate.outcomes import Failure
 from engine.annotate.prompts import QUESTION_VERSION, UMBRELA_VERSION
 from engine.annotate.relevance import source_of
-from engine.annotate.runner import Failure, Runner
+from engine.annotate.runner import Runner
 from engine.annotate.tasks import listing, problem_of
 from engine.errors import InputError, Problem
 from engine.evaluation.label_sources import SOURCES_KEY

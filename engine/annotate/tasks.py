@@ -30,6 +30,7 @@ from engine.annotate.base import Annotator, UtilityItem
 from engine.annotate.claims import Agreement, claims_of, groups_of, linked, reference_of
 from engine.annotate.jobs import claims_job, grade_job, support_job, utility_job
 from engine.annotate.judge import OUTCOMES
+from engine.annotate.outcomes import Failure
 from engine.annotate.records import (
     long_form,
     mark_human,
@@ -38,7 +39,7 @@ from engine.annotate.records import (
     set_unjudged,
 )
 from engine.annotate.relevance import RelevanceJudge, choose_judge, source_of
-from engine.annotate.runner import Failure, Runner, Stats
+from engine.annotate.runner import Runner, Stats
 from engine.errors import InputError, Problem
 from engine.io.records import Output, Sample
 

@@ -240,8 +240,9 @@ def explain_inputs(parser: argparse.ArgumentParser) -> None:
     """What explaining a sample needs besides the results (explain, report)."""
     parser.add_argument(
         "--dataset",
-        help="the dataset the results were scored on: a file, or a name declared in "
-        "slotwise.yaml (default: the results' dataset name, as declared)",
+        help="the dataset: a file, or a name declared in slotwise.yaml (default: the "
+        "results' dataset name, as declared); `report` re-scores results scored on other "
+        "labels (e.g. before `annotate --holes` added some) on it, from their kept outputs",
     )
     parser.add_argument(
         "--outputs",

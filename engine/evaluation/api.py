@@ -411,24 +411,41 @@ class Dataset:
         return Batch.compile(joined, self.engine.config.default_k)
 
 
-def _human_predictions(predictions: Dataset) -> tuple[str, ...]:
-    """A note when PPI's predictions record label sources and some are a person's: the
-    judge's values are then not the judge's alone (PPI wants every label the judge's)."""
-    declared = [s for s in predictions.samples if SOURCES_KEY in s.metadata]
-    if not declared:
+def _human_predictions(predictions: Dataset, outputs: Sequence[Any]) -> tuple[str, ...]:
+    """Notes when PPI's predictions record label sources and some are a person's: on
+    documents the systems retrieved, the judge's values are then not the judge's alone
+    (PPI wants the judge's label on every pooled pair); on documents they did not
+    retrieve, the labels enter only the metrics that read labels beyond the ranking."""
+    if not any(SOURCES_KEY in s.metadata for s in predictions.samples):
         return ()
-    human = sum(
-        1
+    human = [
+        (sample.id, doc)
         for sample in predictions.samples
         for doc in sample.relevance or {}
         if sample.metadata.get(SOURCES_KEY, {}).get(doc, HUMAN) == HUMAN
-    )
-    if not human:
-        return ()
-    return (
-        f"{human} relevance label(s) of the predictions are human labels: PPI wants the "
-        "judge's labels on every pooled pair (slotwise annotate --runs without --holes)",
-    )
+    ]
+    retrieved = {
+        (sample_id, doc)
+        for found in outputs
+        if found is not None
+        for sample_id, output in outputs_of(_outputs(found)).items()
+        for doc in output.retrieved
+    }
+    pooled = sum(pair in retrieved for pair in human)
+    notes = []
+    if pooled:
+        notes.append(
+            f"{pooled} relevance label(s) of the predictions on documents the systems "
+            "retrieved are human labels: PPI wants the judge's label on every pooled pair "
+            "(slotwise annotate --runs without --holes)"
+        )
+    if len(human) > pooled:
+        notes.append(
+            f"{len(human) - pooled} relevance label(s) of the predictions are human labels "
+            "of documents the systems did not retrieve: they count only in metrics that "
+            "read labels beyond the ranking (recall's number of relevant documents)"
+        )
+    return tuple(notes)
 
 
 def subset_outputs(outputs: Any, ids: Sequence[str]) -> Columns:
@@ -569,9 +586,8 @@ class Evaluation:
             found = ppi.estimate_metrics(human, llm_scores, labelled, level=level)
         except ValueError as error:
             raise InputError([Problem(str(error))], summary="cannot estimate by PPI") from None
-        return ppi.Report(
-            tuple(found), level, paired=baseline is not None, notes=_human_predictions(predictions)
-        )
+        notes = _human_predictions(predictions, (outputs, baseline))
+        return ppi.Report(tuple(found), level, paired=baseline is not None, notes=notes)
 
     def _values(self, outputs: Any, baseline: Any) -> dict[str, FloatArray]:
         """Per metric label, the per-sample values of ``outputs`` (minus ``baseline``'s)."""
