@@ -22,6 +22,7 @@ import yaml
 
 from engine.annotate.base import BatchResult
 from engine.annotate.claims import Agreement, linked
+from engine.annotate.jobs import support_job
 from engine.annotate.judge import CLAIMS_FORMAT, SUPPORT_FORMAT
 from engine.annotate.prompts import (
     CLAIMS_VERSION,
@@ -29,7 +30,6 @@ from engine.annotate.prompts import (
     claims_prompt,
     support_prompt,
 )
-from engine.annotate.jobs import support_job
 from engine.annotate.stand_in import supports
 from engine.cli import main
 

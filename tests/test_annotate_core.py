@@ -31,8 +31,8 @@ from engine.annotate.base import (
     UtilityItem,
 )
 from engine.annotate.cache import Cache, Entry, cache_key
-from engine.annotate.runner import Runner
 from engine.annotate.jobs import utility_job
+from engine.annotate.runner import Runner
 
 PAPER = Path(__file__).resolve().parent / "data" / "udcg-paper-prompts.txt"
 

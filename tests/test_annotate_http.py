@@ -25,7 +25,6 @@ from engine.cli import main
 from engine.io.records import samples_of
 from engine.io.sources import read_dataset
 
-
 QUESTIONS = {
     "q1": ("What is the capital of France?", ["Paris"]),
     "q2": ("When was Follow the Leader released?", ["August 18, 1998"]),

@@ -16,8 +16,8 @@ import pytest
 from engine.annotate.base import UtilityItem
 from engine.annotate.cache import Cache
 from engine.annotate.http_annotator import OpenAICompatibleAnnotator
-from engine.annotate.runner import Runner
 from engine.annotate.jobs import utility_job
+from engine.annotate.runner import Runner
 from engine.evaluation.executors import RayExecutor
 
 HERE = Path(__file__).resolve().parent

@@ -207,6 +207,6 @@ class TestUmbrelaPrompt:
     def test_verbatim(self) -> None:
         """The reference-free prompt is UMBRELA's, as in the authors' repository."""
         expected = (DATA / "umbrela" / "qrel_zeroshot_bing.txt").read_text(encoding="utf-8")
-        assert prompts.UMBRELA_TEMPLATE == expected
+        assert expected == prompts.UMBRELA_TEMPLATE
         filled = prompts.umbrela_prompt("how long is the return window", "Returns: 30 days.")
         assert "Query: how long is the return window\nPassage: Returns: 30 days.\n" in filled

@@ -749,3 +749,72 @@ class TestPPIGate:
         )
         found = json.loads((tmp_path / "c.json").read_text())["ppi"][0]["metrics"][0]
         assert found["ppi"]["ci"] == [pytest.approx(estimate.low), pytest.approx(estimate.high)]
+
+
+class TestPlanAndModes:
+    def test_dry_run_needs_no_httpx_and_writes_nothing(
+        self, files: dict[str, Path], tmp_path: Path
+    ) -> None:
+        """--dry-run says the plan (pairs, judge) without the llm extra's httpx and
+        without creating a cache file."""
+        arguments = [
+            "annotate", str(files["questions"]), "--task", "relevance", "--runs",
+            str(files["a"]), str(files["b"]), "--holes", "--depth", "3", "--output",
+            str(files["labelled"]), "--annotator", "openai-compatible", "--base-url",
+            "http://127.0.0.1:9/v1", "--model", "m", "--dry-run",
+        ]  # fmt: skip
+        code = (
+            "import sys; sys.modules['httpx'] = None; from engine.cli import main; "
+            f"sys.exit(main({arguments!r}))"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert f"{len(_pooled())} to judge: 0 from the cache" in done.stderr
+        assert UMBRELA_VERSION in done.stderr
+        assert not files["labelled"].exists()
+        assert not files["labelled"].with_suffix(".cache.sqlite").exists()
+
+    def test_structured_off_and_forced(
+        self, server_factory: Any, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """--structured off sends no response_format; --structured json-schema against an
+        endpoint that refuses it stops at the first refusal (exit 2), saying what to use."""
+        server = server_factory()
+        assert _fill(files, server.url, "--structured", "off") == 0
+        assert server.stats()["structured"] == 0
+        refusing = server_factory("--no-structured")
+        other = str(files["labelled"].with_suffix(".other.sqlite"))
+        arguments = ("--structured", "json-schema", "--cache", other, "--concurrency", "1")
+        assert _fill(files, refusing.url, *arguments) == 2
+        err = capsys.readouterr().err
+        assert "refused the request with response_format (HTTP 400" in err
+        assert "use --structured auto (then free text) or off" in err
+        assert refusing.stats()["requests"] <= 2  # the first, and one started meanwhile
+
+
+class TestPPINotes:
+    def test_human_labels_in_and_out_of_the_pool(self) -> None:
+        """Predictions that keep people's labels: those on documents the systems retrieved
+        get one note (PPI wants the judge's there), those outside the pool another."""
+        judge = {"label_sources": {"r0": "j:m:v", "x": "j:m:v"}}
+        judged = [
+            {"id": f"q{i}", "expected_output": {"relevance": {f"r{i}": 1, "x": 0, "far": 1}},
+             "metadata": judge | {"label_sources": {f"r{i}": "j:m:v", "x": "human" if i < 2 else "j:m:v"}}}
+            for i in range(6)
+        ]  # fmt: skip
+        human = [{"id": f"q{i}", "expected_output": {"relevance": {f"r{i}": 1}}} for i in range(3)]
+        eng = engine.Engine(config={})
+        outputs = {f"q{i}": [f"r{i}", "x", "y"] for i in range(6)}
+        report = (
+            eng.dataset(samples=human)
+            .with_metrics(["retrieval-mrr"])
+            .ppi(outputs, eng.dataset(samples=judged))
+        )
+        assert report.notes == (
+            "2 relevance label(s) of the predictions on documents the systems retrieved are "
+            "human labels: PPI wants the judge's label on every pooled pair (slotwise annotate "
+            "--runs without --holes)",
+            "6 relevance label(s) of the predictions are human labels of documents the systems "
+            "did not retrieve: they count only in metrics that read labels beyond the ranking "
+            "(recall's number of relevant documents)",
+        )

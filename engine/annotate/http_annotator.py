@@ -213,6 +213,12 @@ class OpenAICompatibleAnnotator:
         url = self.base_url + "chat/completions"
         response = self._send(body, throttle)
         refused = response.status_code in _REFUSED and "response_format" in body
+        if refused and self.structured == "json-schema":
+            raise AnnotationError(
+                f"{url} refused the request with response_format (HTTP "
+                f"{response.status_code}: {response.text[:200]}): it may not support "
+                "structured output; use --structured auto (then free text) or off"
+            )
         if refused and self.structured == "auto":
             plain = {k: v for k, v in body.items() if k != "response_format"}
             retried = self._send(plain, throttle)
