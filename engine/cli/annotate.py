@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.cli.common import (
     Handler,
@@ -17,24 +17,13 @@ from engine.cli.common import (
     positive_int,
     split_specs,
 )
-from engine.cli.llm import (
-    add_llm_options,
-    annotator_of,
-    finished,
-    log_finished,
-    note_structured,
-    runner_of,
-)
+from engine.cli.llm import Ended, Session, add_llm_options
 from engine.errors import InputError, Problem
 from engine.io.config import CONFIG_FILENAME
 from engine.io.documents import parse_samples, write_samples
 from engine.io.files import format_suffix, read_document, read_jsonl
 from engine.io.records import outputs_of, samples_of
 from engine.io.sources import read_dataset, read_outputs
-
-if TYPE_CHECKING:  # the annotation machinery is imported when the command runs
-    from engine.annotate.cache import Cache
-    from engine.annotate.runner import Runner
 
 __all__ = ["add"]
 
@@ -175,9 +164,6 @@ def _dataset(args: argparse.Namespace) -> tuple[Path, Path | None]:
 
 
 def _annotate(args: argparse.Namespace) -> int:
-    from engine.annotate.base import AnnotationError
-    from engine.annotate.cache import Cache
-    from engine.annotate.runner import AnnotationInterrupted
     from engine.annotate.tasks import annotate_samples
 
     tasks = _tasks(args.task)
@@ -196,47 +182,33 @@ def _annotate(args: argparse.Namespace) -> int:
     if args.runs is not None:
         outputs_path = None  # the passages come from the runs
     outputs = outputs_of(read_outputs(outputs_path)) if outputs_path is not None else None
-    cache_path = args.cache or args.output.with_suffix(".cache.sqlite")
-    resume = f"finished work is in the cache {cache_path}; run the same command again to resume"
-    annotator = annotator_of(args)
-    cache = Cache(cache_path, look_only=bool(args.dry_run))
-    runner = runner_of(args, annotator, cache)
-    if args.runs is not None:
-        return _fill(args, name, columns, samples, raws, annotator, cache, runner, resume)
+    session = Session.of(args, args.cache or args.output.with_suffix(".cache.sqlite"))
     try:
-        labelled, report = annotate_samples(
-            raws,
-            samples,
-            outputs,
-            annotator,
-            runner,
+        if args.runs is not None:
+            return _fill(args, name, columns, samples, raws, session)
+        labelled, report = session.run(
             tasks,
-            k=args.k,
-            response_field=args.response_field,
-            judge_max_tokens=args.judge_max_tokens,
-            agreement=args.agreement,
-            judge=args.judge,
-            announce=lambda line: print(line, file=sys.stderr),
+            lambda: annotate_samples(
+                raws,
+                samples,
+                outputs,
+                session.annotator,
+                session.runner,
+                tasks,
+                k=args.k,
+                response_field=args.response_field,
+                judge_max_tokens=args.judge_max_tokens,
+                agreement=args.agreement,
+                judge=args.judge,
+                announce=session.announce,
+            ),
         )
-    except (KeyboardInterrupt, AnnotationInterrupted):
-        print(f"slotwise: interrupted; {resume}", file=sys.stderr)
-        return 130
-    except AnnotationError as error:
-        raise AnnotationError(f"{error}\n{resume}") from error
-    finally:
-        log_finished(runner, tasks, cache_path)
-        runner.close()
-        cache.close()
-        annotator.close()
-    _write(args.output, labelled, name, report.lines(), cache_path)
-    note_structured(annotator)
+    except Ended as ended:
+        return ended.code
+    _write(args.output, labelled, name, report.lines(), session.cache_path)
     if report.agreement is not None:
         print("\n".join(report.agreement.lines()))
-    return finished(report.failed, resume)
-
-
-class _DryRun(Exception):
-    """--dry-run: the plan was said; stop before any model call."""
+    return session.finished(report.failed)
 
 
 def _fill(
@@ -245,61 +217,47 @@ def _fill(
     columns: Any,
     samples: Any,
     raws: list[dict[str, Any]],
-    annotator: Any,
-    cache: Cache,
-    runner: Runner,
-    resume: str,
+    session: Session,
 ) -> int:
     """``annotate --runs``: pool the runs, judge the pooled pairs (only the unlabelled
     ones with --holes) and write the dataset with each label's source."""
-    from engine.annotate.base import AnnotationError
     from engine.annotate.holes import fill_holes, pool, relevance_agreement
-    from engine.annotate.runner import AnnotationInterrupted
     from engine.evaluation.api import Engine
 
-    def announce(line: str) -> None:
-        print(line, file=sys.stderr)
-        if args.dry_run:
-            raise _DryRun
-
-    try:
-        runs = [read_outputs(path) for path in args.runs]
-        pooled = pool(columns, runs, args.depth)
-        if pooled.unknown:
-            print(
-                f"{pooled.unknown} run row(s) name samples not in the dataset (left out)",
-                file=sys.stderr,
-            )
-        only = None
-        if args.agreement:  # the pairs of the samples that have human relevance labels
-            has_labels = columns.column("relevance").is_valid().to_numpy(zero_copy_only=False)
-            only = has_labels[pooled.rows]
-        labelled, filling = fill_holes(
-            raws, samples, pooled, annotator, runner, every=not args.holes, only=only,
-            judge=args.judge, judge_max_tokens=args.judge_max_tokens, announce=announce,
-        )  # fmt: skip
-    except _DryRun:
-        return 0
-    except (KeyboardInterrupt, AnnotationInterrupted):
-        print(f"slotwise: interrupted; {resume}", file=sys.stderr)
-        return 130
-    except AnnotationError as error:
-        raise AnnotationError(f"{error}\n{resume}") from error
-    finally:
-        if not args.dry_run:
-            log_finished(runner, ["relevance"], Path(cache.path))
-        runner.close()
-        cache.close()
-        annotator.close()
-    _write(args.output, labelled, name, filling.lines(), cache.path)
-    note_structured(annotator)
+    runs = [read_outputs(path) for path in args.runs]
+    pooled = pool(columns, runs, args.depth)
+    if pooled.unknown:
+        print(
+            f"{pooled.unknown} run row(s) name samples not in the dataset (left out)",
+            file=sys.stderr,
+        )
+    only = None
+    if args.agreement:  # the pairs of the samples that have human relevance labels
+        has_labels = columns.column("relevance").is_valid().to_numpy(zero_copy_only=False)
+        only = has_labels[pooled.rows]
+    labelled, filling = session.run(
+        ["relevance"],
+        lambda: fill_holes(
+            raws,
+            samples,
+            pooled,
+            session.annotator,
+            session.runner,
+            every=not args.holes,
+            only=only,
+            judge=args.judge,
+            judge_max_tokens=args.judge_max_tokens,
+            announce=session.announce,
+        ),
+    )
+    _write(args.output, labelled, name, filling.lines(), session.cache_path)
     if args.agreement:
         metrics = split_specs(args.metrics) or [f"retrieval-ndcg-at-k@{args.depth}"]
         named = {str(path): run for path, run in zip(args.runs, runs, strict=True)}
         engine = Engine(config=getattr(args, "config", None))
         found = relevance_agreement(raws, labelled, filling, named, metrics, engine)
         print("\n".join(found.lines()))
-    return finished(filling.failed, resume)
+    return session.finished(filling.failed)
 
 
 def _write(output: Path, labelled: list[Any], name: Any, lines: Any, cache: Any) -> None:

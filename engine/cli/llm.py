@@ -1,15 +1,18 @@
 """What the commands that call an LLM share (``annotate``, ``synthesize``): the annotator
 and its options, the runner's options (batches, concurrency, retries, rate limit,
-executor), the cache, and the words that end a run."""
+executor), the cache, and a :class:`Session` that runs the work and ends it: the tally,
+everything closed, and how to resume after Ctrl-C or a failure."""
 
 from __future__ import annotations
 
 import argparse
 import inspect
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
 
 from engine.cli.common import non_negative_int, positive_float, positive_int
 from engine.errors import InputError, Problem
@@ -18,7 +21,9 @@ from engine.logs import log
 if TYPE_CHECKING:  # the annotation machinery is imported when the command runs
     from engine.annotate.runner import Runner
 
-__all__ = ["EXIT_INCOMPLETE", "add_llm_options", "annotator_of", "finished", "runner_of"]
+__all__ = ["EXIT_INCOMPLETE", "Ended", "Session", "add_llm_options"]
+
+T = TypeVar("T")
 
 #: Command-line options handed to the annotator's constructor (when it takes them).
 ANNOTATOR_OPTIONS = (
@@ -109,7 +114,7 @@ def add_llm_options(parser: argparse.ArgumentParser) -> Any:
     return remote
 
 
-def annotator_of(args: argparse.Namespace) -> Any:
+def _annotator(args: argparse.Namespace) -> Any:
     """The annotator ``--annotator`` names, built with the options it takes; an option it
     does not take is an error."""
     from engine.annotate.base import AnnotatorRegistry
@@ -131,7 +136,7 @@ def annotator_of(args: argparse.Namespace) -> Any:
     return cls(args.model, **options)
 
 
-def runner_of(args: argparse.Namespace, annotator: Any, cache: Any) -> Runner:
+def _runner(args: argparse.Namespace, annotator: Any, cache: Any) -> Runner:
     """The runner the running options describe, with the annotator's defaults."""
     from engine.annotate.runner import Runner
 
@@ -147,7 +152,92 @@ def runner_of(args: argparse.Namespace, annotator: Any, cache: Any) -> Runner:
     )
 
 
-def log_finished(runner: Runner, tasks: list[str], cache_path: Path) -> None:
+class Ended(Exception):
+    """The command ended early with exit status ``code`` (a dry run's 0, Ctrl-C's 130)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class _DryRun(Exception):
+    """--dry-run: the plan was said; stop before any model call."""
+
+
+@attrs.define
+class Session:
+    """A command's annotator, cache and runner (``--dry-run``: a cache only looked in)."""
+
+    annotator: Any
+    cache: Any
+    runner: Runner
+    cache_path: Path
+    dry_run: bool
+
+    @classmethod
+    def of(cls, args: argparse.Namespace, cache_path: Path) -> Session:
+        from engine.annotate.cache import Cache
+
+        annotator = _annotator(args)
+        dry_run = bool(getattr(args, "dry_run", False))
+        cache = Cache(cache_path, look_only=dry_run)
+        return cls(annotator, cache, _runner(args, annotator, cache), cache_path, dry_run)
+
+    @property
+    def resume(self) -> str:
+        return (
+            f"finished work is in the cache {self.cache_path}; run the same command again to resume"
+        )
+
+    def announce(self, line: str) -> None:
+        """Say the plan (on stderr); with ``--dry-run``, stop there."""
+        print(line, file=sys.stderr)
+        if self.dry_run:
+            raise _DryRun
+
+    def run(self, tasks: list[str], work: Callable[[], T]) -> T:
+        """``work()``, then the tally and everything closed; :class:`Ended` after a dry
+        run's plan (0) or Ctrl-C (130, saying how to resume); a failure that stops the
+        run says how to resume too."""
+        from engine.annotate.base import AnnotationError
+        from engine.annotate.runner import AnnotationInterrupted
+
+        try:
+            return work()
+        except _DryRun:
+            raise Ended(0) from None
+        except (KeyboardInterrupt, AnnotationInterrupted):
+            print(f"slotwise: interrupted; {self.resume}", file=sys.stderr)
+            raise Ended(130) from None
+        except AnnotationError as error:
+            raise AnnotationError(f"{error}\n{self.resume}") from error
+        finally:
+            if not self.dry_run:
+                _log_finished(self.runner, tasks, self.cache_path)
+            self.runner.close()
+            self.cache.close()
+            self.annotator.close()
+
+    def finished(self, failed: list[str]) -> int:
+        """After the output is written: the structured-output note, and 0, or
+        :data:`EXIT_INCOMPLETE` saying how to ask again for what failed."""
+        if getattr(self.annotator, "structured", None) == "auto" and not self.annotator.structuring:
+            print(
+                "structured output: the endpoint refused response_format; the answers were "
+                "read by their free-text patterns (docs/annotation.md#prompts-and-answers)",
+                file=sys.stderr,
+            )
+        if not failed:
+            return 0
+        print(
+            f"slotwise: {len(failed)} item(s) failed for good and were left out; "
+            f"{self.resume} (it asks only for what is missing)",
+            file=sys.stderr,
+        )
+        return EXIT_INCOMPLETE
+
+
+def _log_finished(runner: Runner, tasks: list[str], cache_path: Path) -> None:
     """Log the run's tally and say it on stderr."""
     stats: Mapping[str, Any] = {
         "items": runner.stats.items,
@@ -163,25 +253,3 @@ def log_finished(runner: Runner, tasks: list[str], cache_path: Path) -> None:
     }
     log.info("annotate.finished", tasks=tasks, cache=str(cache_path), **stats)
     print(runner.stats.line(), file=sys.stderr)
-
-
-def note_structured(annotator: Any) -> None:
-    """Say so when the endpoint refused structured output and answers were read as text."""
-    if getattr(annotator, "structured", None) == "auto" and not annotator.structuring:
-        print(
-            "structured output: the endpoint refused response_format; the answers were read "
-            "by their free-text patterns (docs/annotation.md#prompts-and-answers)",
-            file=sys.stderr,
-        )
-
-
-def finished(failed: list[str], resume: str) -> int:
-    """0, or :data:`EXIT_INCOMPLETE` with a word on how to ask again for what failed."""
-    if not failed:
-        return 0
-    print(
-        f"slotwise: {len(failed)} item(s) failed for good and were left out; {resume} "
-        "(it asks only for what is missing)",
-        file=sys.stderr,
-    )
-    return EXIT_INCOMPLETE

@@ -10,14 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.cli.common import Handler, positive_int
-from engine.cli.llm import (
-    add_llm_options,
-    annotator_of,
-    finished,
-    log_finished,
-    note_structured,
-    runner_of,
-)
+from engine.cli.llm import Ended, Session, add_llm_options
 from engine.io.documents import parse_samples, write_samples
 
 __all__ = ["add"]
@@ -84,54 +77,37 @@ def add(commands: Any) -> dict[str, Handler]:
     return {"synthesize": _synthesize}
 
 
-class _DryRun(Exception):
-    """--dry-run: the plan was said; stop before any model call."""
-
-
 def _synthesize(args: argparse.Namespace) -> int:
-    from engine.annotate.base import AnnotationError
-    from engine.annotate.cache import Cache
-    from engine.annotate.runner import AnnotationInterrupted
     from engine.annotate.synthesize import read_corpus, synthesize
 
     passages = read_corpus(args.corpus, args.stratify)
-    cache_path = args.cache or args.output.with_suffix(".cache.sqlite")
-    resume = f"finished work is in the cache {cache_path}; run the same command again to resume"
-    annotator = annotator_of(args)
-    cache = Cache(cache_path, look_only=bool(args.dry_run))
-    runner = runner_of(args, annotator, cache)
-
-    def announce(line: str) -> None:
-        print(line, file=sys.stderr)
-        if args.dry_run:
-            raise _DryRun
-
+    session = Session.of(args, args.cache or args.output.with_suffix(".cache.sqlite"))
     try:
-        samples, found = synthesize(
-            passages, annotator, runner, questions=args.questions, seed=args.seed,
-            oversample=args.oversample, min_grade=args.min_grade,
-            judge_max_tokens=args.judge_max_tokens, announce=announce,
-        )  # fmt: skip
-    except _DryRun:
-        return 0
-    except (KeyboardInterrupt, AnnotationInterrupted):
-        print(f"slotwise: interrupted; {resume}", file=sys.stderr)
-        return 130
-    except AnnotationError as error:
-        raise AnnotationError(f"{error}\n{resume}") from error
-    finally:
-        if not args.dry_run:
-            log_finished(runner, ["question", "relevance"], Path(cache_path))
-        runner.close()
-        cache.close()
-        annotator.close()
+        samples, found = session.run(
+            ["question", "relevance"],
+            lambda: synthesize(
+                passages,
+                session.annotator,
+                session.runner,
+                questions=args.questions,
+                seed=args.seed,
+                oversample=args.oversample,
+                min_grade=args.min_grade,
+                judge_max_tokens=args.judge_max_tokens,
+                announce=session.announce,
+            ),
+        )
+    except Ended as ended:
+        return ended.code
     for line in found.lines():
         print(line, file=sys.stderr)
-    note_structured(annotator)
     if not samples:
         print(f"slotwise: no question was kept; {args.output} not written", file=sys.stderr)
-        return finished(found.failed, resume) or EXIT_USAGE
+        return session.finished(found.failed) or EXIT_USAGE
     parse_samples((sample, None) for sample in samples)
     write_samples(args.output, samples, name=args.output.stem)
-    print(f"wrote {args.output} ({len(samples)} samples; cache {cache_path})", file=sys.stderr)
-    return finished(found.failed, resume)
+    print(
+        f"wrote {args.output} ({len(samples)} samples; cache {session.cache_path})",
+        file=sys.stderr,
+    )
+    return session.finished(found.failed)
