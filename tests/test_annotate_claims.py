@@ -35,11 +35,6 @@ from engine.cli import main
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import test_annotate_http  # noqa: E402
-
-#: The local chat-completions server: ``start_server(*args)`` starts one (stopped after the test).
-start_server = test_annotate_http.server_factory
-
 QUICKSTART = HERE.parent / "examples" / "quickstart"
 
 PASSAGES = {
@@ -180,12 +175,12 @@ class TestAgreement:
 
 class TestClaimsAndSupport:
     def test_claims_then_support_then_metrics(
-        self, start_server: Any, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+        self, server_factory: Any, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
     ) -> None:
         """The references' sentences become claims c1, c2...; written claims are kept; the
         support links become the claims' groups; the metrics read them. Unreadable,
         empty and missing references are reported per sample."""
-        server = start_server("--mode", "logprobs")
+        server = server_factory("--mode", "logprobs")
         assert _annotate(files, server.url, "--task", "claims,support") == 0
         err = capsys.readouterr().err
         labelled = _labelled(files["labelled"])
@@ -263,10 +258,10 @@ class TestClaimsAndSupport:
         ] == pytest.approx([2 / 3, 1 / 3, 1 / 3])
 
     def test_k_limits_the_passages_judged(
-        self, start_server: Any, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+        self, server_factory: Any, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
     ) -> None:
         """--k 1 judges each claim against the top passage only: 4 claims x 1 passage."""
-        server = start_server("--mode", "logprobs")
+        server = server_factory("--mode", "logprobs")
         assert _annotate(files, server.url, "--task", "claims,support", "--k", "1") == 0
         assert (
             "support: 4 (claim, passage) pairs judged, 3 support links written"
@@ -275,7 +270,7 @@ class TestClaimsAndSupport:
         assert _labelled(files["labelled"])["refund"]["groups"] == {"c1": ["r1"], "c2": []}
 
     def test_unreadable_verdicts_leave_the_claim_without_a_group(
-        self, start_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+        self, server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """A judge answer that cannot be read is listed as sample/claim/passage; a claim
         none of whose verdicts was read gets no group (its support is unknown)."""
@@ -284,7 +279,7 @@ class TestClaimsAndSupport:
             {"id": "bad", "text": "GARBLE here."},
         ]
         files = _write(tmp_path, [_sample("s", "Capital?", claims=claims)], {"s": ["p1", "p2"]})
-        server = start_server("--mode", "logprobs")
+        server = server_factory("--mode", "logprobs")
         assert _annotate(files, server.url, "--task", "support") == 0
         assert (
             "2 judge answer(s) could not be read and were left unlabelled (not cached: asked "
@@ -293,10 +288,10 @@ class TestClaimsAndSupport:
         assert _labelled(files["labelled"])["s"]["groups"] == {"ok": ["p1"]}
 
     def test_retries_then_succeeds(
-        self, start_server: Any, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+        self, server_factory: Any, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
     ) -> None:
         """503s on the first calls are retried like every other task's."""
-        server = start_server("--mode", "logprobs", "--fail-first", "2")
+        server = server_factory("--mode", "logprobs", "--fail-first", "2")
         assert _annotate(files, server.url, "--task", "claims", "--concurrency", "1") == 0
         assert "2 retries" in capsys.readouterr().err
         assert len(_labelled(files["labelled"])["refund"]["claims"]) == 2
@@ -313,7 +308,7 @@ class TestClaimsAndSupport:
     )
     def test_usage_errors_before_any_call(
         self,
-        start_server: Any,
+        server_factory: Any,
         tmp_path: Path,
         capsys: pytest.CaptureFixture[str],
         extra: list[str],
@@ -321,7 +316,7 @@ class TestClaimsAndSupport:
     ) -> None:
         """Exit 2 with the reason and no traceback; the server sees no request."""
         files = _write(tmp_path, [_sample("s", "Q?", answers=["A."])], {"s": ["p1"]})
-        server = start_server("--mode", "logprobs")
+        server = server_factory("--mode", "logprobs")
         assert _annotate(files, server.url, *extra) == 2
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err
@@ -342,7 +337,7 @@ class TestClaimsAndSupport:
 
 class TestAgreementCommand:
     def test_kappa_against_human_groups(
-        self, start_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+        self, server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """Judge verdicts (r1 supports c1, r2 supports c2, p1 supports the capital claim,
         all else not) against a person's groups c1: [r1, r3], c2: [], capital: [p1]:
@@ -371,7 +366,7 @@ class TestAgreementCommand:
         files = _write(
             tmp_path, samples, {"a": ["r1", "r2", "r3"], "b": ["b1", "b2"], "c": ["p1", "p2", "p3"]}
         )
-        server = start_server("--mode", "logprobs")
+        server = server_factory("--mode", "logprobs")
         assert _annotate(files, server.url, "--task", "support", "--agreement") == 0
         out = capsys.readouterr().out
         assert "agreement with the human support links: 9 (claim, passage) pairs of 3 claims" in out
@@ -396,7 +391,7 @@ def _rows(cache: Path) -> int:
 
 
 class TestKillAndResume:
-    def test_sigkill_then_resume(self, start_server: Any, tmp_path: Path) -> None:
+    def test_sigkill_then_resume(self, server_factory: Any, tmp_path: Path) -> None:
         """SIGKILL during the support task keeps the judged pairs; the rerun judges only
         the rest and writes the same links as an uninterrupted run."""
         claims = [
@@ -407,7 +402,7 @@ class TestKillAndResume:
         files = _write(
             tmp_path, [_sample("s", "Returns?", claims=claims)], {"s": ["r1", "r2", "r3"]}
         )
-        server = start_server("--mode", "logprobs", "--delay", "0.3")
+        server = server_factory("--mode", "logprobs", "--delay", "0.3")
         cache = files["labelled"].with_suffix(".cache.sqlite")
         command = [
             sys.executable, "-m", "engine.cli", "annotate", str(files["dataset"]),
@@ -437,14 +432,14 @@ class TestKillAndResume:
 
 
 def test_quickstart_reference_answers(
-    start_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The quickstart's reference answers, split and judged against BM25's top 5, give the
     context recall that the server's rules give when applied here by hand: each claim is
     a sentence of the reference (the first answer where there is none), supported when a
     top-5 passage (top 3 for the questions with metadata.k = 3) has its every word of four
     letters or more."""
-    server = start_server("--mode", "logprobs")
+    server = server_factory("--mode", "logprobs")
     labelled = tmp_path / "claims.jsonl"
     outputs = QUICKSTART / "outputs" / "bm25.json"
     command = [
@@ -536,9 +531,7 @@ class TestTinyModel:
             assert [c["text"] for c in labelled["refund"].get("claims", [])] == claims
         verdicts = {
             doc: SUPPORT_FORMAT.read(
-                decode(
-                    support_prompt(samples[1]["input"]["question"], SIZE["text"], PASSAGES[doc])
-                )
+                decode(support_prompt(samples[1]["input"]["question"], SIZE["text"], PASSAGES[doc]))
             )
             for doc in ("b1", "b2")
         }
@@ -549,7 +542,8 @@ class TestTinyModel:
         assert (
             not unread
             or f"could not be read and were left unlabelled (not cached: asked again on the "
-            f"next run): {', '.join(unread)}" in err
+            f"next run): {', '.join(unread)}"
+            in err
         )
         again = len(unread) + (claims is None)  # unreadable answers are asked for again
         assert main(command) == 0

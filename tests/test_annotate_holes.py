@@ -11,7 +11,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,22 +24,7 @@ from engine.io.sources import dataset_columns, read_dataset, read_outputs
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from test_annotate_http import PASSAGES, QUESTIONS, Server  # noqa: E402
-
-
-@pytest.fixture
-def server_factory() -> Iterator[object]:
-    """Starts the stand-in chat-completions server (engine.annotate.stand_in); stops it after."""
-    servers: list[Server] = []
-
-    def start(*args: str) -> Server:
-        servers.append(Server(*args))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.stop()
-
+from test_annotate_http import PASSAGES, QUESTIONS  # noqa: E402
 
 # q1 and q2 carry human labels; q3 has none. The person calls q1's d2 (Lyon) relevant,
 # which the stand-in judge (relevant: the passage contains an answer) would not.

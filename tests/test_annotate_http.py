@@ -11,10 +11,8 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from engine.annotate.base import UtilityItem
@@ -40,39 +38,6 @@ PASSAGES = {
 }
 RETRIEVED = {"q1": ["d1", "d2", "d4"], "q2": ["d3", "d4", "d6"], "q3": ["d5", "d6", "d2"]}
 RELEVANT = {"q1": ["d1"], "q2": ["d3"], "q3": ["d5"]}
-
-
-class Server:
-    def __init__(self, *args: str) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "engine.annotate.stand_in", *args],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        self.port = int(line.split()[1])
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-
-    def stats(self) -> dict[str, object]:
-        return httpx.get(f"http://127.0.0.1:{self.port}/stats").json()  # type: ignore[no-any-return]
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(10)
-
-
-@pytest.fixture
-def server_factory() -> Iterator[object]:
-    servers: list[Server] = []
-
-    def start(*args: str) -> Server:
-        servers.append(Server(*args))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 @pytest.fixture

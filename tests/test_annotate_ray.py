@@ -29,10 +29,9 @@ from test_annotate_http import (  # noqa: E402
     _annotate,
     _expected,
     files,
-    server_factory,
 )
 
-__all__ = ["files", "server_factory"]  # fixtures used below
+__all__ = ["files"]  # a fixture used below
 
 
 @pytest.fixture(scope="module")

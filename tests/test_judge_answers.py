@@ -48,7 +48,7 @@ ADVERSARIAL = [
     '{"grade": null}',
     '{"Grade": "A"}',
     '["A"]',
-    "```json\n{\"grade\": \"A\"",
+    '```json\n{"grade": "A"',
     "",
     "   \n ",
     "##final score: 2 (not relevant)",
@@ -184,7 +184,9 @@ class TestSchemas:
             (QUESTION_FORMAT, {"question": "Why?"}),
         ],
     )
-    def test_what_the_schema_admits_is_read(self, answer_format: AnswerFormat, answer: dict) -> None:
+    def test_what_the_schema_admits_is_read(
+        self, answer_format: AnswerFormat, answer: dict
+    ) -> None:
         """An answer valid under the structured-output schema is a readable answer, and
         the schema refuses a value off the scale."""
         import json

@@ -12,7 +12,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
@@ -32,10 +31,6 @@ from engine.io.records import samples_of
 from engine.io.sources import read_dataset, read_outputs
 from engine.testing import assert_no_regression
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from test_annotate_http import Server  # noqa: E402
-
 QUESTIONS = {
     "q1": "What is the capital city of France?",
     "q2": "When was the album Follow the Leader released?",
@@ -52,19 +47,6 @@ PASSAGES = {
 RUN_A = {"q1": ["d1", "d2", "d4"], "q2": ["d3", "d4", "d6"], "q3": ["d5", "d6", "d2"]}
 RUN_B = {"q1": ["d4", "d1", "d6"], "q2": ["d6", "d3", "d2"], "q3": ["d2", "d5", "d4"]}
 SOURCE = f"openai-compatible:stand-in:{UMBRELA_VERSION}"
-
-
-@pytest.fixture
-def server_factory() -> Iterator[Any]:
-    servers: list[Server] = []
-
-    def start(*args: str) -> Server:
-        servers.append(Server(*args))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 def _outputs(run: dict[str, list[str]], texts: dict[str, str] = PASSAGES) -> dict[str, Any]:
