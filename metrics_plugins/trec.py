@@ -17,6 +17,7 @@ import numpy as np
 
 from engine import Batch, bounded_number, choice, finite_number, optional_k, row_sums
 from metrics_plugins.retrieval import (
+    _JUDGED_ONLY,
     _LEVELS,
     ROUNDINGS,
     BoolArray,
@@ -199,8 +200,10 @@ class SetPrecision(_Ranked):
 
     alias: ClassVar[str] = "retrieval-set-precision"
     relevance_threshold: float = _threshold()
+    judged_only: bool = _JUDGED_ONLY
 
     def score(self, batch: Batch) -> FloatArray:
+        batch = batch.view(judged_only=self.judged_only)
         retrieved, _, found = _set_counts(batch, self.relevance_threshold)
         return _divide(found, retrieved)
 
@@ -226,8 +229,10 @@ class SetF(_Ranked):
     alias: ClassVar[str] = "retrieval-set-f"
     beta: float = attrs.field(default=1.0, validator=bounded_number(0), kw_only=True)
     relevance_threshold: float = _threshold()
+    judged_only: bool = _JUDGED_ONLY
 
     def score(self, batch: Batch) -> FloatArray:
+        batch = batch.view(judged_only=self.judged_only)
         retrieved, relevant, found = _set_counts(batch, self.relevance_threshold)
         precision, recall = _divide(found, retrieved), _divide(found, relevant)
         return _divide((self.beta + 1.0) * precision * recall, self.beta * precision + recall)
@@ -240,8 +245,10 @@ class SetRelativePrecision(_Ranked):
 
     alias: ClassVar[str] = "retrieval-set-relative-precision"
     relevance_threshold: float = _threshold()
+    judged_only: bool = _JUDGED_ONLY
 
     def score(self, batch: Batch) -> FloatArray:
+        batch = batch.view(judged_only=self.judged_only)
         retrieved, relevant, found = _set_counts(batch, self.relevance_threshold)
         return _divide(found, np.minimum(retrieved, relevant))
 
@@ -252,8 +259,10 @@ class SetMAP(_Ranked):
 
     alias: ClassVar[str] = "retrieval-set-map"
     relevance_threshold: float = _threshold()
+    judged_only: bool = _JUDGED_ONLY
 
     def score(self, batch: Batch) -> FloatArray:
+        batch = batch.view(judged_only=self.judged_only)
         retrieved, relevant, found = _set_counts(batch, self.relevance_threshold)
         return _divide(found * found, retrieved * relevant)
 

@@ -487,15 +487,30 @@ def run_columns(
         by_rank = np.lexsort((ranked, query_codes))
         rows = by_rank if order is None else order[by_rank]
     codes = docs.codes if rows is None else docs.codes[rows]
-    ties = None
+    columns = {"id": queries.ids}
     if scores is not None:
         score = scores if rows is None else scores[rows]
-        codes, ties = _trec_order(codes, query_codes, score, docs.ids)
-    retrieved = list_array(offsets, pa.array(codes, pa.int32()))
-    columns = {"id": queries.ids, "retrieved": retrieved}
-    if ties is not None:  # what breaking ties another way needs (ir_measures' RR@k, Judged@k)
-        columns["tied"] = list_array(offsets, pa.array(np.concatenate(([False], ties))))
+        codes, ties, given = _trec_order(codes, query_codes, score, docs.ids)
+        if ties is not None:  # what ordering ties another way needs (ir_measures' providers)
+            columns["tied"] = list_array(offsets, pa.array(np.concatenate(([False], ties))))
+            first = np.repeat(offsets[:-1], np.diff(offsets))
+            columns["run_order"] = list_array(offsets, pa.array(given - first, pa.int32()))
+        columns.update(_zero_scores(score, offsets))
+    columns["retrieved"] = list_array(offsets, pa.array(codes, pa.int32()))
     return Columns(table_of(columns, OUTPUT_COLUMNS, len(queries.ids)), docs.ids)
+
+
+def _zero_scores(score: FloatArray, offsets: IntArray) -> dict[str, pa.Array]:
+    """The ``positive_scores`` and ``zero_scores`` counts of each query (rows grouped by
+    query at ``offsets``), or nothing when every score is above 0."""
+    positive = score > 0
+    if positive.all():
+        return {}
+    starts = offsets[:-1]  # a query of the run has a row
+    return {
+        "positive_scores": pa.array(np.add.reduceat(positive, starts, dtype=np.int32)),
+        "zero_scores": pa.array(np.add.reduceat(score == 0, starts, dtype=np.int32)),
+    }
 
 
 def _trec_order(
@@ -503,30 +518,34 @@ def _trec_order(
     query_codes: npt.NDArray[np.int32],
     score: FloatArray,
     ids: pa.Array,
-) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_] | None]:
-    """The document codes of rows grouped by query, put in trec_eval's order, and where
-    two neighbours of a query tie in that order (``ties[p]``: row ``p + 1`` ties with
-    ``p``; None when none does). A run already in that order (scores strictly descending
-    within each query, as runs are written) is found with one check and kept as it is;
-    document ids are compared only among rows whose scores tie, and only their codes
-    move."""
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_] | None, IntArray]:
+    """The document codes of rows grouped by query, put in trec_eval's order; where two
+    neighbours of a query tie in that order (``ties[p]``: row ``p + 1`` ties with ``p``;
+    None when none does); and the row each one would hold if tied scores kept the order
+    they were given in (by score descending, ties in the run's order, as cwl_eval ranks
+    them). A run already in that order (scores strictly descending within each query, as
+    runs are written) is found with one check and kept as it is; document ids are
+    compared only among rows whose scores tie, and only their codes move."""
+    given = np.arange(codes.size, dtype=np.int64)
     rising, tied = _out_of_order(score, query_codes)
     if not rising and not tied:
-        return codes, None
+        return codes, None, given
     if rising:
-        order = np.lexsort((-score, query_codes))
+        order = np.lexsort((-score, query_codes))  # stable: ties keep the run's order
         codes, query_codes, score = codes[order], query_codes[order], score[order]
     else:  # only ties to break: the codes are copied, the rest read in place
         codes = codes.copy()
     ties = (query_codes[1:] == query_codes[:-1]) & (score[1:] == score[:-1])
-    _break_ties(codes, ties, ids)
-    return codes, (ties if ties.any() else None)
+    _break_ties(codes, ties, ids, given)
+    return codes, (ties if ties.any() else None), given
 
 
-def _break_ties(codes: npt.NDArray[np.int32], ties: npt.NDArray[np.bool_], ids: pa.Array) -> None:
+def _break_ties(
+    codes: npt.NDArray[np.int32], ties: npt.NDArray[np.bool_], ids: pa.Array, given: IntArray
+) -> None:
     """Reorder, in place, each run of ``codes`` whose scores tie (``ties[p]``: position
-    ``p + 1`` ties with ``p``) by document id descending, as trec_eval does; only the
-    tied rows' ids are compared."""
+    ``p + 1`` ties with ``p``) by document id descending, as trec_eval does, and ``given``
+    (each position's position before) alike; only the tied rows' ids are compared."""
     if not ties.any():
         return
     member = np.zeros(codes.size, dtype=np.bool_)
@@ -540,6 +559,7 @@ def _break_ties(codes: npt.NDArray[np.int32], ties: npt.NDArray[np.bool_], ids: 
         sort_keys=[("group", "ascending"), ("doc", "descending")],
     ).to_numpy()
     codes[where] = codes[where][within]
+    given[where] = given[where][within]
 
 
 def _out_of_order(score: FloatArray, query_codes: npt.NDArray[np.int32]) -> tuple[bool, bool]:
