@@ -481,10 +481,19 @@ class IPrecAtRecall(_Ranked):
 
     def score(self, batch: Batch) -> FloatArray:
         batch = batch.view(judged_only=self.judged_only)
+        threshold = self.relevance_threshold
         if self.recall in RECALL_LEVELS:
-            points = _eleven_points(batch, self.relevance_threshold, self.rounding)
-            return points[:, RECALL_LEVELS.index(self.recall)].copy()
-        return _iprec_at_recall(batch, self.relevance_threshold, self.rounding, [self.recall])[:, 0]
+            points = _eleven_points(batch, threshold, self.rounding)
+            values = points[:, RECALL_LEVELS.index(self.recall)].copy()
+        else:
+            values = _iprec_at_recall(batch, threshold, self.rounding, [self.recall])[:, 0]
+        if not self.judged_only:
+            return values
+        # trec_eval's -J: where no judged document is left, a level that needs no relevant
+        # document takes the precision of an empty ranking, 0/0 (NA)
+        needed = _needed(self.recall, batch.num_relevant(threshold), self.rounding)
+        emptied = batch.has_output & (batch.lengths == 0) & (needed == 0)
+        return np.where(emptied, np.nan, values)
 
 
 @attrs.frozen

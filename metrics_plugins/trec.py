@@ -158,14 +158,31 @@ class NumRet(_Ranked):
 
 
 @attrs.frozen
+class NumQ(_Ranked):
+    """1 for a sample with an output, 0 for one without: summed, the queries trec_eval
+    evaluates (trec_eval num_q, ir_measures NumQ)."""
+
+    alias: ClassVar[str] = "retrieval-num-q"
+
+    def score(self, batch: Batch) -> FloatArray:
+        return batch.has_output.astype(np.float64)
+
+
+@attrs.frozen
 class NumRel(_Ranked):
-    """Number of relevant documents R, retrieved or not (trec_eval num_rel)."""
+    """Number of relevant documents R, retrieved or not (trec_eval num_rel); with
+    ``zero_without_output``, 0 for a sample without an output, as ir_measures reports it."""
 
     alias: ClassVar[str] = "retrieval-num-rel"
     relevance_threshold: float = _threshold()
+    zero_without_output: bool = attrs.field(
+        default=False, validator=attrs.validators.instance_of(bool), kw_only=True
+    )
 
     def score(self, batch: Batch) -> FloatArray:
-        return batch.num_relevant(self.relevance_threshold).astype(np.float64)
+        count = batch.num_relevant(self.relevance_threshold).astype(np.float64)
+        keep = batch.has_output if self.zero_without_output else True
+        return np.where(keep, count, 0.0)
 
 
 @attrs.frozen

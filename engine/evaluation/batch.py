@@ -327,7 +327,11 @@ class Batch:
         :attr:`ranks` where nothing ties (or the outputs carry no scores)."""
         return self.shared("ranks-ties-ascending", self._ranks_ties_ascending)  # type: ignore[no-any-return]
 
-    def _ranks_ties_ascending(self) -> IntArray:
+    @cached_property
+    def tied(self) -> BoolArray:
+        """True where a ranked document's score equals the one's ranked before it (the
+        ``tied`` column), shape ``(Q, L)``; all False when nothing ties or the outputs
+        carry no scores."""
         rows, width = self.doc_codes.shape
         column = self.columns.column("tied")
         tied = np.zeros((rows, width), dtype=np.bool_)
@@ -338,6 +342,11 @@ class Batch:
             tied[where] = flags[starts[where[0]] + self.positions[where]]
             tied[:, 0] = False
             tied &= self.valid
+        return _read_only(tied)
+
+    def _ranks_ties_ascending(self) -> IntArray:
+        rows, width = self.doc_codes.shape
+        tied = self.tied
         index = np.broadcast_to(np.arange(width, dtype=np.int64), (rows, width))
         first = np.maximum.accumulate(np.where(tied, 0, index), axis=1)  # its run's start
         opens = np.where(~tied, index, width)  # where a run starts (padding: each its own)
@@ -617,6 +626,14 @@ class Batch:
             group=group,
             code=pc.list_flatten(members).to_numpy(zero_copy_only=False).astype(np.int64),
         )
+
+    def ranked_at(self, rows: IntArray, codes: IntArray) -> IntArray:
+        """For each (row, document code) pair, its column in that row's ranking; -1 when
+        the row does not rank the document."""
+        found = np.full(np.asarray(rows).size, -1, dtype=np.int64)
+        where, columns = self._find(rows, codes, positions=True)
+        found[where] = columns
+        return found
 
     def in_top_k(self, rows: IntArray, codes: IntArray, k: int | None = None) -> BoolArray:
         """For each (row, document code) pair, whether the document is in that row's ``D_k``."""
