@@ -10,7 +10,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from engine import Batch, bounded_number, optional_k, row_sums
+from engine import Batch, bounded_number, choice, optional_k, row_sums
 from metrics_plugins.retrieval import (
     BoolArray,
     FloatArray,
@@ -55,7 +55,9 @@ class Compat(_Ranked):
         place = np.empty(rows.size, dtype=np.int64)  # 0-based rank in the ideal ranking
         place[np.lexsort((within_row, key, -labels, rows))] = within_row
         # a document is in the overlap from the deeper of its two ranks on
-        deeper = np.maximum(batch.ranks_ties_ascending()[rows[found], column[found]], place[found] + 1)
+        deeper = np.maximum(
+            batch.ranks_ties_ascending()[rows[found], column[found]], place[found] + 1
+        )
         depth = np.maximum(batch.lengths, sizes)
         width = int(depth.max(initial=0))
         starting = np.bincount(rows[found] * (width + 1) + deeper, minlength=count * (width + 1))
@@ -84,7 +86,9 @@ def _unranked_order(batch: Batch) -> IntArray:
     above, at = above.to_numpy(zero_copy_only=False), at.to_numpy(zero_copy_only=False)
     position = np.where(batch.valid, batch.positions, -1)
     positive = (batch.valid & (position < above[:, None])).sum(axis=1)
-    zero = (batch.valid & (position >= above[:, None]) & (position < (above + at)[:, None])).any(axis=1)
+    zero = (batch.valid & (position >= above[:, None]) & (position < (above + at)[:, None])).any(
+        axis=1
+    )
     order = _score_order(batch)
     edge = np.full((len(batch), 1), -2)  # "before the first run", and a column past the last
     padded = np.concatenate([edge, order, edge], axis=1)
@@ -108,22 +112,27 @@ def _rbo(overlap: IntArray, depth: IntArray, p: float) -> FloatArray:
 @attrs.frozen
 class Accuracy(_Ranked):
     """The share of (relevant, non-relevant) pairs of the ranking's first k (all without
-    k) that rank the relevant one first; an unjudged document is non-relevant, tied scores
-    keep the order the run gave them; NA without a relevant or a non-relevant document
-    there (ir_measures Accuracy)."""
+    k) that rank the relevant one first; an unjudged document is non-relevant; NA without
+    a relevant or a non-relevant document there (ir_measures Accuracy, whose provider keeps
+    tied scores in the run's order: ``ties="run_order"``)."""
 
     alias: ClassVar[str] = "retrieval-accuracy"
     uncut_by_default: ClassVar[bool] = True
     k: int | None = optional_k()
     relevance_threshold: float = _threshold()
+    ties: str = attrs.field(
+        default="trec_eval", validator=choice("trec_eval", "run_order"), kw_only=True
+    )
 
     def score(self, batch: Batch) -> FloatArray:
-        batch = batch.view("run_order")
+        batch = batch.view(self.ties)
         limit = _uncut_limit(batch, self.k)
         within: BoolArray = batch.valid
         if limit is not None:
             within = within & (batch.ranks[None, :] <= limit[:, None])
-        relevant = within & (np.nan_to_num(batch.ranked_labels, nan=0.0) >= self.relevance_threshold)
+        relevant = within & (
+            np.nan_to_num(batch.ranked_labels, nan=0.0) >= self.relevance_threshold
+        )
         other = within & ~relevant
         above = np.cumsum(other, axis=1) - other  # non-relevant documents ranked above
         inverted = np.where(relevant, above, 0).sum(axis=1).astype(np.float64)

@@ -64,7 +64,9 @@ def _rel_bound(default: float) -> float:
 
 
 def _patience() -> float:
-    return attrs.field(default=1.0, validator=bounded_number(0, exclusive_minimum=True), kw_only=True)  # type: ignore[no-any-return]
+    return attrs.field(
+        default=1.0, validator=bounded_number(0, exclusive_minimum=True), kw_only=True
+    )  # type: ignore[no-any-return]
 
 
 @attrs.frozen

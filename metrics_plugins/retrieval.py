@@ -174,7 +174,9 @@ _TIES = attrs.field(
 
 #: Whether unjudged documents (no label, or one below 0) leave the ranking before scoring,
 #: as with trec_eval's ``-J`` (ir_measures' ``judged_only=True``): :meth:`Batch.view`.
-_JUDGED_ONLY = attrs.field(default=False, validator=attrs.validators.instance_of(bool), kw_only=True)
+_JUDGED_ONLY = attrs.field(
+    default=False, validator=attrs.validators.instance_of(bool), kw_only=True
+)
 
 
 def _uncut_limit(batch: Batch, k: int | None) -> IntArray | None:

@@ -384,7 +384,9 @@ class Batch:
             doc_codes=np.where(kept, np.take_along_axis(self.doc_codes, order, axis=1), -1),
             positions=np.where(kept, np.take_along_axis(self.positions, order, axis=1), -1),
             lengths=kept.sum(axis=1).astype(np.int64),
-            ranked_labels=np.where(kept, np.take_along_axis(self.ranked_labels, order, axis=1), np.nan),
+            ranked_labels=np.where(
+                kept, np.take_along_axis(self.ranked_labels, order, axis=1), np.nan
+            ),
             label_values=self.label_values,
             sample_k=self.sample_k,
             duplicates_dropped=self.duplicates_dropped,
