@@ -50,8 +50,8 @@ class Compat(_Ranked):
         within_row = np.arange(rows.size) - starts[rows]  # rows are grouped, in order
         column = batch.ranked_at(rows, codes)
         found = column >= 0
-        by_score = _score_order(batch)
-        key = np.where(found, by_score[rows, np.maximum(column, 0)], _unranked_order(batch)[rows])
+        by_score = np.concatenate([_score_order(batch), np.zeros((count, 1), np.int64)], axis=1)
+        key = np.where(found, by_score[rows, column], _unranked_order(batch)[rows])
         place = np.empty(rows.size, dtype=np.int64)  # 0-based rank in the ideal ranking
         place[np.lexsort((within_row, key, -labels, rows))] = within_row
         # a document is in the overlap from the deeper of its two ranks on
