@@ -25,47 +25,62 @@ __all__ = ["Accuracy", "Compat"]
 
 @attrs.frozen
 class Compat(_Ranked):
-    """Compatibility: rank-biased overlap (persistence p) of the ranking, tied scores by doc
-    id ascending, with the ideal ranking of the judged documents labelled above 0, over
-    depth max(n, |ideal|); with ``normalize``, over that of the ideal with itself
-    (ir_measures Compat).
+    """Compatibility: rank-biased overlap (persistence p) of the ranking with the ideal
+    ranking of the judged documents labelled above 0, over depth max(n, |ideal|); with
+    ``normalize``, over that of the ideal with itself (ir_measures Compat).
 
-    The ideal orders its documents by label descending, then by their score in the run (a
-    document the run lacks scores 0), then as the labels list them, as the compat provider
-    does; the scores' order comes from the ranking, their sign from the outputs."""
+    The ideal orders its documents by label descending, then (``ideal_order="ranked"``)
+    as the ranking ranks them, the ones it lacks last in the order the labels list them;
+    or (``"scores"``, the compat provider's) by their score in the run, a document the run
+    lacks scoring 0, equal scores in the order the labels list them (the scores' order
+    from the ranking, their signs from the outputs). ``ties="doc_id_ascending"`` ranks
+    tied scores as the compat provider does."""
 
     alias: ClassVar[str] = "retrieval-compat"
     p: float = attrs.field(default=0.95, validator=bounded_number(0, 1), kw_only=True)
     normalize: bool = attrs.field(
         default=True, validator=attrs.validators.instance_of(bool), kw_only=True
     )
+    ideal_order: str = attrs.field(
+        default="ranked", validator=choice("ranked", "scores"), kw_only=True
+    )
+    ties: str = attrs.field(
+        default="trec_eval", validator=choice("trec_eval", "doc_id_ascending"), kw_only=True
+    )
 
     def score(self, batch: Batch) -> FloatArray:
-        count = len(batch)
+        count, width = batch.doc_codes.shape
         rows, codes, labels = batch.labels("relevance")
         ideal = labels > 0
         rows, codes, labels = rows[ideal], codes[ideal], labels[ideal]
         sizes = np.bincount(rows, minlength=count).astype(np.int64)
         starts = np.cumsum(sizes) - sizes
         within_row = np.arange(rows.size) - starts[rows]  # rows are grouped, in order
-        column = batch.ranked_at(rows, codes)
+        column = batch.ranked_at(rows, codes)  # -1: not ranked, the padding column below
         found = column >= 0
-        by_score = np.concatenate([_score_order(batch), np.zeros((count, 1), np.int64)], axis=1)
-        key = np.where(found, by_score[rows, column], _unranked_order(batch)[rows])
+        ranks = np.broadcast_to(batch.ranks, (count, width))
+        if self.ties == "doc_id_ascending":
+            ranks = batch.ranks_ties_ascending()
+        if self.ideal_order == "scores":
+            order, unranked = _score_order(batch), _unranked_order(batch)
+        else:
+            order, unranked = ranks, np.full(count, width + 1)
+        order = np.concatenate([order, np.zeros((count, 1), np.int64)], axis=1)
+        key = np.where(found, order[rows, column], unranked[rows])
         place = np.empty(rows.size, dtype=np.int64)  # 0-based rank in the ideal ranking
         place[np.lexsort((within_row, key, -labels, rows))] = within_row
         # a document is in the overlap from the deeper of its two ranks on
-        deeper = np.maximum(
-            batch.ranks_ties_ascending()[rows[found], column[found]], place[found] + 1
-        )
+        deeper = np.maximum(ranks[rows[found], column[found]], place[found] + 1)
         depth = np.maximum(batch.lengths, sizes)
-        width = int(depth.max(initial=0))
-        starting = np.bincount(rows[found] * (width + 1) + deeper, minlength=count * (width + 1))
-        overlap = np.cumsum(starting.reshape(count, width + 1), axis=1)[:, 1:]
+        deepest = int(depth.max(initial=0))
+        starting = np.bincount(
+            rows[found] * (deepest + 1) + deeper, minlength=count * (deepest + 1)
+        )
+        overlap = np.cumsum(starting.reshape(count, deepest + 1), axis=1)[:, 1:]
         score = _rbo(overlap, depth, self.p)
         if not self.normalize:
             return score
-        best = _rbo(np.minimum(np.arange(1, width + 1)[None, :], sizes[:, None]), depth, self.p)
+        best = _rbo(np.minimum(np.arange(1, deepest + 1)[None, :], sizes[:, None]), depth, self.p)
         return np.divide(score, best, out=score.copy(), where=best > 0)
 
 

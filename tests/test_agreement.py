@@ -21,7 +21,8 @@ class TestCompat:
         """Ranking d1 d2, ideal d3 (label 2) d1 (label 1), depth 2, p = 0.5: overlaps 0 and
         1, so (0/1 + 0.5 * 1/2) / 1.5 = 1/6; the ideal with itself: (1 + 0.5) / 1.5 = 1."""
         qrels, run = {"q": {"d1": 1, "d3": 2}}, {"q": {"d1": 2.0, "d2": 1.0}}
-        assert _one("retrieval-compat(p=0.5)", qrels, run) == [pytest.approx(1 / 6)]
+        for spec in ("retrieval-compat(p=0.5)", "Compat(p=0.5)"):
+            assert _one(spec, qrels, run) == [pytest.approx(1 / 6)]
         assert _one("retrieval-compat(p=0.5, normalize=False)", qrels, run) == [
             pytest.approx(1 / 6)
         ]
@@ -33,6 +34,8 @@ class TestCompat:
         qrels = {"q": {"d1": 1, "d2": 1}}
         assert _one("Compat(p=0.5)", qrels, {"q": {"d1": 1.0}}) == [pytest.approx(5 / 6)]
         assert _one("Compat(p=0.5)", qrels, {"q": {"d1": -1.0}}) == [pytest.approx(1 / 6)]
+        # in the ranking's order (the default), a document the run lacks comes last
+        assert _one("retrieval-compat(p=0.5)", qrels, {"q": {"d1": -1.0}}) == [pytest.approx(5 / 6)]
 
     def test_ties_by_doc_id_ascending(self) -> None:
         """b (relevant) and a tie: the provider ranks a first (doc id ascending)."""
@@ -40,6 +43,8 @@ class TestCompat:
         # ranking a b, ideal b: overlaps 0, 1 over depth 2, 0.25 / 1.5; the ideal with
         # itself: overlaps 1, 1, 1.25 / 1.5; normalised 0.25 / 1.25
         assert _one("Compat(p=0.5)", qrels, run) == [pytest.approx(0.2)]
+        # trec_eval's order (the default) ranks b first: overlaps 1, 1, as the ideal's
+        assert _one("retrieval-compat(p=0.5)", qrels, run) == [pytest.approx(1.0)]
 
 
 class TestAccuracy:

@@ -86,6 +86,7 @@ CASES: list[dict[str, Any]] = [
     case(retrieval.IPrecAtRecall, judged_only=True),
     case(agreement.Compat),
     case(agreement.Compat, p=0.5, normalize=False),
+    case(agreement.Compat, ideal_order="scores", ties="doc_id_ascending"),
     case(agreement.Accuracy),
     case(agreement.Accuracy, k=3, ties="run_order"),
     case(cwl.RBP),

@@ -116,8 +116,11 @@ class TestTranslate:
                 "Judged",
                 "retrieval-judged-at-k@1000000000(denominator=retrieved, ties=doc_id_ascending)",
             ),
-            ("Compat", "retrieval-compat"),
-            ("Compat(p=0.8, normalize=False)", "retrieval-compat(p=0.8, normalize=False)"),
+            ("Compat", "retrieval-compat(ideal_order=scores, ties=doc_id_ascending)"),
+            (
+                "Compat(p=0.8, normalize=False)",
+                "retrieval-compat(ideal_order=scores, ties=doc_id_ascending, p=0.8, normalize=False)",
+            ),
             ("Accuracy@5", "retrieval-accuracy@5(ties=run_order)"),
             ("RBP(rel=2, p=0.9)", "cwl-rbp(ties=run_order, relevance_threshold=2, p=0.9)"),
             ("SDCG(max_rel=3, dcg='log2')@10", "cwl-sdcg-at-k@10(ties=run_order, max_rel=3)"),

@@ -204,7 +204,12 @@ MEASURES: Mapping[str, Measure] = {
     "SetR": Measure("retrieval-set-recall", "none", _REL),
     "SetF": Measure("retrieval-set-f", "none", {**_REL, **_JUDGED, "beta": "beta"}),
     "SetAP": Measure("retrieval-set-map", "none", {**_REL, **_JUDGED}),
-    "Compat": Measure("retrieval-compat", "none", {"p": "p", "normalize": "normalize"}),
+    "Compat": Measure(
+        "retrieval-compat",
+        "none",
+        {"p": "p", "normalize": "normalize"},
+        fixed={"ideal_order": "scores", **_ASCENDING},
+    ),
     "Accuracy": Measure("retrieval-accuracy", "optional", _REL, fixed=_RUN_ORDER),
     "RBP": Measure("cwl-rbp", "none", {"p": "p", **_REL}, fixed=_RUN_ORDER, refuse=_rbp_provider),
     "SDCG": Measure(  # its dcg has one value, log2, which is slotwise's
