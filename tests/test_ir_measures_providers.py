@@ -386,7 +386,8 @@ def subtopic_collection(seed: int, queries: int = 120) -> tuple[list, dict]:
     each, most documents relevant to several (so the order in which a document's gains
     add up decides ties of the greedy ideal ranking when alpha is not a power of 1/2);
     labels -1..2; no relevant subtopic in the queries ``i % 9 == 0``; the queries
-    ``i % 13 == 5`` not in the run; unjudged retrieved documents; scores with ties."""
+    ``i % 13 == 5`` not in the run, and a few only in the run; unjudged retrieved
+    documents; scores with ties."""
     rng = random.Random(seed)
     lines, run = [], {}
     docs = [f"d{i}" for i in range(14)]
@@ -399,6 +400,8 @@ def subtopic_collection(seed: int, queries: int = 120) -> tuple[list, dict]:
                 lines.append((qid, str(subtopic), doc, label))
         if q % 13 != 5:
             run[qid] = {d: float(rng.randrange(4)) for d in rng.sample(docs, rng.randint(1, 14))}
+        if q % 17 == 3:  # a query only in the run
+            run[f"r{q}"] = {d: 1.0 for d in rng.sample(docs, 3)}
     rng.shuffle(lines)
     return lines, run
 
