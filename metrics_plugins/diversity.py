@@ -91,10 +91,10 @@ def subtopics(batch: Batch, metric: _Diversity) -> Subtopics:
     return batch.shared(key, lambda: _subtopics(batch, *key[1:]))  # type: ignore[no-any-return]
 
 
-def _subtopics(batch: Batch, ties: str, order: str, judged_only: bool) -> Subtopics:
+def _subtopics(batch: Batch, ties: str, subtopic_order: str, judged_only: bool) -> Subtopics:
     rows = len(batch)
     groups = batch.groups
-    local = _subtopic_ranks(batch, order)[groups.group]  # subtopic index within its sample
+    local = _subtopic_ranks(batch, subtopic_order)[groups.group]  # index within its sample
     width = int(groups.count.max(initial=0))
     order = _doc_order(batch, groups.code)
     # one entry per (sample, document, subtopic), documents by id descending in a sample
