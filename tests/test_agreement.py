@@ -69,3 +69,11 @@ def test_num_q_counts_the_queries_with_an_output() -> None:
     assert _one("NumQ", qrels, {"q": {"d1": 1.0}}) == [1.0, 0.0]
     assert _one("retrieval-num-rel", qrels, {"q": {"d1": 1.0}}) == [1.0, 1.0]
     assert _one("NumRel", qrels, {"q": {"d1": 1.0}}) == [1.0, 0.0]  # as ir_measures
+
+
+def test_signs_of_scores_with_a_query_without_documents() -> None:
+    """A run that lists a query without documents beside scores below 0: the empty query
+    scores 0, the other as by hand (d2, which the run lacks, goes before d1 scored -1)."""
+    qrels = {"q": {"d1": 1}, "p": {"d1": 1, "d2": 1}}
+    values = _one("Compat(p=0.5)", qrels, {"q": {}, "p": {"d1": -1.0}})
+    assert values == [0.0, pytest.approx(1 / 6)]

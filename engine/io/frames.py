@@ -496,21 +496,22 @@ def run_columns(
         if given is not None:
             first = np.repeat(offsets[:-1], np.diff(offsets))
             columns["run_order"] = list_array(offsets, pa.array(given - first, pa.int32()))
-        columns.update(_zero_scores(score, offsets))
+        columns.update(_zero_scores(score, query_codes, len(queries.ids)))
     columns["retrieved"] = list_array(offsets, pa.array(codes, pa.int32()))
     return Columns(table_of(columns, OUTPUT_COLUMNS, len(queries.ids)), docs.ids)
 
 
-def _zero_scores(score: FloatArray, offsets: IntArray) -> dict[str, pa.Array]:
-    """The ``positive_scores`` and ``zero_scores`` counts of each query (rows grouped by
-    query at ``offsets``), or nothing when every score is above 0."""
+def _zero_scores(
+    score: FloatArray, query_codes: npt.NDArray[np.int32], count: int
+) -> dict[str, pa.Array]:
+    """The ``positive_scores`` and ``zero_scores`` counts of each of ``count`` queries
+    (``query_codes``: each row's), or nothing when every score is above 0."""
     positive = score > 0
     if positive.all():
         return {}
-    starts = offsets[:-1]  # a query of the run has a row
     return {
-        "positive_scores": pa.array(np.add.reduceat(positive, starts, dtype=np.int32)),
-        "zero_scores": pa.array(np.add.reduceat(score == 0, starts, dtype=np.int32)),
+        "positive_scores": pa.array(np.bincount(query_codes, positive, count).astype(np.int32)),
+        "zero_scores": pa.array(np.bincount(query_codes, score == 0, count).astype(np.int32)),
     }
 
 
