@@ -74,6 +74,6 @@ def test_num_q_counts_the_queries_with_an_output() -> None:
 def test_signs_of_scores_with_a_query_without_documents() -> None:
     """A run that lists a query without documents beside scores below 0: the empty query
     scores 0, the other as by hand (d2, which the run lacks, goes before d1 scored -1)."""
-    qrels = {"q": {"d1": 1}, "p": {"d1": 1, "d2": 1}}
-    values = _one("Compat(p=0.5)", qrels, {"q": {}, "p": {"d1": -1.0}})
-    assert values == [0.0, pytest.approx(1 / 6)]
+    qrels = {"p": {"d1": 1, "d2": 1}, "q": {"d1": 1}}
+    values = _one("Compat(p=0.5)", qrels, {"p": {"d1": -1.0}, "q": {}})
+    assert values == [pytest.approx(1 / 6), 0.0]
