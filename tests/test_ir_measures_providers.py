@@ -31,8 +31,6 @@ from engine.evaluation.ir_measures_names import ALIASES, MEASURES, translate
 from engine.io.trec import read_qrels, read_run, read_subtopic_qrels
 
 ir_measures = pytest.importorskip("ir_measures")
-pytest.importorskip("cwl")  # cwl_eval, the provider of RBP, SDCG, NERR*, INST, INSQ, BPM
-pytest.importorskip("pyndeval")
 
 #: Every measure ir_measures registers but the diversity family, with parameters and
 #: cutoffs that exercise its translation.
@@ -276,6 +274,13 @@ def differences(expected: dict[str, float], got: dict[str, float], tolerance: fl
         if not same:
             wrong[query] = (value, want)
     return wrong
+
+
+def test_providers_are_installed() -> None:
+    """cwl_eval and pyndeval are test dependencies (the `test` extra): without them
+    ir_measures has no provider for their measures."""
+    missing = [p.NAME for p in ir_measures.DefaultPipeline.providers if not p.is_available()]
+    assert missing == [], f"install the test extra: {missing} unavailable"
 
 
 class TestNames:
