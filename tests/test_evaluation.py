@@ -267,6 +267,7 @@ class TestResults:
             "gain": "linear",
             "gains": None,
             "levels": "labels",
+            "judged_only": False,
         }
         assert document["metrics"][1]["distribution"] == "slotwise"
         assert document["samples"][0]["scores"]["retrieval-mrr"] == 0.5
