@@ -298,12 +298,13 @@ class Engine:
         ``scores`` (a path or an open file; ``json``, ``jsonl``, ``csv`` or ``parquet`` by
         suffix or ``scores_format``) as they are scored; the returned :class:`Results` has
         the summaries (with confidence intervals) but not the rows. A sample with no
-        output is an error row (``missing="error"``, the default with ``outputs``) or an
-        empty ranking (``"empty"``, the default with a TREC ``run``: trec_eval's ``-c``).
+        output is an error row (``missing="error"``, the default with a JSON or JSONL
+        ``outputs`` file) or an empty ranking (``"empty"``, the default with a TREC
+        ``run`` or a run table: trec_eval's ``-c``).
         """
         if (dataset is None) == (qrels is None) or (outputs is None) == (run is None):
             raise TypeError("pass one of dataset= or qrels=, and one of outputs= or run=")
-        policy = _missing(missing or ("empty" if run is not None else "error"))
+        policy = _missing(missing or ("empty" if run is not None else _missing_by_default(outputs)))
         plan = self.plan(metrics)
         custom = plan.custom_aggregates()
         if custom:
@@ -619,6 +620,20 @@ def _outputs(outputs: Any) -> Columns:
     return sources.read_outputs(outputs)
 
 
+def _missing_by_default(outputs: Any) -> MissingOutputs:
+    """``"empty"`` for a TREC run (trec_eval's convention for a query the run lacks),
+    ``"error"`` for slotwise outputs: a mapping of outputs, an outputs file, a Collected."""
+    if isinstance(outputs, Collected | Results):
+        return "error"
+    if isinstance(outputs, str | os.PathLike):
+        return "error" if format_suffix(Path(outputs)) in (".json", ".jsonl") else "empty"
+    if isinstance(outputs, Mapping):
+        first = next(iter(outputs.values()), None)
+        pytrec_eval = isinstance(first, Mapping) and "retrieved" not in first
+        return "empty" if pytrec_eval else "error"
+    return "empty"  # Columns (a read run), a run table or frame, a ranx Run, ScoredDocs
+
+
 def _missing(policy: str) -> MissingOutputs:
     if policy not in ("error", "empty"):
         raise ValueError(f"missing must be 'error' or 'empty', not {policy!r}")
@@ -683,12 +698,14 @@ class Evaluation:
         Haystack) are read as ``run`` reads them, their ids from ``id_key`` when given.
 
         A sample with no output is an error row with the reason ``no output``
-        (``missing="error"``, the default), counted in the summary's errors, or, with
-        ``missing="empty"``, scored as an empty ranking as trec_eval's ``-c`` does
-        (:meth:`Engine.evaluate_trec` does so), listed in
-        ``diagnostics.missing_outputs`` and counted in the summary's
-        ``missing_outputs``; either way ``provenance["missing_outputs"]`` records it.
-        Re-scored results keep the choice they recorded.
+        (``missing="error"``), counted in the summary's errors, or scored as an empty
+        ranking (``missing="empty"``), as trec_eval's ``-c`` does, listed in
+        ``diagnostics.missing_outputs`` and counted in the summary's ``missing_outputs``.
+        By default slotwise outputs (a mapping of outputs, an outputs file, what
+        ``collect`` gathered) are ``"error"`` and TREC runs (read_run's columns, a run
+        table or frame, pytrec_eval's ``{qid: {docid: score}}``, a ranx ``Run``)
+        ``"empty"``; re-scored results keep what they recorded in
+        ``provenance["missing_outputs"]``.
 
         ``strict`` turns duplicate retrieved ids and outputs for unknown samples into
         errors. ``chunk_size`` (or an engine executor other than local) scores the samples
@@ -714,7 +731,7 @@ class Evaluation:
             chunk_size=chunk_size,
             keep=kept,
             errors=errors,
-            missing=_missing(missing or recorded or "error"),
+            missing=_missing(missing or recorded or _missing_by_default(outputs)),
         )
 
     def _read(self, outputs: Any, id_key: str | None) -> Columns:
