@@ -823,15 +823,16 @@ class Evaluation:
         :class:`MetricRequirementError` with the outputs kept on it (``error.outputs``)
         and the next command named; Ctrl-C raises :class:`RunInterrupted` with the outputs
         gathered and those samples scored (``.results``)."""
-        options = {"timeout": timeout, "query": query, "id_key": id_key}
         try:
             collected = self.dataset.collect(
                 system,
                 concurrency=concurrency,
+                timeout=timeout,
+                query=query,
+                id_key=id_key,
                 on_error=on_error,
                 progress=progress,
                 save_outputs=save_outputs,
-                **options,  # type: ignore[arg-type]
             )
         except RunInterrupted as stop:
             stop.results = self._interrupted(stop.outputs, strict)
