@@ -232,25 +232,39 @@ class TestNoOutput:
 
 
 class TestPrinting:
-    def test_print_shows_what_the_cli_shows(self, eng):
-        """print(results) shows the diagnostics and the label-source report under the
-        table, as slotwise run does; the notebook view too."""
-        samples = [
-            {
-                "id": "q1",
-                "input": "a",
-                "expected_output": {"d1": 1, "d2": 0},
-                "metadata": {"label_sources": {"d2": "judge:m:v1"}},
-            },
-            {"id": "q2", "input": "b", "expected_output": ["d3"]},
+    SAMPLES = (
+        {
+            "id": "q1",
+            "input": "a",
+            "expected_output": {"d1": 1, "d2": 0},
+            "metadata": {"label_sources": {"d2": "judge:m:v1"}},
+        },
+        {"id": "q2", "input": "b", "expected_output": ["d3"]},
+        {"id": "q3", "input": "c", "expected_output": ["d4"]},
+    )
+    OUTPUTS = (("q1", ["d2", "d1", "x"]), ("q2", ["d3", "d3"]))
+
+    def test_print_shows_what_the_cli_shows(self, eng, tmp_path, capsys):
+        """print(results) shows, under the table, every line slotwise run prints under
+        its own: the diagnostics (a sample without output, a dropped duplicate) and the
+        label-source report with its unjudged slots; the notebook view too."""
+        from engine.cli import main
+
+        (tmp_path / "data.json").write_text(json.dumps({"samples": list(self.SAMPLES)}))
+        (tmp_path / "outputs.json").write_text(json.dumps(dict(self.OUTPUTS)))
+        arguments = [
+            "run",
+            str(tmp_path / "data.json"),
+            "--outputs",
+            str(tmp_path / "outputs.json"),
         ]
-        results = (
-            eng.dataset(samples=samples)
-            .with_metrics(["retrieval-mrr@3"])
-            .evaluate({"q1": ["d2", "d1", "x"], "q2": ["d3", "d3"]})
-        )
-        text = str(results)
-        assert "1 duplicate retrieved id(s) dropped" in text
-        assert "label sources@3:" in text and "unjudged=" in text
-        assert results.notes() == [*results.diagnostics.lines(), *results.report_lines()]
+        assert main([*arguments, "--metrics", "retrieval-mrr@3"]) == 0
+        printed = capsys.readouterr().out.splitlines()
+        evaluation = eng.dataset(tmp_path / "data.json").with_metrics(["retrieval-mrr@3"])
+        results = evaluation.evaluate(tmp_path / "outputs.json", missing="empty")  # as the CLI
+        shown = str(results).splitlines()
+        assert [line.rstrip() for line in shown] == [line.rstrip() for line in printed]
+        notes = results.notes()
+        assert notes[0].startswith("1 sample(s) had no output") and "duplicate" in notes[1]
+        assert "label sources@3:" in notes and any("unjudged=" in n for n in notes)
         assert "label sources@3:" in results._repr_html_()
