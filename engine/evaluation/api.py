@@ -466,16 +466,30 @@ class Dataset:
                 pass
             else:
                 raise RuntimeError(
-                    "run() was called inside a running event loop: use "
+                    "run() or collect() was called inside a running event loop: use "
                     "`await evaluation.arun(system)` (or `await dataset.acollect(system)`)"
                 )
         try:
             with progress_bar(progress, len(arguments)) as advance:
-                calls = {"concurrency": concurrency, "timeout": timeout, "advance": advance}
                 if resolved.asynchronous:
-                    asyncio.run(call_on_loop(resolved, arguments, outcomes, **calls))  # type: ignore[arg-type]
+                    calls = call_on_loop(
+                        resolved,
+                        arguments,
+                        outcomes,
+                        advance,
+                        concurrency=concurrency,
+                        timeout=timeout,
+                    )
+                    asyncio.run(calls)
                 else:
-                    call_in_threads(resolved, arguments, outcomes, **calls)  # type: ignore[arg-type]
+                    call_in_threads(
+                        resolved,
+                        arguments,
+                        outcomes,
+                        advance,
+                        concurrency=concurrency,
+                        timeout=timeout,
+                    )
         except KeyboardInterrupt:
             raise RunInterrupted(self._collected(outcomes, save_outputs)) from None
         outcomes.check_any_valid()
@@ -499,12 +513,7 @@ class Dataset:
         resolved, outcomes, arguments = self._prepared(system, query, id_key, on_error)
         with progress_bar(progress, len(arguments)) as advance:
             await call_on_loop(
-                resolved,
-                arguments,
-                outcomes,
-                concurrency=concurrency,
-                timeout=timeout,
-                advance=advance,
+                resolved, arguments, outcomes, advance, concurrency=concurrency, timeout=timeout
             )
         outcomes.check_any_valid()
         return self._collected(outcomes, save_outputs)

@@ -151,10 +151,10 @@ def call_in_threads(
     system: System,
     arguments: Sequence[tuple[str, Any]],
     outcomes: Outcomes,
+    advance: Callable[[], None],
     *,
     concurrency: int,
     timeout: float | None,
-    advance: Callable[[], None],
 ) -> None:
     """Call ``system`` with each ``(sample_id, argument)`` and record the outcomes in
     order; a call past ``timeout`` seconds is an error row."""
@@ -194,10 +194,10 @@ async def call_on_loop(
     system: System,
     arguments: Sequence[tuple[str, Any]],
     outcomes: Outcomes,
+    advance: Callable[[], None],
     *,
     concurrency: int,
     timeout: float | None,
-    advance: Callable[[], None],
 ) -> None:
     """:func:`call_in_threads` on the running event loop: an awaitable system is awaited,
     any other called on a daemon thread."""
