@@ -147,7 +147,7 @@ def test_python_blocks_run_as_written(document, tmp_path):
             [[n, code, "AssertionError" in (shown or "")] for n, (code, shown) in enumerate(blocks)]
         )
     )
-    env = {**os.environ, "SLOTWISE_CONFIG": ""}
+    env = {**os.environ, "SLOTWISE_CONFIG": "", "HAYSTACK_TELEMETRY_ENABLED": "False"}  # offline
     if document == "docs/writing-a-metric-plugin.md":
         env["PYTHONPATH"] = str(here / "src")
     done = subprocess.run(

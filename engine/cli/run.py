@@ -191,7 +191,11 @@ def _run(args: argparse.Namespace) -> int:
     chunked = args.chunk_size if args.chunk_size is not None or args.executor == "ray" else None
     evaluation = dataset.with_metrics(metrics_with_k(engine, specs, args.k))
     results = evaluation.evaluate(
-        outputs, strict=args.strict, chunk_size=chunked, keep_outputs=args.keep_outputs
+        outputs,
+        strict=args.strict,
+        chunk_size=chunked,
+        keep_outputs=args.keep_outputs,
+        missing="empty",  # trec_eval's -c, with a note under the tables
     )
     process.give_back_freed()  # what scoring freed, before the results are laid out
     _emit(results, args.format, args.output, by=args.by)
@@ -234,6 +238,7 @@ def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
         run=args.trec_run,
         chunk_size=args.chunk_size or STREAM_CHUNK_SIZE,
         strict=args.strict,
+        missing="empty",
         scores=(args.output or sys.stdout) if rows else None,
         scores_format=args.format if rows else None,
     )

@@ -24,7 +24,7 @@ import platform
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import numpy as np
@@ -66,8 +66,10 @@ from engine.version import VERSION
 __all__ = [
     "CHUNK_ALIGN",
     "DEFAULT_CHUNK_SIZE",
+    "NO_OUTPUT",
     "ChunkScores",
     "ChunkTask",
+    "MissingOutputs",
     "Plan",
     "StreamingError",
     "aligned",
@@ -82,6 +84,11 @@ __all__ = [
 ]
 
 #: Chunk boundaries fall on multiples of this many samples (see the module docstring).
+#: What a sample with no output is: an error row (reason :data:`NO_OUTPUT`), or an empty
+#: ranking (trec_eval's ``-c``), listed in ``diagnostics.missing_outputs``.
+MissingOutputs = Literal["error", "empty"]
+NO_OUTPUT = "no output"
+
 CHUNK_ALIGN = 64
 DEFAULT_CHUNK_SIZE = 16384
 _SPLIT_SLOTS = 1 << 18  # fewer ranked documents are scored as one chunk: splitting costs more
@@ -340,9 +347,17 @@ class Source:
 class _Collected:
     """Everything gathered over the chunks, in dataset order."""
 
-    def __init__(self, plan: Plan, keep: bool, errors: Mapping[str, str], strict: bool) -> None:
-        self.plan, self.keep, self.strict = plan, keep, strict
+    def __init__(
+        self,
+        plan: Plan,
+        keep: bool,
+        errors: Mapping[str, str],
+        strict: bool,
+        missing: MissingOutputs,
+    ) -> None:
+        self.plan, self.keep, self.strict, self.missing_as = plan, keep, strict, missing
         self.error_ids = pa.array(list(errors), pa.string())
+        self.no_output: dict[str, str] = {}  # samples without an output, as error rows
         # kept values are summed once at the end; streamed ones are tallied chunk by chunk
         self.tallies = {} if keep else {label: Tally() for label in plan.labels}
         self.bootstrap = None if keep else Bootstrap(len(plan.labels))
@@ -373,7 +388,14 @@ class _Collected:
         self.repeats += int((scores.duplicates > 0).sum())
         if self.strict or len(self.repeated) < 5:  # every one for the error, else examples
             self.repeated += ids.filter(pa.array(scores.duplicates > 0)).to_pylist()
-        self.missing += ids.filter(pa.array(~scores.has_output & ~failed)).to_pylist()
+        missing = ~scores.has_output & ~failed
+        chunk_errors = {}
+        if self.missing_as == "empty":
+            self.missing += ids.filter(pa.array(missing)).to_pylist()
+        elif missing.any():
+            chunk_errors = dict.fromkeys(ids.filter(pa.array(missing)).to_pylist(), NO_OUTPUT)
+            self.no_output.update(chunk_errors)
+            failed = failed | missing
         self.no_relevant += ids.filter(pa.array(scores.no_relevant)).to_pylist()
         if self.problems:
             return None
@@ -404,7 +426,11 @@ class _Collected:
         self.reports = scores.reports if self.chunks == 1 else {}
         metadata = columns.column("metadata")
         rows = RowChunk(
-            ids, values, details, {}, metadata if metadata.null_count < len(metadata) else None
+            ids,
+            values,
+            details,
+            chunk_errors,
+            metadata if metadata.null_count < len(metadata) else None,
         )
         if self.bootstrap is not None and self.plan.labels:
             self.bootstrap.add(np.column_stack([values[label] for label in self.plan.labels]))
@@ -455,10 +481,12 @@ def evaluate(
     keep: bool = True,
     progress: bool | None = False,
     provenance: Mapping[str, Any] | None = None,
+    missing: MissingOutputs = "error",
 ) -> Results:
     """Score chunks (in dataset order) on the executor and gather the results; rows go
-    to ``sink`` as they are scored and stay in memory when ``keep``."""
-    collected = _Collected(plan, keep, source.errors, strict)
+    to ``sink`` as they are scored and stay in memory when ``keep``. A sample with no
+    output (and no error of ``source``) is as ``missing`` says."""
+    collected = _Collected(plan, keep, source.errors, strict, missing)
     remote = executor.name not in IN_PROCESS
     held: deque[Columns] = deque()
 
@@ -547,7 +575,7 @@ def _results(
             duplicate_ids_dropped=collected.duplicates,
             no_relevant=tuple(collected.no_relevant),
             unknown_output_ids=tuple(unknown),
-            errors=dict(source.errors),
+            errors={**source.errors, **collected.no_output},
             metric_errors=dict(collected.metric_errors),
             judged={k: (judged, slots) for k, (judged, slots) in collected.judged.items()},
         ),
