@@ -189,7 +189,9 @@ def _results_of(path: Path, dataset: Any, metrics: Sequence[str]) -> Results:
             ],
             summary="no metrics",
         )
-    return dataset.with_metrics(list(metrics)).evaluate(path, keep_outputs=True)  # type: ignore[no-any-return]
+    # as `slotwise run` scores an outputs file: a sample it lacks is an empty ranking
+    evaluation = dataset.with_metrics(list(metrics))
+    return evaluation.evaluate(path, keep_outputs=True, missing="empty")  # type: ignore[no-any-return]
 
 
 def _is_results(path: Path) -> bool:
