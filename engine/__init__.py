@@ -21,6 +21,7 @@ from engine.errors import (
     MetricScoreError,
     MissingDependencyError,
     Problem,
+    RunInterrupted,
     SlotwiseError,
     UnknownMetricError,
 )
@@ -28,6 +29,7 @@ from engine.errors import (
 if TYPE_CHECKING:
     from engine.evaluation.api import Dataset, Engine, Evaluation
     from engine.evaluation.batch import Batch, row_sums
+    from engine.evaluation.calls import Collected
     from engine.evaluation.metric import (
         Metric,
         MetricBase,
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from engine.evaluation.pipeline import StreamingError
     from engine.evaluation.registry import MetricInfo
     from engine.evaluation.results import Results, read_results
+    from engine.evaluation.systems import SystemAdapter
     from engine.io.columns import Columns
     from engine.io.config import Config
     from engine.io.records import Output, Sample
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "engine.evaluation.api": ("Dataset", "Engine", "Evaluation"),
     "engine.evaluation.batch": ("Batch", "row_sums"),
+    "engine.evaluation.calls": ("Collected",),
     "engine.evaluation.metric": (
         "Metric",
         "MetricBase",
@@ -63,6 +67,7 @@ _HOMES = {
     "engine.evaluation.pipeline": ("StreamingError",),
     "engine.evaluation.registry": ("MetricInfo",),
     "engine.evaluation.results": ("Results", "read_results"),
+    "engine.evaluation.systems": ("SystemAdapter",),
     "engine.io.columns": ("Columns",),
     "engine.io.config": ("Config",),
     "engine.io.records": ("Output", "Sample"),
@@ -87,6 +92,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "Batch",
+    "Collected",
     "Columns",
     "Config",
     "ConfigError",
@@ -106,9 +112,11 @@ __all__ = [
     "Output",
     "Problem",
     "Results",
+    "RunInterrupted",
     "Sample",
     "SlotwiseError",
     "StreamingError",
+    "SystemAdapter",
     "UnknownMetricError",
     "__version__",
     "bounded_number",

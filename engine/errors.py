@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import attrs
 
@@ -17,6 +18,7 @@ __all__ = [
     "MetricScoreError",
     "MissingDependencyError",
     "Problem",
+    "RunInterrupted",
     "SlotwiseError",
     "UnknownMetricError",
 ]
@@ -51,7 +53,9 @@ class Problem:
 class InputError(SlotwiseError, ValueError):
     """The input (dataset, outputs, config) is invalid; ``problems`` lists every issue found."""
 
-    def __init__(self, problems: Iterable[Problem], summary: str = "invalid input") -> None:
+    def __init__(
+        self, problems: Iterable[Problem], summary: str = "invalid input", hint: str = ""
+    ) -> None:
         self.problems: tuple[Problem, ...] = tuple(problems)
         self.summary = summary
         count = len(self.problems)
@@ -59,6 +63,8 @@ class InputError(SlotwiseError, ValueError):
         lines += [f"  {p}" for p in self.problems[:50]]
         if count > 50:
             lines.append(f"  ... and {count - 50} more")
+        if hint:
+            lines.append(hint)
         super().__init__("\n".join(lines))
 
 
@@ -103,7 +109,12 @@ class MetricParameterError(SlotwiseError, ValueError):
 
 
 class MetricRequirementError(InputError):
-    """The samples lack what a metric ``requires`` (answers, passage texts, groups, ...)."""
+    """The samples lack what a metric ``requires`` (answers, passage texts, groups, ...).
+    Raised by ``Evaluation.run``, it keeps what the system returned in ``outputs`` (a
+    ``Collected``: write it as an outputs file, label the samples, evaluate it), so that
+    nothing gathered is lost; None otherwise."""
+
+    outputs: Any = None
 
 
 class MetricScoreError(SlotwiseError, RuntimeError):
@@ -117,4 +128,24 @@ class MissingDependencyError(SlotwiseError, ImportError):
         missing = f" ({cause.name} is missing)" if cause is not None and cause.name else ""
         super().__init__(
             f"{feature} needs the optional extra '{extra}'{missing}: pip install 'slotwise[{extra}]'"
+        )
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a run of a system (``Evaluation.run``, ``Dataset.collect``) at once.
+    ``outputs`` (a ``Collected``) holds what the system returned before it, ``results``
+    those samples scored (partial results; None from ``collect``, or when they could not
+    be scored). A ``KeyboardInterrupt``, so that ``except Exception`` never swallows it."""
+
+    def __init__(self, outputs: Any, results: Any = None) -> None:
+        super().__init__(outputs, results)
+        self.outputs = outputs
+        self.results = results
+
+    def __str__(self) -> str:
+        gathered = len(self.outputs.outputs) + len(self.outputs.errors)
+        kept = ".outputs and .results (scored)" if self.results is not None else ".outputs"
+        return (
+            f"interrupted after {gathered} of {self.outputs.samples} samples; what was "
+            f"gathered is kept on this exception: {kept}"
         )

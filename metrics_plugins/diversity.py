@@ -34,6 +34,7 @@ from typing import ClassVar
 
 import attrs
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine import Batch, MetricBase, bounded_number, choice, optional_k, row_sums
@@ -62,6 +63,13 @@ _TIES = attrs.field(
     default="trec_eval", validator=choice("trec_eval", "doc_id_ascending"), kw_only=True
 )
 
+#: The order in which a document's gains over its subtopics are added, which decides ties
+#: of the greedy ideal ranking when alpha is not a power of 1/2: by subtopic number where
+#: every name of the sample is one, as the ndeval binary numbers them (else as listed), or
+#: as the sample lists its groups, which is pyndeval's order for qrels read by
+#: :func:`engine.io.trec.read_subtopic_qrels` (first appearance in the file).
+_SUBTOPIC_ORDER = attrs.field(default="ndeval", validator=choice("ndeval", "listed"), kw_only=True)
+
 
 @attrs.frozen
 class Subtopics:
@@ -76,16 +84,17 @@ class Subtopics:
     count: IntArray
 
 
-def subtopics(batch: Batch, ties: str) -> Subtopics:
-    """The batch's :class:`Subtopics` (shared by the family's metrics)."""
-    return batch.shared(("diversity-subtopics", ties), lambda: _subtopics(batch, ties))  # type: ignore[no-any-return]
+def subtopics(batch: Batch, metric: _Diversity) -> Subtopics:
+    """The batch's :class:`Subtopics` for ``metric``'s ties, subtopic order and
+    ``judged_only`` (shared by the family's metrics)."""
+    key = ("diversity-subtopics", metric.ties, metric.subtopic_order, metric.judged_only)
+    return batch.shared(key, lambda: _subtopics(batch, *key[1:]))  # type: ignore[no-any-return]
 
 
-def _subtopics(batch: Batch, ties: str) -> Subtopics:
+def _subtopics(batch: Batch, ties: str, subtopic_order: str, judged_only: bool) -> Subtopics:
     rows = len(batch)
     groups = batch.groups
-    starts = np.cumsum(groups.count) - groups.count
-    local = groups.group - starts[groups.sample]  # subtopic index within its sample
+    local = _subtopic_ranks(batch, subtopic_order)[groups.group]  # index within its sample
     width = int(groups.count.max(initial=0))
     order = _doc_order(batch, groups.code)
     # one entry per (sample, document, subtopic), documents by id descending in a sample
@@ -102,7 +111,8 @@ def _subtopics(batch: Batch, ties: str) -> Subtopics:
     judged[sample, position, local] = True
     sizes = judged.sum(axis=1)
     # each ranked document's subtopics: its row of ``judged``, found by (sample, code)
-    codes = _ranked_codes(batch, ties)
+    view = batch.view(ties)
+    codes = view.doc_codes.astype(np.int64)
     span = int(max(codes.max(initial=0), code.max(initial=0))) + 1
     doc_keys = sample[new_doc] * span + code[new_doc]
     doc_rows = sample[new_doc] * judged.shape[1] + position[new_doc]
@@ -114,7 +124,30 @@ def _subtopics(batch: Batch, ties: str) -> Subtopics:
     flat = judged.reshape(rows * judged.shape[1], width)  # (no -1: there may be no subtopic)
     flat = np.concatenate([flat, np.zeros((1, width), np.bool_)])
     ranked = flat[np.where(hit, doc_rows[at] if doc_keys.size else 0, len(flat) - 1)]
+    if judged_only:  # pyndeval's: documents with a label, or in a group, stay
+        kept = ~np.isnan(view.ranked_labels) | ranked.any(axis=2)
+        moved = np.argsort(~kept, axis=1, kind="stable")
+        kept = np.take_along_axis(kept, moved, axis=1)
+        ranked = np.take_along_axis(ranked, moved[:, :, None], axis=1) & kept[:, :, None]
     return Subtopics(ranked=ranked, judged=judged, sizes=sizes, count=(sizes > 0).sum(axis=1))
+
+
+def _subtopic_ranks(batch: Batch, order: str) -> IntArray:
+    """Each group's place among its sample's groups (indexed over all groups) in the order
+    gains are added (see ``subtopic_order``)."""
+    groups = batch.groups
+    sample = np.repeat(np.arange(len(batch)), groups.count)
+    listed = np.arange(sample.size) - (np.cumsum(groups.count) - groups.count)[sample]
+    if order == "listed" or not sample.size:
+        return listed
+    names = pc.list_flatten(batch.columns.column("groups")).field("group")
+    numbered = pc.match_substring_regex(names, "^[0-9]+$").to_numpy(zero_copy_only=False)
+    number = pc.cast(pc.if_else(numbered, names, "0"), pa.float64()).to_numpy(zero_copy_only=False)
+    every = np.bincount(sample, weights=~numbered, minlength=len(batch)) == 0
+    key = np.where(every[sample], number, listed)
+    ranks = np.empty(sample.size, dtype=np.int64)
+    ranks[np.lexsort((key, sample))] = listed
+    return ranks
 
 
 def _doc_order(batch: Batch, codes: IntArray) -> IntArray:
@@ -124,16 +157,6 @@ def _doc_order(batch: Batch, codes: IntArray) -> IntArray:
     rank = np.empty(distinct.size, dtype=np.int64)
     rank[pc.sort_indices(ids).to_numpy()] = np.arange(distinct.size)
     return rank[np.searchsorted(distinct, codes)]  # type: ignore[no-any-return]
-
-
-def _ranked_codes(batch: Batch, ties: str) -> IntArray:
-    """Each sample's document codes in rank order (-1: padding), tied scores ordered by
-    doc id ascending when ``ties`` says so."""
-    codes = batch.doc_codes.astype(np.int64)
-    if ties == "doc_id_ascending":
-        order = np.argsort(batch.ranks_ties_ascending(), axis=1, kind="stable")
-        codes = np.take_along_axis(codes, order, axis=1)
-    return codes
 
 
 def _run_gains(ranked: BoolArray, alpha: float) -> FloatArray:
@@ -208,6 +231,10 @@ class _Diversity(MetricBase):
     requires: ClassVar[frozenset[str]] = frozenset({"groups"})
     k: int | None = optional_k()
     ties: str = _TIES
+    subtopic_order: str = _SUBTOPIC_ORDER
+    judged_only: bool = attrs.field(
+        default=False, validator=attrs.validators.instance_of(bool), kw_only=True
+    )
 
 
 @attrs.frozen
@@ -219,7 +246,7 @@ class _Discounted(_Diversity):
     alpha: float = _alpha()
 
     def score(self, batch: Batch) -> FloatArray:
-        found = subtopics(batch, self.ties)
+        found = subtopics(batch, self)
         alpha = float(self.alpha)
         cutoffs = batch.cutoffs(self.k)
         run = batch.at_cutoff(_discounted(_run_gains(found.ranked, alpha), self.kind), cutoffs)
@@ -290,7 +317,7 @@ class _RankBiased(_Diversity):
     beta: float = attrs.field(default=0.5, validator=bounded_number(0.0, 1.0), kw_only=True)
 
     def score(self, batch: Batch) -> FloatArray:
-        found = subtopics(batch, self.ties)
+        found = subtopics(batch, self)
         alpha, beta = float(self.alpha), float(self.beta)
         gains = _run_gains(_limited(found.ranked, batch, self.k), alpha)
         run = _rank_biased(gains, beta)
@@ -321,10 +348,18 @@ class NRBP(_RankBiased):
 @attrs.frozen
 class NNRBP(_RankBiased):
     """NRBP over that of ndeval's greedy ideal ranking; NA without a relevant subtopic
-    (ndeval nNRBP)."""
+    (ndeval nNRBP); with ``zero_without_output``, 0 for a sample without an output, as
+    ir_measures reports it."""
 
     alias: ClassVar[str] = "diversity-nnrbp"
     normalised: ClassVar[bool] = True
+    zero_without_output: bool = attrs.field(
+        default=False, validator=attrs.validators.instance_of(bool), kw_only=True
+    )
+
+    def score(self, batch: Batch) -> FloatArray:
+        values = super().score(batch)
+        return np.where(batch.has_output, values, 0.0) if self.zero_without_output else values
 
 
 @attrs.frozen
@@ -336,7 +371,7 @@ class MAPIA(_Diversity):
     uncut_by_default: ClassVar[bool] = True
 
     def score(self, batch: Batch) -> FloatArray:
-        found = subtopics(batch, self.ties)
+        found = subtopics(batch, self)
         ranked = _limited(found.ranked, batch, self.k)
         ranks = np.arange(1, ranked.shape[1] + 1, dtype=np.float64)[None, :, None]
         terms = np.where(ranked, np.cumsum(ranked, axis=1) / ranks, 0.0)
@@ -352,7 +387,7 @@ class PrecisionIAAtK(_Diversity):
     alias: ClassVar[str] = "diversity-precision-ia-at-k"
 
     def score(self, batch: Batch) -> FloatArray:
-        found = subtopics(batch, self.ties)
+        found = subtopics(batch, self)
         cutoffs = batch.cutoffs(self.k)
         hits = batch.at_cutoff(np.cumsum(found.ranked.sum(axis=2), axis=1), cutoffs)
         return _ratio(hits.astype(np.float64), (cutoffs * found.count).astype(np.float64))
@@ -366,7 +401,7 @@ class SubtopicRecallAtK(_Diversity):
     alias: ClassVar[str] = "diversity-subtopic-recall-at-k"
 
     def score(self, batch: Batch) -> FloatArray:
-        found = subtopics(batch, self.ties)
+        found = subtopics(batch, self)
         cutoffs = batch.cutoffs(self.k)
         seen = np.logical_or.accumulate(found.ranked, axis=1) if found.ranked.shape[1] else None
         covered = (

@@ -206,6 +206,12 @@ _TIES = attrs.field(
     default="trec_eval", validator=choice("trec_eval", "doc_id_ascending"), kw_only=True
 )
 
+#: Whether unjudged documents (no label, or one below 0) leave the ranking before scoring,
+#: as with trec_eval's ``-J`` (ir_measures' ``judged_only=True``): :meth:`Batch.view`.
+_JUDGED_ONLY = attrs.field(
+    default=False, validator=attrs.validators.instance_of(bool), kw_only=True
+)
+
 
 def _uncut_limit(batch: Batch, k: int | None) -> IntArray | None:
     """Per-sample rank limit of a metric with no cutoff by default (MRR, AP): ``metadata.k``,
@@ -306,8 +312,10 @@ class HitAtK(_Ranked):
     alias: ClassVar[str] = "retrieval-hit-at-k"
     k: int | None = optional_k()
     relevance_threshold: float = _threshold()
+    judged_only: bool = _JUDGED_ONLY
 
     def score(self, batch: Batch) -> FloatArray:
+        batch = batch.view(judged_only=self.judged_only)
         found = _found_at_k(batch, self.relevance_threshold, self.k)
         return (found > 0).astype(np.float64)
 
@@ -326,8 +334,10 @@ class PrecisionAtK(_Ranked):
     alias: ClassVar[str] = "retrieval-precision-at-k"
     k: int | None = optional_k()
     relevance_threshold: float = _threshold()
+    judged_only: bool = _JUDGED_ONLY
 
     def score(self, batch: Batch) -> FloatArray:
+        batch = batch.view(judged_only=self.judged_only)
         found = _found_at_k(batch, self.relevance_threshold, self.k)
         return found / batch.cutoffs(self.k).astype(np.float64)
 
@@ -339,8 +349,10 @@ class RecallAtK(_Ranked):
     alias: ClassVar[str] = "retrieval-recall-at-k"
     k: int | None = optional_k()
     relevance_threshold: float = _threshold()
+    judged_only: bool = _JUDGED_ONLY
 
     def score(self, batch: Batch) -> FloatArray:
+        batch = batch.view(judged_only=self.judged_only)
         found = _found_at_k(batch, self.relevance_threshold, self.k)
         return _divide(
             found.astype(np.float64),
@@ -354,8 +366,10 @@ class RPrecision(_Ranked):
 
     alias: ClassVar[str] = "retrieval-r-precision"
     relevance_threshold: float = _threshold()
+    judged_only: bool = _JUDGED_ONLY
 
     def score(self, batch: Batch) -> FloatArray:
+        batch = batch.view(judged_only=self.judged_only)
         num_rel = batch.num_relevant(self.relevance_threshold)
         found = _found_within(batch, self.relevance_threshold, num_rel)
         return _divide(found.astype(np.float64), num_rel.astype(np.float64))
@@ -371,16 +385,11 @@ class MRR(_Ranked):
     k: int | None = optional_k()
     relevance_threshold: float = _threshold()
     ties: str = _TIES
+    judged_only: bool = _JUDGED_ONLY
 
     def score(self, batch: Batch) -> FloatArray:
+        batch = batch.view(self.ties, self.judged_only)
         limit = _uncut_limit(batch, self.k)
-        if self.ties == "doc_id_ascending":
-            ranks = batch.ranks_ties_ascending()
-            relevant = batch.relevant(self.relevance_threshold) & batch.valid
-            if limit is not None:
-                relevant &= ranks <= limit[:, None]
-            first = np.where(relevant, ranks, np.inf).min(axis=1, initial=np.inf)
-            return 1.0 / first
         relevant = _relevant_within(batch, self.relevance_threshold, limit)
         first = np.where(relevant, batch.ranks[None, :], np.inf).min(axis=1, initial=np.inf)
         return 1.0 / first  # 1 / inf = 0 when nothing relevant was retrieved
@@ -395,8 +404,10 @@ class AveragePrecision(_Ranked):
     uncut_by_default: ClassVar[bool] = True
     k: int | None = optional_k()
     relevance_threshold: float = _threshold()
+    judged_only: bool = _JUDGED_ONLY
 
     def score(self, batch: Batch) -> FloatArray:
+        batch = batch.view(judged_only=self.judged_only)
         threshold = self.relevance_threshold
         running = batch.shared(
             ("precision-sums", threshold),
@@ -444,6 +455,7 @@ class NDCGAtK(_Ranked):
     gain: str = _gain_kind()
     gains: GainMap | None = attrs.field(default=None, converter=_gain_map, kw_only=True)
     levels: str = _LEVELS
+    judged_only: bool = _JUDGED_ONLY
 
     def __attrs_post_init__(self) -> None:
         _linear_for_trec_eval(self.levels, self.gain)
@@ -453,6 +465,7 @@ class NDCGAtK(_Ranked):
         return _overflowed(batch, batch.at_k(ideal, self.k), _gain_named(self.alias, self.gain))
 
     def score(self, batch: Batch) -> FloatArray:
+        batch = batch.view(judged_only=self.judged_only)
         ideal = _running_dcg(batch, self.gain, self.gains, ideal=True, levels=self.levels)
         idcg = batch.at_k(ideal, self.k)
         return _divide(_dcg(batch, self.k, self.gain, self.gains, self.levels), idcg)
@@ -541,12 +554,23 @@ class IPrecAtRecall(_Ranked):
     recall: float = attrs.field(default=0.0, validator=bounded_number(0, 1))
     relevance_threshold: float = _threshold()
     rounding: str = attrs.field(default="trec_eval9", validator=choice(*ROUNDINGS), kw_only=True)
+    judged_only: bool = _JUDGED_ONLY
 
     def score(self, batch: Batch) -> FloatArray:
+        batch = batch.view(judged_only=self.judged_only)
+        threshold = self.relevance_threshold
         if self.recall in RECALL_LEVELS:
-            points = _eleven_points(batch, self.relevance_threshold, self.rounding)
-            return points[:, RECALL_LEVELS.index(self.recall)].copy()
-        return _iprec_at_recall(batch, self.relevance_threshold, self.rounding, [self.recall])[:, 0]
+            points = _eleven_points(batch, threshold, self.rounding)
+            values = points[:, RECALL_LEVELS.index(self.recall)].copy()
+        else:
+            values = _iprec_at_recall(batch, threshold, self.rounding, [self.recall])[:, 0]
+        if not self.judged_only:
+            return values
+        # trec_eval's -J: where no judged document is left, a level that needs no relevant
+        # document takes the precision of an empty ranking, 0/0 (NA)
+        needed = _needed(self.recall, batch.num_relevant(threshold), self.rounding)
+        emptied = batch.has_output & (batch.lengths == 0) & (needed == 0)
+        return np.where(emptied, np.nan, values)
 
 
 @attrs.frozen
@@ -560,12 +584,9 @@ class JudgedAtK(_Ranked):
     ties: str = _TIES
 
     def score(self, batch: Batch) -> FloatArray:
+        batch = batch.view(self.ties)
         cutoffs = batch.cutoffs(self.k)
-        if self.ties == "doc_id_ascending":  # the top k as tied scores ordered that way
-            top = (batch.ranks_ties_ascending() <= cutoffs[:, None]) & batch.valid
-        else:
-            top = batch.top_k(self.k)
-        judged = (batch.judged & top).sum(axis=1).astype(np.float64)
+        judged = (batch.judged & batch.top_k(self.k)).sum(axis=1).astype(np.float64)
         if self.denominator == "retrieved":
             return _divide(judged, np.minimum(cutoffs, batch.lengths).astype(np.float64))
         return judged / cutoffs.astype(np.float64)

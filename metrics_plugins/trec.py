@@ -18,6 +18,7 @@ import numpy as np
 
 from engine import Batch, Problem, bounded_number, choice, finite_number, optional_k, row_sums
 from metrics_plugins.retrieval import (
+    _JUDGED_ONLY,
     _LEVELS,
     ROUNDINGS,
     BoolArray,
@@ -159,14 +160,31 @@ class NumRet(_Ranked):
 
 
 @attrs.frozen
+class NumQ(_Ranked):
+    """1 for a sample with an output, 0 for one without: summed, the queries trec_eval
+    evaluates (trec_eval num_q, ir_measures NumQ)."""
+
+    alias: ClassVar[str] = "retrieval-num-q"
+
+    def score(self, batch: Batch) -> FloatArray:
+        return batch.has_output.astype(np.float64)
+
+
+@attrs.frozen
 class NumRel(_Ranked):
-    """Number of relevant documents R, retrieved or not (trec_eval num_rel)."""
+    """Number of relevant documents R, retrieved or not (trec_eval num_rel); with
+    ``zero_without_output``, 0 for a sample without an output, as ir_measures reports it."""
 
     alias: ClassVar[str] = "retrieval-num-rel"
     relevance_threshold: float = _threshold()
+    zero_without_output: bool = attrs.field(
+        default=False, validator=attrs.validators.instance_of(bool), kw_only=True
+    )
 
     def score(self, batch: Batch) -> FloatArray:
-        return batch.num_relevant(self.relevance_threshold).astype(np.float64)
+        count = batch.num_relevant(self.relevance_threshold).astype(np.float64)
+        keep = batch.has_output if self.zero_without_output else True
+        return np.where(keep, count, 0.0)
 
 
 @attrs.frozen
@@ -201,8 +219,10 @@ class SetPrecision(_Ranked):
 
     alias: ClassVar[str] = "retrieval-set-precision"
     relevance_threshold: float = _threshold()
+    judged_only: bool = _JUDGED_ONLY
 
     def score(self, batch: Batch) -> FloatArray:
+        batch = batch.view(judged_only=self.judged_only)
         retrieved, _, found = _set_counts(batch, self.relevance_threshold)
         return _divide(found, retrieved)
 
@@ -228,8 +248,10 @@ class SetF(_Ranked):
     alias: ClassVar[str] = "retrieval-set-f"
     beta: float = attrs.field(default=1.0, validator=bounded_number(0), kw_only=True)
     relevance_threshold: float = _threshold()
+    judged_only: bool = _JUDGED_ONLY
 
     def score(self, batch: Batch) -> FloatArray:
+        batch = batch.view(judged_only=self.judged_only)
         retrieved, relevant, found = _set_counts(batch, self.relevance_threshold)
         precision, recall = _divide(found, retrieved), _divide(found, relevant)
         return _divide((self.beta + 1.0) * precision * recall, self.beta * precision + recall)
@@ -242,8 +264,10 @@ class SetRelativePrecision(_Ranked):
 
     alias: ClassVar[str] = "retrieval-set-relative-precision"
     relevance_threshold: float = _threshold()
+    judged_only: bool = _JUDGED_ONLY
 
     def score(self, batch: Batch) -> FloatArray:
+        batch = batch.view(judged_only=self.judged_only)
         retrieved, relevant, found = _set_counts(batch, self.relevance_threshold)
         return _divide(found, np.minimum(retrieved, relevant))
 
@@ -254,8 +278,10 @@ class SetMAP(_Ranked):
 
     alias: ClassVar[str] = "retrieval-set-map"
     relevance_threshold: float = _threshold()
+    judged_only: bool = _JUDGED_ONLY
 
     def score(self, batch: Batch) -> FloatArray:
+        batch = batch.view(judged_only=self.judged_only)
         retrieved, relevant, found = _set_counts(batch, self.relevance_threshold)
         return _divide(found * found, retrieved * relevant)
 

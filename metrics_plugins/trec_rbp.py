@@ -75,7 +75,8 @@ def _unjudged(batch: Batch) -> BoolArray:
 @attrs.frozen
 class RBP(_Ranked):
     """Rank-biased precision (1 - p) Σ gain_i p^(i-1), trec_eval's graded gain by default
-    (trec_eval 10 rbp)."""
+    (trec_eval 10 rbp), tied scores in trec_eval's order. ir_measures' RBP is cwl_eval's
+    (cwl-rbp): over 1,000 ranks, divided by 1 - p^1000, ties in the run's order."""
 
     alias: ClassVar[str] = "retrieval-rbp"
     uncut_by_default: ClassVar[bool] = True

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 import engine
@@ -78,3 +82,39 @@ def trec_collection(reference_data: Path) -> tuple[dict, dict, dict[str, dict[st
         run_of(read_run(base / "results.test")),
         read_reference(base / "out.test.aq"),
     )
+
+
+class StandIn:
+    """The stand-in chat-completions server (``python -m engine.annotate.stand_in
+    ARGS``) as a subprocess on 127.0.0.1: its ``url`` and request counts."""
+
+    def __init__(self, *args: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "engine.annotate.stand_in", *args],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        self.port = int(self.process.stdout.readline().split()[1])
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+
+    def stats(self) -> dict[str, object]:
+        return httpx.get(f"http://127.0.0.1:{self.port}/stats").json()  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+@pytest.fixture
+def server_factory() -> Iterator[Callable[..., StandIn]]:
+    """``server_factory(*args)`` starts a stand-in server; every one is stopped after the test."""
+    servers: list[StandIn] = []
+
+    def start(*args: str) -> StandIn:
+        servers.append(StandIn(*args))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()

@@ -31,9 +31,8 @@ from engine.annotate.base import (
     UtilityItem,
 )
 from engine.annotate.cache import Cache, Entry, cache_key
-from engine.annotate.judge import GRADE_LABELS, RELEVANCE_LABELS, read_grade
+from engine.annotate.jobs import utility_job
 from engine.annotate.runner import Runner
-from engine.annotate.tasks import utility_job
 
 PAPER = Path(__file__).resolve().parent / "data" / "udcg-paper-prompts.txt"
 
@@ -66,40 +65,6 @@ class TestPrompts:
         )
         assert '"grade": "A" or "B"' in text
         assert "Predicted answer: NO-RESPONSE" in prompts.grade_prompt("q", ["a"], "NO-RESPONSE")
-
-
-class TestReadGrade:
-    @pytest.mark.parametrize(
-        ("answer", "grade"),
-        [
-            ('{"motivation": "yes", "grade": "A"}', "A"),
-            ('```json\n{"motivation": "no", "grade": "B"}\n```', "B"),
-            ('Here you go: {"grade": "A: RELEVANT", "motivation": "x"} done', "A"),
-            ('{"Grade": "b"}', "B"),
-            ('{"motivation": "it {has} braces", "grade": "B"', "B"),
-            ("grade: A", "A"),
-            ("The document is IRRELEVANT.", "B"),
-            ("RELEVANT", "A"),
-            ("I cannot decide.", None),
-            ("", None),
-        ],
-    )
-    def test_relevance(self, answer: str, grade: str | None) -> None:
-        """JSON, fenced JSON, prose around it, bare patterns and label words are read."""
-        assert read_grade(answer, RELEVANCE_LABELS) == grade
-
-    @pytest.mark.parametrize(
-        ("answer", "grade"),
-        [
-            ('{"motivation": "m", "grade": "C"}', "C"),
-            ("INCORRECT: it contradicts", "B"),
-            ("The answer is CORRECT", "A"),
-            ("ABSTAINED", "C"),
-        ],
-    )
-    def test_grades(self, answer: str, grade: str) -> None:
-        """INCORRECT is not read as CORRECT."""
-        assert read_grade(answer, GRADE_LABELS) == grade
 
 
 def _entry(n: int) -> Entry:

@@ -1,6 +1,6 @@
 """Hole filling (``slotwise annotate --runs ... --holes``): pooling, the pairs sent to the
 judge, label sources, cost estimates, and the cache, against the local chat-completions
-stand-in (tests/llm_server.py) and the tests' tiny transformers model."""
+stand-in (engine.annotate.stand_in) and the tests' tiny transformers model."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,22 +24,7 @@ from engine.io.sources import dataset_columns, read_dataset, read_outputs
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from test_annotate_http import PASSAGES, QUESTIONS, Server  # noqa: E402
-
-
-@pytest.fixture
-def server_factory() -> Iterator[object]:
-    """Starts the stand-in chat-completions server (tests/llm_server.py); stops it after."""
-    servers: list[Server] = []
-
-    def start(*args: str) -> Server:
-        servers.append(Server(*args))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.stop()
-
+from test_annotate_http import PASSAGES, QUESTIONS  # noqa: E402
 
 # q1 and q2 carry human labels; q3 has none. The person calls q1's d2 (Lyon) relevant,
 # which the stand-in judge (relevant: the passage contains an answer) would not.
@@ -453,8 +437,8 @@ class TestTransformers:
     ) -> None:
         """The transformers annotator on the tests' tiny random Llama: the 6 holes go to
         the model in one batch; a random model's answers are no grade, so each is listed
-        as unreadable and left unlabelled (the person's labels untouched); a re-run
-        computes nothing."""
+        as unreadable, left unlabelled (the person's labels untouched) and listed in
+        metadata.unjudged; nothing unreadable is cached, so a re-run asks for all 6 again."""
         pytest.importorskip("torch")
         pytest.importorskip("transformers")
         from tiny_lm import make_tiny_lm
@@ -476,9 +460,16 @@ class TestTransformers:
         written = {s["id"]: s for s in json.loads(files["labelled"].read_text())["samples"]}
         for sid, sample in written.items():
             assert sample["expected_output"].get("relevance") == LABELS[sid]
+        unjudged = {
+            (sid, doc)
+            for sid, sample in written.items()
+            for doc in sample.get("metadata", {}).get("unjudged", {})
+        }
+        assert unjudged == holes
         assert main(arguments) == 0
         assert (
-            f"{len(holes)} from the cache, 0 to compute in 0 model calls" in capsys.readouterr().err
+            f"{len(holes)} to judge: 0 from the cache, {len(holes)} to compute in 1 model calls"
+            in capsys.readouterr().err
         )
 
 

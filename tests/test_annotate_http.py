@@ -1,5 +1,5 @@
 """The openai-compatible annotator, the judge, the grader and the cache against a real
-local chat-completions server (tests/llm_server.py, a subprocess on 127.0.0.1)."""
+local chat-completions server (engine.annotate.stand_in, a subprocess on 127.0.0.1)."""
 
 from __future__ import annotations
 
@@ -11,22 +11,17 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from engine.annotate.base import UtilityItem
 from engine.annotate.http_annotator import OpenAICompatibleAnnotator
 from engine.annotate.prompts import utility_user_message
+from engine.annotate.stand_in import expected_p
 from engine.cli import main
 from engine.io.records import samples_of
 from engine.io.sources import read_dataset
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from llm_server import expected_p  # noqa: E402
 
 QUESTIONS = {
     "q1": ("What is the capital of France?", ["Paris"]),
@@ -43,39 +38,6 @@ PASSAGES = {
 }
 RETRIEVED = {"q1": ["d1", "d2", "d4"], "q2": ["d3", "d4", "d6"], "q3": ["d5", "d6", "d2"]}
 RELEVANT = {"q1": ["d1"], "q2": ["d3"], "q3": ["d5"]}
-
-
-class Server:
-    def __init__(self, *args: str) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, str(HERE / "llm_server.py"), *args],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        self.port = int(line.split()[1])
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-
-    def stats(self) -> dict[str, object]:
-        return httpx.get(f"http://127.0.0.1:{self.port}/stats").json()  # type: ignore[no-any-return]
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(10)
-
-
-@pytest.fixture
-def server_factory() -> Iterator[object]:
-    servers: list[Server] = []
-
-    def start(*args: str) -> Server:
-        servers.append(Server(*args))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.stop()
 
 
 @pytest.fixture
@@ -231,23 +193,27 @@ class TestFailures:
         mode: str,
         message: str,
     ) -> None:
-        """Malformed JSON or 503s: exit 2 after the retries, with the reason and how to resume."""
+        """Malformed JSON or 503s: after the retries every item is a failure, listed by
+        sample and passage with the reason; the dataset is written without those labels,
+        exit 3, and the message says how to ask again."""
         server = server_factory("--mode", mode)  # type: ignore[operator]
-        assert _annotate(files, server.url, "--retries", "2") == 2
+        assert _annotate(files, server.url, "--retries", "2") == 3
         err = capsys.readouterr().err
         assert message in err and "giving up after 3 attempts" in err
+        assert "9 call(s) failed for good" in err and "q2/d6 (utility)" in err
         assert "run the same command again to resume" in err
-        assert not files["labelled"].exists()
+        rows = [json.loads(line) for line in files["labelled"].read_text().splitlines()]
+        assert all("utility" not in row["expected_output"] for row in rows)
 
     def test_unreachable_endpoint_keeps_finished_work(
         self, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """Nothing listens: exit 2, `cannot reach`, and the cache still holds earlier work."""
+        """Nothing listens: every item fails (exit 3), `cannot reach`, and the cache is kept."""
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         cache = files["labelled"].with_suffix(".cache.sqlite")
-        assert _annotate(files, f"http://127.0.0.1:{port}/v1", "--retries", "1") == 2
+        assert _annotate(files, f"http://127.0.0.1:{port}/v1", "--retries", "1") == 3
         err = capsys.readouterr().err
         assert "cannot reach" in err and str(cache) in err
         assert cache.exists()

@@ -1,6 +1,6 @@
 """Annotators on Ray workers (``slotwise annotate --executor ray``): a local Ray instance
 started here, the openai-compatible annotator against the local chat-completions server
-(tests/llm_server.py on 127.0.0.1, which the workers, on this machine, reach); the cache
+(engine.annotate.stand_in on 127.0.0.1, which the workers, on this machine, reach); the cache
 stays in the driver. Results equal the local executor's; a re-run makes no call."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 from engine.annotate.base import UtilityItem
 from engine.annotate.cache import Cache
 from engine.annotate.http_annotator import OpenAICompatibleAnnotator
+from engine.annotate.jobs import utility_job
 from engine.annotate.runner import Runner
-from engine.annotate.tasks import utility_job
 from engine.evaluation.executors import RayExecutor
 
 HERE = Path(__file__).resolve().parent
@@ -29,10 +29,9 @@ from test_annotate_http import (  # noqa: E402
     _annotate,
     _expected,
     files,
-    server_factory,
 )
 
-__all__ = ["files", "server_factory"]  # fixtures used below
+__all__ = ["files"]  # a fixture used below
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +59,7 @@ def test_pickles_as_constructor_arguments(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("SLOTWISE_TEST_KEY")
     copy = pickle.loads(data)
     assert (copy.model, copy.cache_key()) == (annotator.model, annotator.cache_key())
-    assert copy._client.headers["Authorization"] == "Bearer sk-secret"
+    assert copy._client().headers["Authorization"] == "Bearer sk-secret"
     annotator.close()
     copy.close()
 
@@ -138,10 +137,11 @@ class TestRay:
         files: dict[str, Path],
         capsys: pytest.CaptureFixture[str],
     ) -> None:
-        """An endpoint that keeps failing: exit 2, the message says the work is cached."""
+        """An endpoint that keeps failing: each item fails after its retries, as on
+        threads; exit 3, the failures listed, the message says how to ask again."""
         server = server_factory("--mode", "fail")  # type: ignore[operator]
         code = _annotate(files, server.url, "--executor", "ray", "--retries", "1")
-        assert code == 2
+        assert code == 3
         err = capsys.readouterr().err
         assert "giving up after 2 attempts" in err and "run the same command again" in err
-        assert not files["labelled"].exists()
+        assert "9 call(s) failed for good" in err

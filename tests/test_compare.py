@@ -201,17 +201,17 @@ class TestCompareAPI:
         assert r"\begin{tabular}" in latex and r"hybrid\_rerank" in latex and "▲" not in latex
 
     def test_regression_respects_direction(self, eng):
-        """A metric where lower is better regresses when it rises."""
+        """A metric where lower is better regresses when it rises (judged@k aside)."""
         dataset = eng.dataset(samples=_samples(30)).with_metrics(["retrieval-mrr"])
         good, worse = dataset.evaluate(_outputs(30)), dataset.evaluate(_outputs(30, shift=3))
-        found = compare([good, worse]).regressions()
-        assert [r.row.label for r in found] == ["retrieval-mrr"]
-        assert compare([worse, good]).regressions() == []
+        found = compare([good, worse]).regressions(max_judged_drop=None)
+        assert [r.row.label for r in found if r.row is not None] == ["retrieval-mrr"]
+        assert compare([worse, good]).regressions(max_judged_drop=None) == []
         # flip the direction: the same change is now an improvement
         flipped = [attrs.evolve(m, higher_is_better=False) for m in good.metrics]
         good.metrics, worse.metrics = flipped, flipped
-        assert compare([good, worse]).regressions() == []
-        assert compare([worse, good]).regressions()
+        assert compare([good, worse]).regressions(max_judged_drop=None) == []
+        assert compare([worse, good]).regressions(max_judged_drop=None)
 
     def test_max_drop(self, eng):
         """A drop larger than max_drop fails even when not significant."""
@@ -219,9 +219,9 @@ class TestCompareAPI:
         good, worse = dataset.evaluate(_outputs(3)), dataset.evaluate(_outputs(3, shift=1))
         comparison = compare([good, worse])
         assert not comparison.row("retrieval-mrr").significant
-        assert comparison.regressions() == []
-        assert comparison.regressions(max_drop=0.01)
-        assert comparison.regressions(max_drop=1.0) == []
+        assert comparison.regressions(max_judged_drop=None) == []
+        assert comparison.regressions(max_drop=0.01, max_judged_drop=None)
+        assert comparison.regressions(max_drop=1.0, max_judged_drop=None) == []
 
     def test_zero_variance_and_single_sample(self, eng):
         """Identical systems: p = 1, no crash; one sample: n = 1, no CI, p = 1."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.testing import OUTPUTS, SAMPLES, MetricConformance
-from metrics_plugins import rag, retrieval, setbased, utility
+from metrics_plugins import agreement, cwl, rag, retrieval, setbased, utility
 
 
 def case(metric_class: type[Any], *, bounded: bool = True, **params: Any) -> dict[str, Any]:
@@ -80,6 +80,25 @@ CASES: list[dict[str, Any]] = [
     case(retrieval.ERRAtK, mapping="linear", max_grade=3),
     case(retrieval.AUCPR),
     case(retrieval.JudgedAtK),
+    case(retrieval.PrecisionAtK, judged_only=True),
+    case(retrieval.MRR, ties="doc_id_ascending", judged_only=True),
+    case(retrieval.NDCGAtK, judged_only=True),
+    case(retrieval.IPrecAtRecall, judged_only=True),
+    case(agreement.Compat),
+    case(agreement.Compat, p=0.5, normalize=False),
+    case(agreement.Compat, ideal_order="scores", ties="doc_id_ascending"),
+    case(agreement.Accuracy),
+    case(agreement.Accuracy, k=3, ties="run_order"),
+    case(cwl.RBP),
+    case(cwl.RBP, p=0.99, relevance_threshold=None, max_rel=3, ties="run_order"),
+    case(cwl.SDCG, max_rel=3),
+    case(cwl.NERR8, max_rel=3),
+    case(cwl.NERR9, k=3, min_rel=1, max_rel=3),
+    case(cwl.NERR10, max_rel=3),
+    case(cwl.NERR11, T=2.0, max_rel=3),
+    case(cwl.INST, max_rel=3),
+    case(cwl.INSQ, T=3.0, max_rel=3),
+    case(cwl.BPM, T=2.0, max_rel=3),
     case(rag.AnswerContainmentAtK),
     case(rag.ContextPrecisionAtK),
     case(rag.CoverageRecallAtK),

@@ -43,6 +43,9 @@ ELSEWHERE = {
     "makes the same pool / fill_holes calls against a local OpenAI-compatible server",
     "docs/ppi.md": "needs a judge's labels of every pooled pair: tests/test_ppi.py calls "
     "evaluation.ppi with and without a baseline on data it labels itself",
+    "docs/label-free.md": "needs the judge's labels of the walkthrough (out/labelled.yaml): "
+    "tests/test_label_free.py labels questions against the stand-in server and makes the "
+    "same compare, judged@k and PPI-gate calls",
 }
 
 DRIVER = r"""
@@ -144,7 +147,7 @@ def test_python_blocks_run_as_written(document, tmp_path):
             [[n, code, "AssertionError" in (shown or "")] for n, (code, shown) in enumerate(blocks)]
         )
     )
-    env = {**os.environ, "SLOTWISE_CONFIG": ""}
+    env = {**os.environ, "SLOTWISE_CONFIG": "", "HAYSTACK_TELEMETRY_ENABLED": "False"}  # offline
     if document == "docs/writing-a-metric-plugin.md":
         env["PYTHONPATH"] = str(here / "src")
     done = subprocess.run(

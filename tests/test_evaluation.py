@@ -249,7 +249,7 @@ class TestResults:
         return (
             eng.dataset(samples=samples, name="seed")
             .with_metrics(["retrieval-mrr", "retrieval-ndcg-at-k@10"])
-            .evaluate({"q-1": SEED_RUN["q-1"], "q-2": ["a"]})
+            .evaluate({"q-1": SEED_RUN["q-1"], "q-2": ["a"]}, missing="empty")
         )
 
     def test_json_conforms_to_schema(self, eng, tmp_path):
@@ -262,11 +262,14 @@ class TestResults:
         assert document["dataset"]["name"] == "seed" and document["dataset"]["samples"] == 3
         assert document["diagnostics"]["no_relevant"] == ["q-2"]
         assert document["diagnostics"]["missing_outputs"] == ["q-3"]
+        assert document["summary"]["retrieval-mrr"]["missing_outputs"] == 1
+        assert document["provenance"]["missing_outputs"] == "empty"
         assert document["metrics"][1]["params"] == {
             "k": 10,
             "gain": "linear",
             "gains": None,
             "levels": "labels",
+            "judged_only": False,
         }
         assert document["metrics"][1]["distribution"] == "slotwise"
         assert document["samples"][0]["scores"]["retrieval-mrr"] == 0.5
@@ -292,7 +295,7 @@ class TestResults:
         document = json.loads(
             eng.dataset(samples=samples)
             .with_metrics(["odd-na-test"])
-            .evaluate({"0": ["d"]})
+            .evaluate({str(i): [] for i in range(5)})
             .to_json()
         )
         assert [s["scores"]["odd-na-test"] for s in document["samples"]] == [

@@ -196,7 +196,7 @@ class TestData:
             ]
         )
         results = dataset.with_metrics(["retrieval-recall-at-k@2"]).evaluate(
-            {"a": ["d3", "d9", "d2"]}
+            {"a": ["d3", "d9", "d2"]}, missing="empty"
         )
         a, b = explain([results], dataset=dataset, outputs=[{"a": ["d3", "d9", "d2"]}], k=2)
         view = a.systems[0]

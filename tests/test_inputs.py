@@ -219,11 +219,24 @@ class TestOutputs:
         lines = sorted(p.line for p in info.value.problems)
         assert lines == [1, 2, 3, 4]
 
-    def test_missing_output_scored_as_empty(self, eng):
-        """A sample without output is scored as an empty ranking and listed in diagnostics."""
+    def test_missing_output_is_an_error_row(self, eng):
+        """A sample without output is an error row, "no output", counted in the errors."""
         results = self._dataset(eng).with_metrics(["retrieval-recall-at-k"]).evaluate({"a": ["d1"]})
+        assert results.scores["retrieval-recall-at-k"].tolist()[0] == 1.0
+        assert math.isnan(results.scores["retrieval-recall-at-k"][1])
+        assert results.diagnostics.errors == {"b": "no output"}
+        assert results.summary()["retrieval-recall-at-k"]["errors"] == 1
+        assert results.provenance["missing_outputs"] == "error"
+
+    def test_missing_output_scored_as_empty_when_asked(self, eng):
+        """With missing="empty" a sample without output is an empty ranking (trec_eval's
+        -c), listed in diagnostics, counted in the summary and recorded in provenance."""
+        evaluation = self._dataset(eng).with_metrics(["retrieval-recall-at-k"])
+        results = evaluation.evaluate({"a": ["d1"]}, missing="empty")
         assert results.scores["retrieval-recall-at-k"].tolist() == [1.0, 0.0]
         assert results.diagnostics.missing_outputs == ("b",)
+        assert results.summary()["retrieval-recall-at-k"]["missing_outputs"] == 1
+        assert results.provenance["missing_outputs"] == "empty"
 
     def test_unknown_output_ids(self, eng):
         """Outputs for ids not in the dataset are ignored with a diagnostic, or rejected in strict mode."""

@@ -40,13 +40,20 @@ def test_a_significant_drop_fails_with_the_numbers():
     message = str(failed.value)
     assert message.startswith(
         "retrieval regressed (significant drop after Holm at alpha=0.05, "
-        "or more failed samples than the baseline)"
+        "or more failed samples than the baseline, or judged@k below the baseline's by more "
+        "than 0.05)"
     )
     assert "retrieval-mrr: current fell from 1.0000 to 0.6667 vs baseline (n=30)" in message
+    # the 20 unjudged "x" of 50 documents in the top 5: judged@5 0.6 against 1.0
+    assert (
+        "judged@5: current 0.600 (20 of 50 unjudged) vs baseline 1.000 (0 of 30 unjudged): "
+        "0.400 lower > allowed 0.05" in message
+    )
 
 
 def test_max_drop_catches_a_small_drop():
-    """29 -> 28 first: MRR drops by 0.5 / 30 = 0.0167, not significant, but > 0.01."""
+    """29 -> 28 first: MRR drops by 0.5 / 30 = 0.0167, not significant, but > 0.01
+    (judged@5 falls from 30/31 to 30/32 of the documents: 0.030, under 0.05)."""
     assert_no_regression(_results(28), _results(29))
     with pytest.raises(AssertionError, match=r"drop 0\.0167 > allowed 0\.01"):
         assert_no_regression(_results(28), _results(29), max_drop=0.01)

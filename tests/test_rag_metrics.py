@@ -23,7 +23,8 @@ def evaluate(
     outputs: Mapping[str, Any],
     metrics: Sequence[str],
 ) -> Results:
-    return eng.dataset(samples=list(samples)).with_metrics(list(metrics)).evaluate(dict(outputs))
+    evaluation = eng.dataset(samples=list(samples)).with_metrics(list(metrics))
+    return evaluation.evaluate(dict(outputs), missing="empty")  # no output: an empty ranking
 
 
 def values(results: Results, label: str | None = None) -> list[float | None]:

@@ -111,7 +111,8 @@ def _files(
 def _evaluate(eng: engine.Engine, source: tuple[Any, Any], trec: bool = False) -> engine.Results:
     if trec:
         return eng.evaluate_trec(*source, METRICS)
-    return eng.dataset(source[0]).with_metrics(METRICS).evaluate(source[1])
+    evaluation = eng.dataset(source[0]).with_metrics(METRICS)
+    return evaluation.evaluate(source[1], missing="empty")  # queries the run lacks, as TREC
 
 
 def _same(a: engine.Results, b: engine.Results) -> None:

@@ -11,6 +11,14 @@ one results only). Means in a comparison are over those pairs.
 Failures are never dropped silently: each row carries how many samples failed in each
 system (error rows, or the metric raising), and the regression gate counts a rise in
 failures as a regression unless told to allow it.
+
+What the numbers stand on is part of the gate: each system's judged@k (the share of the
+documents in its top k that have a label) is shown, and a later system whose judged@k
+falls below the baseline's by more than ``max_judged_drop`` (default
+:data:`MAX_JUDGED_DROP`) is a regression: its unjudged documents count as non-relevant,
+so its metrics would read low for want of labels. With a paired PPI report (the
+difference from the baseline, :meth:`Evaluation.ppi`), an interval that lies wholly on the
+worse side of 0 is a regression too.
 """
 
 from __future__ import annotations
@@ -38,13 +46,20 @@ from engine.evaluation.tables import html_table
 
 __all__ = [
     "COMPARISON_SCHEMA_ID",
+    "MAX_JUDGED_DROP",
     "Comparison",
+    "Judged",
     "Mover",
     "PairRow",
     "Regression",
     "compare",
     "gate_rule",
+    "ppi_regressions",
+    "rescore",
 ]
+
+#: The most judged@k may fall below the baseline's before the gate fails (an absolute share).
+MAX_JUDGED_DROP = 0.05
 
 COMPARISON_SCHEMA_ID = "slotwise.comparison/v1"
 PAIRING = (
@@ -122,25 +137,53 @@ class PairRow:
 
 
 @attrs.frozen
-class Regression:
-    """A metric on which a system fell below the baseline, and why it counts."""
+class Judged:
+    """judged@k of a system: of the ``documents`` in its samples' top k, ``judged`` have a
+    label (samples with an output that did not fail)."""
 
-    row: PairRow
+    k: int
+    judged: int
+    documents: int
+
+    @property
+    def share(self) -> float | None:
+        return self.judged / self.documents if self.documents else None
+
+    def __str__(self) -> str:
+        share = "NA" if self.share is None else f"{self.share:.3f}"
+        return f"{share} ({self.documents - self.judged:,} of {self.documents:,} unjudged)"
+
+
+@attrs.frozen
+class Regression:
+    """A metric on which a system fell below the baseline (``row``; None for a fall of
+    judged@k or a PPI interval), and why it counts."""
+
+    row: PairRow | None
     reason: str
 
     def __str__(self) -> str:
         return self.reason
 
 
-def gate_rule(alpha: float, max_drop: float | None, allow_failures: bool = False) -> str:
+def gate_rule(
+    alpha: float,
+    max_drop: float | None,
+    allow_failures: bool = False,
+    max_judged_drop: float | None = MAX_JUDGED_DROP,
+) -> str:
     """What the regression gate counts as a regression, in words."""
     rule = f"significant drop after Holm at alpha={alpha:g}"
     rule += f", or any drop > {max_drop:g}" if max_drop is not None else ""
-    return rule + ("" if allow_failures else ", or more failed samples than the baseline")
+    rule += "" if allow_failures else ", or more failed samples than the baseline"
+    if max_judged_drop is not None:
+        rule += f", or judged@k below the baseline's by more than {max_judged_drop:g}"
+    return rule
 
 
 #: How the option that lets failures rise is named, in the gate's messages.
 ALLOW_FAILURES = "allow_failures=True (CLI: --allow-failures)"
+ALLOW_UNJUDGED = "--allow-unjudged (Python: max_judged_drop=None) or a larger --max-judged-drop"
 
 
 def _clean(value: float | None) -> float | None:
@@ -202,6 +245,8 @@ class Comparison:
     seed: int
     rows: tuple[PairRow, ...]
     skipped: tuple[str, ...] = ()
+    judged: Mapping[str, tuple[Judged, ...]] = attrs.field(factory=dict)
+    """Per system, judged@k at each cutoff its results counted (none: not counted)."""
 
     def row(self, label: str, a: str | None = None, b: str | None = None) -> PairRow:
         """The row of ``label`` for systems ``a``, ``b`` (default: the first two)."""
@@ -218,12 +263,15 @@ class Comparison:
         max_drop: float | None = None,
         baseline: str | None = None,
         allow_failures: bool = False,
+        max_judged_drop: float | None = MAX_JUDGED_DROP,
     ) -> list[Regression]:
         """Metrics on which a system is worse than ``baseline`` (default: the first system),
         respecting each metric's direction: significantly worse after Holm's correction at
         ``alpha``, or worse by more than ``max_drop`` (an absolute amount) whatever the p,
         or (unless ``allow_failures``) failing on more samples than the baseline: a
-        failed sample is NA and left out of the pairs, so it could not lower the mean."""
+        failed sample is NA and left out of the pairs, so it could not lower the mean.
+        And systems whose judged@k falls below the baseline's by more than
+        ``max_judged_drop`` (None: never)."""
         baseline = baseline or self.systems[0]
         found = []
         for row in self.rows:
@@ -263,7 +311,49 @@ class Comparison:
                         ),
                     )
                 )
+        if max_judged_drop is not None:
+            found += self._judged_regressions(baseline, max_judged_drop)
         return found
+
+    def _judged_regressions(self, baseline: str, max_drop: float) -> list[Regression]:
+        before = {j.k: j for j in self.judged.get(baseline, ())}
+        found = []
+        for system in self.systems:
+            for after in self.judged.get(system, ()) if system != baseline else ():
+                prior = before.get(after.k)
+                if prior is None or prior.share is None or after.share is None:
+                    continue
+                drop = prior.share - after.share
+                if drop > max_drop + 1e-12:
+                    found.append(
+                        Regression(
+                            row=None,
+                            reason=(
+                                f"judged@{after.k}: {system} {after} vs {baseline} {prior}: "
+                                f"{drop:.3f} lower > allowed {max_drop:g}; unjudged documents "
+                                "count as non-relevant, so its metrics would read low for want "
+                                "of labels: label them (slotwise annotate --task relevance --runs "
+                                f"... --holes), or pass {ALLOW_UNJUDGED} to allow it"
+                            ),
+                        )
+                    )
+        return found
+
+    def judged_lines(self) -> list[str]:
+        """judged@k of each system, a line per cutoff, for the console."""
+        cutoffs = sorted({j.k for found in self.judged.values() for j in found})
+        lines = []
+        for k in cutoffs:
+            shares = [
+                f"{system} {j}"
+                for system in self.systems
+                for j in self.judged.get(system, ())
+                if j.k == k
+            ]
+            lines.append(
+                f"judged@{k} (labelled share of the top-{k} documents): " + "; ".join(shares)
+            )
+        return lines
 
     # -- renderers -----------------------------------------------------------------------
 
@@ -383,6 +473,13 @@ class Comparison:
             "seed": self.seed,
             "pairing": PAIRING,
             "skipped_metrics": list(self.skipped),
+            "judged": {
+                system: [
+                    {"k": j.k, "judged": j.judged, "documents": j.documents, "judged_at_k": j.share}
+                    for j in found
+                ]
+                for system, found in self.judged.items()
+            },
             "comparisons": [
                 {
                     "metric": r.label,
@@ -450,7 +547,10 @@ def _check(results: Sequence[Results], names: Sequence[str]) -> tuple[list[str],
                 Problem(
                     f"{name} was scored on a different dataset ({other.dataset_name} "
                     f"{other.dataset_hash[:19]}...) than {names[0]} ({first.dataset_name} "
-                    f"{first.dataset_hash[:19]}...); paired comparison needs the same samples"
+                    f"{first.dataset_hash[:19]}...); paired comparison needs the same samples "
+                    "and labels: to compare on the newer labels, re-score the results (they "
+                    "keep their outputs with --keep-outputs) with `slotwise compare --dataset "
+                    "NEWER ...` (Python: compare(..., dataset=engine.dataset(NEWER)))"
                 )
             )
     records = [{m.label: m for m in r.metrics} for r in results]
@@ -484,6 +584,55 @@ def _check(results: Sequence[Results], names: Sequence[str]) -> tuple[list[str],
     return common, skipped
 
 
+def rescore(results: Results, dataset: Any, name: str = "the results") -> Results:
+    """``results`` scored on ``dataset`` (an :class:`~engine.Dataset`): its metrics on its
+    kept outputs, its failed samples still errors; as it is when it was scored on the
+    same dataset already. :class:`InputError` when it kept no outputs."""
+    if results.dataset_hash == dataset.hash:
+        return results
+    if results.outputs is None:
+        raise InputError(
+            [
+                Problem(
+                    f"{name} kept no outputs to score on {dataset.name or 'the dataset'}: "
+                    "score it with `slotwise run ... --keep-outputs` (run() keeps them)"
+                )
+            ],
+            summary="cannot re-score",
+        )
+    return dataset.with_metrics(results.labels).evaluate(results)  # type: ignore[no-any-return]
+
+
+def ppi_regressions(
+    report: Any,
+    system: str,
+    baseline: str,
+    higher_is_better: Mapping[str, bool],
+    max_drop: float | None = None,
+) -> list[Regression]:
+    """The metrics on which a paired PPI report (``system - baseline``,
+    :meth:`Evaluation.ppi` with ``baseline``) says ``system`` is worse: its interval lies
+    wholly on the worse side of 0, or (with ``max_drop``) its estimate falls by more."""
+    if not report.paired:
+        raise ValueError("the PPI gate reads a paired report: Evaluation.ppi(..., baseline=...)")
+    found = []
+    for metric in report.metrics:
+        sign = 1.0 if higher_is_better.get(metric.label, True) else -1.0
+        best = max(sign * metric.ppi.low, sign * metric.ppi.high)
+        drop = -sign * metric.ppi.mean
+        interval = f"[{metric.ppi.low:+.4f}, {metric.ppi.high:+.4f}]"
+        what = f"{metric.label}: PPI estimate of {system} - {baseline} {metric.ppi.mean:+.4f} {interval}"
+        if best < 0:
+            found.append(
+                Regression(
+                    None, f"{what}: the {report.level:.0%} interval lies on the worse side of 0"
+                )
+            )
+        elif max_drop is not None and drop > max_drop + 1e-12:
+            found.append(Regression(None, f"{what}: drop {drop:.4f} > allowed {max_drop:g}"))
+    return found
+
+
 def _set(params: Mapping[str, Any]) -> dict[str, Any]:
     """The parameters that are set: one that is None equals one a results file written
     before the parameter existed leaves out."""
@@ -502,6 +651,7 @@ def compare(
     ci_resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     movers: int = 5,
+    dataset: Any = None,
 ) -> Comparison:
     """Compare two or more results of the same dataset, every pair (``b`` against each
     earlier ``a``) on every metric they share (or the given ``metrics`` labels).
@@ -511,7 +661,9 @@ def compare(
     the first two; p-values are Holm-corrected over all metrics x pairs and compared with
     ``alpha``. Each row carries the mean difference with its percentile bootstrap CI
     (``ci_resamples``, ``level``), Cohen's d_z and the ``movers`` samples that moved most.
-    Labels present in some results only are listed in ``skipped``.
+    Labels present in some results only are listed in ``skipped``. ``dataset`` (an
+    :class:`~engine.Dataset`, e.g. with labels added since) re-scores each results' kept
+    outputs on it first (:func:`rescore`).
     """
     if test not in TESTS:
         raise ValueError(f"unknown test {test!r}; choose one of {', '.join(TESTS)}")
@@ -523,6 +675,8 @@ def compare(
     names = list(names) if names is not None else [chr(ord("A") + i) for i in range(len(results))]
     if len(names) != len(results) or len(set(names)) != len(names):
         raise ValueError(f"names must be {len(results)} distinct strings, got {names!r}")
+    if dataset is not None:
+        results = [rescore(r, dataset, name) for r, name in zip(results, names, strict=True)]
     labels, skipped = _check(results, names)
     if metrics is not None:
         unknown = [m for m in metrics if m not in labels]
@@ -613,4 +767,8 @@ def compare(
         seed=seed,
         rows=rows,
         skipped=tuple(skipped),
+        judged={
+            name: tuple(Judged(k, *counts) for k, counts in sorted(r.diagnostics.judged.items()))
+            for name, r in zip(names, results, strict=True)
+        },
     )

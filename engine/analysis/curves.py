@@ -75,22 +75,31 @@ def curves(results: Results) -> list[Curve]:
 
 
 def curve_table(results: Results) -> Any:
-    """A rich Table of the curves: one row per metric, one column per K (the mean)."""
+    """A rich Table of the curves: one row per metric, one column per K (the mean and
+    its confidence interval)."""
     from rich.table import Table
 
     found = curves(results)
     ks = sorted({k for curve in found for k in curve.ks})
     table = Table(
-        title=f"{results.dataset_name or 'dataset'} ({len(results.sample_ids)} samples): metric@K",
+        title=f"{results.dataset_name or 'dataset'} ({len(results.sample_ids)} samples): "
+        "metric@K, mean [95% CI]",
         title_justify="left",
     )
     table.add_column("metric")
     for k in ks:
         table.add_column(f"@{k}", justify="right")
     for curve in found:
-        means = {p.k: p.mean for p in curve.points}
-        table.add_row(curve.name, *(fmt(means.get(k)) if k in means else "" for k in ks))
+        points = {p.k: p for p in curve.points}
+        table.add_row(curve.name, *(_cell(points[k]) if k in points else "" for k in ks))
     return table
+
+
+def _cell(point: CurvePoint) -> str:
+    """The mean at one K and its 95% CI."""
+    if point.ci is None:
+        return fmt(point.mean)
+    return f"{fmt(point.mean)} [{fmt(point.ci[0])}, {fmt(point.ci[1])}]"
 
 
 def curve_labels(results: Results) -> set[str]:

@@ -615,7 +615,8 @@ def _comparison_section(comparison: Comparison, chosen: bool) -> str:
         "its 95% bootstrap CI; d_z is Cohen's effect size for paired samples; pairs where "
         "either score is NA are left out.</p>"
         f'<p class="note family">{_family(comparison, chosen)}</p>'
-        f'<div class="scroll"><table class="comparison"><thead><tr>{head}<th>moved most</th></tr>'
+        + "".join(f'<p class="note judged">{_e(line)}</p>' for line in comparison.judged_lines())
+        + f'<div class="scroll"><table class="comparison"><thead><tr>{head}<th>moved most</th></tr>'
         f"</thead><tbody>{''.join(rows)}</tbody></table></div>"
         f"{_forest(comparison)}</section>"
     )

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import attrs
 
+from engine.annotate.judge import AnswerFormat
 from engine.errors import SlotwiseError
 from engine.evaluation.registry import installed_entry_points
 from engine.logs import log
@@ -25,6 +26,7 @@ __all__ = [
     "AnnotatorLoadError",
     "AnnotatorRegistry",
     "BatchResult",
+    "ItemError",
     "RetryableError",
     "Throttle",
     "UnknownAnnotatorError",
@@ -48,7 +50,20 @@ class AnnotationInterrupted(AnnotationError):
 
 
 class RetryableError(AnnotationError):
-    """A failure worth retrying (connection refused, timeout, HTTP 429/5xx, garbled body)."""
+    """A failure worth retrying (connection refused, timeout, HTTP 429/5xx, garbled body);
+    ``retry_after``: the seconds the server asked to wait (its ``Retry-After``), if any."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.retry_after))
+
+
+class ItemError(AnnotationError):
+    """A failure of these items alone, not worth retrying (the endpoint refused the
+    request: HTTP 400, 413, 422): they are listed as failed, and the others go on."""
 
 
 class AnnotatorLoadError(SlotwiseError, ImportError):
@@ -120,9 +135,16 @@ class Annotator(Protocol):
         ...
 
     def generate(
-        self, prompts: Sequence[list[dict[str, str]]], max_tokens: int, throttle: Throttle
+        self,
+        prompts: Sequence[list[dict[str, str]]],
+        max_tokens: int,
+        throttle: Throttle,
+        answer_format: AnswerFormat | None = None,
     ) -> BatchResult:
-        """Greedy (temperature 0) answers to chat prompts, as strings."""
+        """Greedy (temperature 0) answers to chat prompts, as strings. ``answer_format``:
+        the JSON the answers must be (:meth:`AnswerFormat.schema`), for an annotator that
+        can constrain its output (structured output); the answers are read strictly by it
+        in any case. An annotator whose ``generate`` lacks the parameter gets none."""
         ...
 
     def close(self) -> None:

@@ -69,15 +69,20 @@ class Entry:
 
 
 class Cache:
-    """The cache file at ``path`` (created with its directory if missing)."""
+    """The cache file at ``path`` (created with its directory if missing). ``look_only``:
+    a cache that is only looked in (a plan, ``--dry-run``): nothing is created, and a
+    missing file is an empty cache."""
 
-    def __init__(self, path: str | Path, timeout: float = 60.0) -> None:
+    def __init__(self, path: str | Path, timeout: float = 60.0, *, look_only: bool = False) -> None:
         self.path = Path(path)
         self.timeout = timeout
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
+        self._absent = look_only and not self.path.exists()
+        if look_only:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as connection:
             connection.execute(_SCHEMA)
 
@@ -97,6 +102,8 @@ class Cache:
         """key -> (value, truncated) for the keys that are cached."""
         wanted = list(dict.fromkeys(keys))
         found: dict[str, tuple[Any, bool]] = {}
+        if self._absent:
+            return found
         connection = self._connect()
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]

@@ -5,8 +5,10 @@ uncached items here in batches, and writes each batch to the cache as soon as it
 back, so an interrupted run resumes as a local one does. The workers are a pool of Ray
 actors, each holding one annotator, built on the worker from its constructor arguments
 (the model is loaded once per actor, not per batch). Retries (with backoff) are decided
-here; the rate limit is shared by all workers through a small limiter actor; the calls
-and tokens each batch cost come back with its values and are summed here.
+here (after the server's ``Retry-After`` when it gave one); a batch whose retries run
+out, or whose request the endpoint refused, becomes a failure of its items and the others
+go on, as on threads; the rate limit is shared by all workers through a small limiter
+actor; the calls and tokens each batch cost come back with its values and are summed here.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from engine.annotate.base import (
     AnnotationError,
     AnnotationInterrupted,
     BatchResult,
+    ItemError,
     RetryableError,
 )
+from engine.annotate.outcomes import FailedStreak
 
 if TYPE_CHECKING:
     from engine.annotate.runner import Job, Runner, Stats
@@ -50,11 +54,14 @@ class _Worker:
                 time.sleep(delay)
 
     def compute(self, call: Any, inputs: Sequence[Any]) -> tuple[str, Any]:
-        """("ok", BatchResult), ("retry", reason) or ("error", message)."""
+        """("ok", BatchResult), ("retry", RetryableError), ("failed", reason: these
+        items alone) or ("error", message: the run stops)."""
         try:
             result: BatchResult = call(self.annotator, list(inputs), self._throttle)
         except RetryableError as error:
-            return "retry", str(error)
+            return "retry", error
+        except ItemError as error:
+            return "failed", str(error)
         except AnnotationError as error:
             return "error", str(error)
         return "ok", result
@@ -148,8 +155,8 @@ def run_on_ray(
     stats: Stats,
 ) -> None:
     """Computes ``batches`` of ``job`` on the runner's Ray actor pool, each cached here as
-    it finishes. After a failure the batches in flight finish (and are cached) before the
-    error is raised; Ctrl-C does not wait."""
+    it finishes. After an error that stops the run, the batches in flight finish (and are
+    cached) before it is raised; Ctrl-C does not wait."""
     if job.remote is None:
         raise AnnotationError(f"{job.task}: this job cannot run on Ray (it has no remote form)")
     remote = job.remote
@@ -161,6 +168,7 @@ def run_on_ray(
     idle = list(pool.actors)
     running: dict[Any, tuple[Any, list[int], int]] = {}
     failure: BaseException | None = None
+    streak = FailedStreak(job.task)
     try:
         while running or (failure is None and (waiting or delayed)):
             now = time.monotonic()
@@ -185,10 +193,18 @@ def run_on_ray(
                         raise AnnotationError(payload)
                     if status == "retry":
                         delay = runner.retry_delay(job, attempt, payload, stats)
-                        delayed.append((time.monotonic() + delay, batch, attempt + 1))
-                        continue
-                    for entry in runner.record(job, batch, payload, stats):
+                        if delay is not None:
+                            delayed.append((time.monotonic() + delay, batch, attempt + 1))
+                            continue
+                        reason = f"giving up after {attempt + 1} attempts: {payload}"
+                        entries = runner.failed(job, batch, reason)
+                    elif status == "failed":
+                        entries = runner.failed(job, batch, payload)
+                    else:
+                        entries = runner.record(job, batch, payload, stats)
+                    for entry in entries:
                         results[entry.key] = (entry.value, entry.truncated)
+                    streak.add(entries)
                     if progress is not None:
                         progress.advance(bar, len(batch))
                 except Exception as error:

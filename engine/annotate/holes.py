@@ -2,8 +2,10 @@
 runs pool, which of them already have a relevance label, and the source of each label.
 
 A label's source is ``metadata.label_sources[doc]`` of its sample: ``"human"``, or
-``"ANNOTATOR:MODEL:PROMPT_VERSION"`` for a label an LLM wrote (:func:`source_of`); a
-label with no entry there is a human's. Pooling is vectorised over all runs at once
+``"ANNOTATOR:MODEL:PROMPT_VERSION"`` for a label an LLM wrote
+(:func:`~engine.annotate.relevance.source_of`); a label with no entry there is a
+human's. The pairs the judge could not label (an unreadable answer, a failed call) are
+listed in ``metadata.unjudged`` with why, and asked for again by the next run. Pooling is vectorised over all runs at once
 (document codes in one vocabulary, one int64 key per pair, one sort), so 100,000 queries
 x 3 runs x depth 10 pool in about a second.
 """
@@ -22,12 +24,14 @@ import pyarrow.compute as pc
 
 from engine.annotate.base import Annotator
 from engine.annotate.claims import Agreement
-from engine.annotate.prompts import RELEVANCE_VERSION, relevance_prompt
+from engine.annotate.jobs import estimate
+from engine.annotate.outcomes import Failure
+from engine.annotate.records import long_form, mark_human, set_relevance, set_unjudged, sources_of
+from engine.annotate.relevance import choose_judge, source_of
 from engine.annotate.runner import Runner
-from engine.annotate.tasks import _long_form, question_of, relevance_job
-from engine.errors import InputError, Problem
+from engine.annotate.tasks import listing, problem_of
+from engine.errors import InputError
 from engine.evaluation.api import subset_outputs
-from engine.evaluation.label_sources import HUMAN, SOURCES_KEY
 from engine.io.columns import Columns, lengths, merge_vocabularies, offsets_of
 from engine.io.records import Sample
 
@@ -39,23 +43,10 @@ __all__ = [
     "fill_holes",
     "pool",
     "relevance_agreement",
-    "source_of",
-    "sources_of",
 ]
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-
-
-def source_of(annotator: str, model: str, prompt_version: str) -> str:
-    """The source of an LLM's label: ``annotator:model:prompt_version``."""
-    return f"{annotator}:{model}:{prompt_version}"
-
-
-def sources_of(metadata: Mapping[str, Any] | None) -> Mapping[str, str]:
-    """A sample's document -> label source (documents not listed: ``human``)."""
-    found = (metadata or {}).get(SOURCES_KEY)
-    return found if isinstance(found, Mapping) else {}
 
 
 @attrs.frozen
@@ -178,6 +169,7 @@ class Filling:
     sent to the judge (and how many of those the cache had), what it could not judge."""
 
     source: str
+    judge: str = ""
     pooled: int = 0
     labelled: int = 0
     without_text: int = 0
@@ -185,6 +177,8 @@ class Filling:
     cached: int = 0
     written: int = 0
     unreadable: list[str] = attrs.field(factory=list)
+    failed: list[str] = attrs.field(factory=list)
+    last_failure: str | None = None
     computed: int = 0
     calls: int = 0
     prompt_tokens: int = 0
@@ -202,30 +196,29 @@ class Filling:
             f"holes: {self.pooled} pooled pairs, {self.labelled} already labelled, "
             f"{self.without_text} without a text (skipped); {self.judged} to judge: "
             f"{self.cached} from the cache, {self.computed} to compute in "
-            f"{self.calls} model calls{cost}"
+            f"{self.calls} model calls{cost}; {self.judge}"
         )
 
     def lines(self) -> list[str]:
         lines = [f"holes: {self.written} labels written, source {self.source}"]
         if self.unreadable:
-            more = f", ... ({len(self.unreadable) - 5} more)" if len(self.unreadable) > 5 else ""
             lines.append(
-                f"{len(self.unreadable)} judge answer(s) could not be read and were left "
-                f"unlabelled: {', '.join(self.unreadable[:5])}{more}"
+                listing(
+                    self.unreadable,
+                    "judge answer(s) could not be read and were left unlabelled (listed in "
+                    "metadata.unjudged; not cached: asked again on the next run)",
+                )
             )
+        if self.failed:
+            lines.append(
+                listing(
+                    self.failed,
+                    "call(s) failed for good and were left unlabelled (listed in "
+                    "metadata.unjudged; asked again on the next run)",
+                )
+            )
+            lines.append(f"the last failure: {self.last_failure}")
         return lines
-
-
-def _estimate(
-    annotator: Annotator, prompts: Sequence[str], max_tokens: int
-) -> tuple[int, float | None]:
-    """Prompt tokens (4 characters a token) and, if the annotator has ``prices`` (USD per
-    million prompt and completion tokens), the most the calls can cost."""
-    tokens = sum(len(p) for p in prompts) // 4 + len(prompts)
-    prices = getattr(annotator, "prices", None)
-    if prices is None:
-        return tokens, None
-    return tokens, (tokens * prices[0] + len(prompts) * max_tokens * prices[1]) / 1e6
 
 
 def fill_holes(
@@ -237,56 +230,44 @@ def fill_holes(
     *,
     every: bool = False,
     only: BoolArray | None = None,
+    judge: str = "auto",
     judge_max_tokens: int = 256,
     announce: Callable[[str], None] | None = None,
 ) -> tuple[list[dict[str, Any]], Filling]:
-    """The raw samples with the judge's relevance label (1 or 0) on each pooled pair that
-    had none (``every``: on every pooled pair, replacing the labels it had), and each
-    label's source in ``metadata.label_sources``. Labels already there are kept (a human's
-    get the source ``human``); the judge's answers come from the cache where it has them.
-    ``only`` (a mask over the pool's pairs) limits the judging to those pairs.
-    ``announce(line)`` hears the plan (pairs, cache hits, cost) before any model call."""
-    filling = Filling(source_of(annotator.name, annotator.model, RELEVANCE_VERSION))
-    filling.pooled = len(pooled)
-    filling.labelled = int(pooled.labelled.sum())
+    """The raw samples with the judge's relevance label on each pooled pair that had none
+    (``every``: on every pooled pair, replacing the labels it had), and each label's
+    source in ``metadata.label_sources``. ``judge``: ``auto``, ``umbrela`` (grades 0-3,
+    no reference answers) or ``answers`` (Figure 5, 1 or 0), see
+    :mod:`engine.annotate.relevance`. Labels already there are kept (a human's get the
+    source ``human``); the judge's answers come from the cache where it has them. A pair
+    the judge could not label (unreadable answer, failed call) goes to the sample's
+    ``metadata.unjudged`` with why. ``only`` (a mask over the pool's pairs) limits the
+    judging to those pairs. ``announce(line)`` hears the plan (pairs, cache hits, judge,
+    cost) before any model call."""
     wanted = pooled.has_text if every else pooled.holes
     considered = np.ones(len(pooled), dtype=np.bool_) if only is None else only
     wanted = wanted & considered
-    filling.without_text = int((~pooled.has_text & (every | ~pooled.labelled) & considered).sum())
     rows = pooled.rows[wanted].tolist()
     docs = pooled.docs.filter(pa.array(wanted)).to_pylist()
     texts = pooled.texts(wanted)
-    problems = []
-    for row in dict.fromkeys(rows):
-        sample = samples[row]
-        if question_of(sample) is None:
-            problems.append(Problem("no question: set input.question", sample.id, "/input"))
-        if not sample.answers:
-            problems.append(
-                Problem(
-                    "the relevance judge needs the acceptable answers: set expected_output.answers",
-                    sample.id,
-                    "/expected_output/answers",
-                )
-            )
+    chosen = choose_judge(judge, [samples[row] for row in dict.fromkeys(rows)])
+    filling = Filling(source_of(annotator.name, annotator.model, chosen.version))
+    filling.judge = chosen.describe()
+    filling.pooled = len(pooled)
+    filling.labelled = int(pooled.labelled.sum())
+    filling.without_text = int((~pooled.has_text & (every | ~pooled.labelled) & considered).sum())
+    problems = chosen.problems([samples[row] for row in dict.fromkeys(rows)])
     if problems:
         raise InputError(problems, summary="cannot fill the holes")
-    items = [
-        (question_of(samples[r]) or "", samples[r].answers or (), t)
-        for r, t in zip(rows, texts, strict=True)
-    ]
-    job = relevance_job(annotator, items, judge_max_tokens)
-    filling.judged = len(items)
-    cached = runner.cache.get_many(e.key for e in job.entries)
+    job = chosen.job(
+        annotator, [(samples[r], t) for r, t in zip(rows, texts, strict=True)], judge_max_tokens
+    )
+    filling.judged = len(rows)
+    cached, fresh = runner.lookup(job)  # the same question and passage twice: computed once
     filling.cached = sum(1 for e in job.entries if e.key in cached)
-    fresh = {  # the same question and passage twice is computed once
-        e.key: relevance_prompt(*item)
-        for item, e in zip(items, job.entries, strict=True)
-        if e.key not in cached
-    }
     filling.computed = len(fresh)
-    filling.prompt_tokens, filling.cost = _estimate(
-        annotator, list(fresh.values()), judge_max_tokens
+    filling.prompt_tokens, filling.cost = estimate(
+        annotator, [job.prompts[i] for i in fresh], judge_max_tokens
     )
     filling.calls = -(-len(fresh) // runner.batch_size)
     if announce is not None:
@@ -294,34 +275,21 @@ def fill_holes(
     values = runner.run(job)
     result = [copy.deepcopy(dict(raw)) for raw in raws]
     for raw in result:
-        _mark_human(raw)
+        mark_human(raw)
     for row, doc, (value, _) in zip(rows, docs, values, strict=True):
-        grade = value["grade"]
-        if grade is None:
-            filling.unreadable.append(f"{samples[row].id}/{doc}")
+        why = problem_of(value)
+        if why is not None:
+            where = f"{samples[row].id}/{doc}"
+            if isinstance(value, Failure):
+                filling.failed.append(where)
+                filling.last_failure = value.reason
+            else:
+                filling.unreadable.append(where)
+            set_unjudged(result[row], doc, why)
             continue
-        label = _long_form(result[row])
-        relevance = label.get("relevance")
-        if isinstance(relevance, list):
-            relevance = dict.fromkeys(relevance, 1)
-        relevance = dict(relevance or {})
-        relevance[doc] = 1 if grade == "A" else 0
-        label["relevance"] = relevance
-        metadata = result[row].setdefault("metadata", {})
-        metadata[SOURCES_KEY] = {**sources_of(metadata), doc: filling.source}
+        set_relevance(result[row], doc, chosen.label(value["value"]), filling.source)
         filling.written += 1
     return result, filling
-
-
-def _mark_human(raw: dict[str, Any]) -> None:
-    """Give each of the sample's relevance labels without a source the source ``human``."""
-    if raw.get("expected_output") is None:
-        return
-    relevance = _long_form(raw).get("relevance")
-    if not relevance:
-        return
-    metadata = raw.setdefault("metadata", {})
-    metadata[SOURCES_KEY] = {**dict.fromkeys(map(str, relevance), HUMAN), **sources_of(metadata)}
 
 
 @attrs.frozen
@@ -390,14 +358,14 @@ def relevance_agreement(
     table = Agreement()
     rows = []
     for row, (raw, after) in enumerate(zip(raws, judged, strict=True)):
-        human = _long_form(copy.deepcopy(dict(raw))).get("relevance")
+        human = long_form(copy.deepcopy(dict(raw))).get("relevance")
         if not human:
             continue
         rows.append(row)
         if isinstance(human, list):
             human = dict.fromkeys(human, 1)
         sources = sources_of(after.get("metadata"))
-        llm = _long_form(copy.deepcopy(dict(after))).get("relevance") or {}
+        llm = long_form(copy.deepcopy(dict(after))).get("relevance") or {}
         verdicts = {
             str(doc): llm[doc] > 0
             for doc in human

@@ -13,33 +13,68 @@ Without logprobs (a black-box API), the Monte-Carlo estimate of the paper's appe
 ``samples`` answers at ``temperature``, and p = the fraction of them that abstain (contain
 NO-RESPONSE). ``method="auto"`` (the default) asks for logprobs and falls back to sampling,
 for good, the first time the server answers without them.
+
+Judge answers are asked for as structured output: OpenAI-style ``response_format`` with
+the answer's JSON schema (vLLM, llama.cpp's server, Ollama and OpenAI honour it).
+``structured="auto"`` (the default) drops it, for good, the first time the server refuses
+a request that carries it (HTTP 400 or 422) and accepts the same request without it; the
+answers are then read by the free-text patterns (:mod:`engine.annotate.judge`).
+``"json-schema"`` always sends it, ``"off"`` never does.
+
+A ``Retry-After`` (seconds, or an HTTP date) on a 429 or 5xx answer is passed on to the
+runner, which waits that long before the retry.
 """
 
 from __future__ import annotations
 
+import email.utils
 import json
 import math
 import os
 import re
 import threading
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from engine.annotate.base import (
     AnnotationError,
     BatchResult,
+    ItemError,
     RetryableError,
     Throttle,
     UtilityItem,
     rebuild_annotator,
 )
+from engine.annotate.judge import AnswerFormat
 from engine.annotate.prompts import NO_RESPONSE, utility_messages
 from engine.errors import MissingDependencyError
+from engine.logs import log
 
 __all__ = ["ABSTENTION", "OpenAICompatibleAnnotator", "abstains"]
 
 _METHODS = ("auto", "logprobs", "sampling")
+STRUCTURED = ("auto", "json-schema", "off")
+#: Answers that refuse one request (its content), not the endpoint: the item fails alone.
+_REFUSED = (400, 413, 422)
 ABSTENTION = re.compile(r"NO[-\s_]?RESPONSE", re.IGNORECASE)
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delay-seconds or an HTTP date (0
+    when it is past); None when absent or unreadable."""
+    if not value or not value.strip():
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def abstains(text: str) -> bool:
@@ -68,19 +103,18 @@ class OpenAICompatibleAnnotator:
         timeout: float = 60.0,
         no_response_token: str | None = None,
         prices: Sequence[float] | None = None,
+        structured: str = "auto",
     ) -> None:
-        try:
-            import httpx
-        except ImportError as error:
-            raise MissingDependencyError(
-                "the openai-compatible annotator (httpx)", "llm", error
-            ) from error
         if not base_url:
             raise AnnotationError("the openai-compatible annotator needs --base-url")
         if method not in _METHODS:
             raise AnnotationError(f"method must be one of {', '.join(_METHODS)}, got {method!r}")
         if samples < 1:
             raise AnnotationError(f"samples must be at least 1, got {samples}")
+        if structured not in STRUCTURED:
+            raise AnnotationError(
+                f"structured must be one of {', '.join(STRUCTURED)}, got {structured!r}"
+            )
         headers = {}
         if api_key_env:
             key = os.environ.get(api_key_env)
@@ -101,9 +135,9 @@ class OpenAICompatibleAnnotator:
             "timeout": timeout,
             "no_response_token": no_response_token,
             "prices": prices,
+            "structured": structured,
         }
         self._init_env = {api_key_env: os.environ[api_key_env]} if api_key_env else {}
-        self._httpx: Any = httpx
         self.model = model
         self.base_url = base_url.rstrip("/") + "/"
         self.method = method
@@ -114,9 +148,13 @@ class OpenAICompatibleAnnotator:
         self.no_response_token = no_response_token
         #: USD per million prompt and completion tokens, for cost estimates (not cached)
         self.prices = None if prices is None else (float(prices[0]), float(prices[1]))
-        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+        self._headers, self._timeout = headers, timeout
+        self._opened: Any = None  # the HTTP client, made at the first request (needs httpx)
         self._lock = threading.Lock()
         self._logprobs = method != "sampling"
+        self.structured = structured
+        #: whether judge requests carry ``response_format`` (auto: until the server refuses it)
+        self.structuring = structured != "off"
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as its constructor arguments (and the API key's variable), so that a
@@ -137,18 +175,65 @@ class OpenAICompatibleAnnotator:
 
     # -- requests ------------------------------------------------------------------------
 
-    def _post(self, body: dict[str, Any], throttle: Throttle) -> dict[str, Any]:
-        httpx = self._httpx
+    def _client(self) -> Any:
+        """The HTTP client, made on first use: planning (``--dry-run``) needs no httpx."""
+        with self._lock:
+            if self._opened is None:
+                try:
+                    import httpx
+                except ImportError as error:
+                    raise MissingDependencyError(
+                        "the openai-compatible annotator (httpx)", "llm", error
+                    ) from error
+                self._opened = httpx.Client(
+                    base_url=self.base_url, headers=self._headers, timeout=self._timeout
+                )
+            return self._opened
+
+    def _send(self, body: dict[str, Any], throttle: Throttle) -> Any:
+        client = self._client()
+        import httpx
+
         url = self.base_url + "chat/completions"
         throttle()
         try:
-            response = self._client.post("chat/completions", json={"model": self.model, **body})
+            response = client.post("chat/completions", json={"model": self.model, **body})
         except httpx.TransportError as error:
             raise RetryableError(f"cannot reach {url}: {type(error).__name__}: {error}") from error
-        if response.status_code == 429 or response.status_code >= 500:
+        status = response.status_code
+        if status == 429 or status >= 500:
+            wait = retry_after(response.headers.get("retry-after"))
+            asked = "" if wait is None else f" (Retry-After: {wait:g} s)"
             raise RetryableError(
-                f"{url} answered HTTP {response.status_code}: {response.text[:200]}"
+                f"{url} answered HTTP {status}{asked}: {response.text[:200]}", wait
             )
+        return response
+
+    def _post(self, body: dict[str, Any], throttle: Throttle) -> dict[str, Any]:
+        url = self.base_url + "chat/completions"
+        response = self._send(body, throttle)
+        refused = response.status_code in _REFUSED and "response_format" in body
+        if refused and self.structured == "json-schema":
+            raise AnnotationError(
+                f"{url} refused the request with response_format (HTTP "
+                f"{response.status_code}: {response.text[:200]}): it may not support "
+                "structured output; use --structured auto (then free text) or off"
+            )
+        if refused and self.structured == "auto":
+            plain = {k: v for k, v in body.items() if k != "response_format"}
+            retried = self._send(plain, throttle)
+            if retried.status_code < 400:
+                with self._lock:
+                    self.structuring = False
+                log.warning(
+                    "annotate.structured_output_refused",
+                    url=url,
+                    status=response.status_code,
+                    reason=response.text[:200],
+                )
+            response = retried
+        if response.status_code in _REFUSED:
+            raise ItemError(f"{url} answered HTTP {response.status_code}: {response.text[:300]}")
         if response.status_code >= 400:
             raise AnnotationError(
                 f"{url} answered HTTP {response.status_code}: {response.text[:300]}"
@@ -257,14 +342,23 @@ class OpenAICompatibleAnnotator:
         return BatchResult(values, calls=calls, prompt_tokens=prompt, completion_tokens=completion)
 
     def generate(
-        self, prompts: Sequence[list[dict[str, str]]], max_tokens: int, throttle: Throttle
+        self,
+        prompts: Sequence[list[dict[str, str]]],
+        max_tokens: int,
+        throttle: Throttle,
+        answer_format: AnswerFormat | None = None,
     ) -> BatchResult:
         texts = []
         prompt = completion = 0
         for messages in prompts:
-            document = self._post(
-                {"messages": messages, "max_tokens": max_tokens, "temperature": 0}, throttle
-            )
+            body: dict[str, Any] = {
+                "messages": messages,
+                "max_tokens": max_tokens,
+                "temperature": 0,
+            }
+            if answer_format is not None and self.structuring:
+                body["response_format"] = answer_format.response_format()
+            document = self._post(body, throttle)
             p, c = self._usage(document)
             prompt, completion = prompt + p, completion + c
             if not document["choices"]:
@@ -275,7 +369,8 @@ class OpenAICompatibleAnnotator:
         )
 
     def close(self) -> None:
-        self._client.close()
+        if self._opened is not None:
+            self._opened.close()
 
 
 def _text(choice: Any) -> str:

@@ -10,13 +10,24 @@ its version, so that no cached answer to an older prompt is ever reused.
 - :data:`GRADE_TEMPLATE` (Figure 6): answer grading, JSON answer with ``grade``
   A (CORRECT), B (INCORRECT) or C (ABSTAINED).
 
-And slotwise's own two, for context recall (the course module's "split the reference
+UMBRELA's (Upadhyay et al., "UMBRELA: UMbrela is the (Open-Source Reproduction of the)
+Bing RELevance Assessor", arXiv 2406.06519; the prompt of Thomas et al., "Large language
+models can accurately predict searcher preferences", SIGIR 2024), verbatim from the
+authors' repository (castorini/umbrela, ``prompts/qrel_zeroshot_bing.txt``):
+
+- :data:`UMBRELA_TEMPLATE`: reference-free graded relevance of a passage to a query on
+  the TREC scale 0-3, answer ``##final score: N``.
+
+And slotwise's own three: a question a passage answers (for ``slotwise synthesize``), and
+two for context recall (the course module's "split the reference
 answer into claims, ask an LLM judge whether the retrieved context supports each"):
 
 - :data:`CLAIMS_TEMPLATE`: split a reference answer into atomic claims, JSON answer
   ``{"claims": [...]}``.
 - :data:`SUPPORT_TEMPLATE`: does a passage support a claim, JSON answer with ``grade``
   A (SUPPORTED) or B (NOT SUPPORTED), in the form of Figure 5's.
+- :data:`QUESTION_TEMPLATE`: one question that a passage answers, JSON answer
+  ``{"question": ...}``.
 """
 
 from __future__ import annotations
@@ -29,16 +40,22 @@ __all__ = [
     "GRADE_TEMPLATE",
     "GRADE_VERSION",
     "NO_RESPONSE",
+    "QUESTION_TEMPLATE",
+    "QUESTION_VERSION",
     "RELEVANCE_TEMPLATE",
     "RELEVANCE_VERSION",
     "SUPPORT_TEMPLATE",
     "SUPPORT_VERSION",
+    "UMBRELA_TEMPLATE",
+    "UMBRELA_VERSION",
     "UTILITY_SYSTEM",
     "UTILITY_VERSION",
     "claims_prompt",
     "grade_prompt",
+    "question_prompt",
     "relevance_prompt",
     "support_prompt",
+    "umbrela_prompt",
     "utility_messages",
     "utility_user_message",
 ]
@@ -105,6 +122,26 @@ Return a JSON object with the following format:
   "grade": "A" or "B"
 }}
 ```"""
+
+UMBRELA_VERSION = "umbrela-zeroshot-bing-v1"
+# the blanks that end three of its lines are the authors'
+UMBRELA_TEMPLATE = """Given a query and a passage, you must provide a score on an integer scale of 0 to 3 with the following meanings:
+0 = represent that the passage has nothing to do with the query, 
+1 = represents that the passage seems related to the query but does not answer it, 
+2 = represents that the passage has some answer for the query, but the answer may be a bit unclear, or hidden amongst extraneous information and 
+3 = represents that the passage is dedicated to the query and contains the exact answer.
+
+Important Instruction: Assign category 1 if the passage is somewhat related to the topic but not completely, category 2 if passage presents something very important related to the entire topic but also has some extra information and category 3 if the passage only and entirely refers to the topic. If none of the above satisfies give it category 0.
+
+Query: {query}
+Passage: {passage}
+
+Split this problem into steps:
+Consider the underlying intent of the search.
+Measure how well the content matches a likely intent of the query (M).
+Measure how trustworthy the passage is (T).
+Consider the aspects above and the relative importance of each, and decide on a final score (O). Final score must be an integer value only.
+Do not provide any code in result. Provide each score in the format of: ##final score: score without providing any reasoning."""  # noqa: W291
 
 GRADE_VERSION = "udcg-fig6-v1"
 GRADE_TEMPLATE = """Your job is to grade a predicted answer as CORRECT, INCORRECT, or ABSTAINED against a list of acceptable answers.
@@ -236,6 +273,22 @@ Return a JSON object with the following format:
 ```"""
 
 
+QUESTION_VERSION = "slotwise-question-v1"
+QUESTION_TEMPLATE = """Write one question that a user of a search engine could ask and that the passage below answers.
+
+Rules:
+
+1. The passage alone must answer the question: ask about what the passage is mainly about, not about a detail mentioned in passing.
+2. Ask as a user who has not seen the passage would: do not mention "the passage", "the text" or "this document", and do not copy long phrases from it.
+3. One question, on one line, ending with a question mark.
+
+Passage: {passage}
+
+Return a JSON object with the following format, and nothing else:
+
+{{"question": "your question?"}}"""
+
+
 def utility_user_message(question: str, passage: str) -> str:
     """The user turn of the utility prompt, as the reference implementation builds it."""
     return f"Document: {passage}\nQuestion: {question}\nAnswer:"
@@ -252,6 +305,16 @@ def utility_messages(question: str, passage: str) -> list[dict[str, str]]:
 def relevance_prompt(question: str, answers: Sequence[str], document: str) -> str:
     """Figure 5 filled in; answers are shown as a Python list, as in the paper's examples."""
     return RELEVANCE_TEMPLATE.format(question=question, answers=list(answers), document=document)
+
+
+def umbrela_prompt(query: str, passage: str) -> str:
+    """UMBRELA's prompt filled in (no reference answers: the query and the passage alone)."""
+    return UMBRELA_TEMPLATE.format(query=query, passage=passage)
+
+
+def question_prompt(passage: str) -> str:
+    """The question-writing prompt filled in."""
+    return QUESTION_TEMPLATE.format(passage=passage)
 
 
 def grade_prompt(question: str, answers: Sequence[str], predicted_answer: str) -> str:

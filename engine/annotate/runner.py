@@ -1,10 +1,16 @@
 """Running an annotation task over many items: cache look-up first, then the missing
-items in batches on a thread pool, each batch retried with exponential backoff on
-retryable failures, requests throttled to a rate limit, a progress bar on a terminal,
-and a tally of calls and tokens.
+items in batches on a thread pool, each batch retried on retryable failures (after the
+server's ``Retry-After`` when it gives one, else with exponential backoff), requests
+throttled to a rate limit, a progress bar on a terminal, and a tally of calls and tokens.
 
 Each finished batch is written to the cache before the next result is awaited, so an
-interrupted or failed run loses at most the batches in flight.
+interrupted or failed run loses at most the batches in flight. Only answers are cached:
+an answer its job cannot read (``Job.readable``) is returned but not stored, and a cached
+answer is read again by the job's reader (``Job.reread``), so a stricter reader never
+trusts an older reading. A batch whose retries run out, or whose request the endpoint
+refuses, becomes a :class:`Failure` for each of its items and the other batches go on;
+only a failure of the endpoint as a whole (401, 404...) or
+:data:`~engine.annotate.outcomes.FAILED_IN_A_ROW` failed batches in a row stop the run.
 
 With ``executor="ray"`` the batches run on Ray workers instead of threads
 (:mod:`engine.annotate.distributed`): the cache stays here, in the driver, which sends
@@ -17,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
 import attrs
@@ -26,15 +32,24 @@ from engine.annotate.base import (
     AnnotationError,
     AnnotationInterrupted,
     BatchResult,
+    ItemError,
     RetryableError,
     Throttle,
 )
 from engine.annotate.cache import Cache, Entry
 from engine.annotate.distributed import run_on_ray
+from engine.annotate.outcomes import FailedStreak, Failure
 from engine.evaluation.executors import Executor, LocalExecutor, RayExecutor, resolve_executor
 from engine.logs import log
 
-__all__ = ["AnnotationInterrupted", "Job", "RateLimiter", "Remote", "Runner", "Stats"]
+__all__ = [
+    "AnnotationInterrupted",
+    "Job",
+    "RateLimiter",
+    "Remote",
+    "Runner",
+    "Stats",
+]
 
 
 @attrs.define
@@ -49,6 +64,8 @@ class Stats:
     completion_tokens: int = 0
     truncated: int = 0
     retries: int = 0
+    unreadable: int = 0
+    failed: int = 0
     seconds: float = 0.0
 
     def add(self, other: Stats) -> None:
@@ -59,8 +76,9 @@ class Stats:
         return (
             f"{self.items} annotations: {self.cached} from the cache, {self.computed} computed "
             f"with {self.calls} model calls ({self.prompt_tokens} prompt + "
-            f"{self.completion_tokens} completion tokens), {self.truncated} passages "
-            f"truncated, {self.retries} retries, {self.seconds:.1f}s"
+            f"{self.completion_tokens} completion tokens), {self.unreadable} unreadable, "
+            f"{self.failed} failed, {self.truncated} passages truncated, {self.retries} "
+            f"retries, {self.seconds:.1f}s"
         )
 
 
@@ -105,6 +123,15 @@ class Job:
     """Computes the values of the items at these indices (into ``entries``)."""
     remote: Remote | None = None
     """The same computation for a Ray worker (None: this job runs only here)."""
+    reread: Callable[[Any], Any] | None = None
+    """A cached value read again from what it stored (None: cached values are final)."""
+    readable: Callable[[Any], bool] | None = None
+    """Whether a value is an answer; one that is not is never cached (None: every one is)."""
+    prompts: Sequence[str] = ()
+    """Each item's prompt text, for cost estimates (empty: not a prompted job)."""
+
+    def is_answer(self, value: Any) -> bool:
+        return self.readable is None or self.readable(value)
 
 
 class Runner:
@@ -158,16 +185,12 @@ class Runner:
         self.close()
 
     def run(self, job: Job) -> list[tuple[Any, bool]]:
-        """(value, truncated) for every entry of the job, in order."""
+        """(value, truncated) for every entry of the job, in order; the value of an item
+        that failed is a :class:`Failure`."""
         started = time.monotonic()
         stats = Stats(items=len(job.entries))
-        results: dict[str, tuple[Any, bool]] = self.cache.get_many(e.key for e in job.entries)
+        results, indices = self.lookup(job)
         stats.cached = sum(1 for e in job.entries if e.key in results)
-        pending: dict[str, int] = {}
-        for index, entry in enumerate(job.entries):
-            if entry.key not in results:
-                pending.setdefault(entry.key, index)
-        indices = list(pending.values())
         batches = [
             indices[i : i + self.batch_size] for i in range(0, len(indices), self.batch_size)
         ]
@@ -176,10 +199,32 @@ class Runner:
         finally:
             stats.seconds = time.monotonic() - started
             stats.computed = sum(1 for i in indices if job.entries[i].key in results)
+            outcomes = [
+                results[job.entries[i].key][0] for i in indices if job.entries[i].key in results
+            ]
+            stats.failed = sum(isinstance(v, Failure) for v in outcomes)
+            stats.unreadable = sum(
+                not isinstance(v, Failure) and not job.is_answer(v) for v in outcomes
+            )
+            stats.computed -= stats.failed
             with self._stats_lock:
                 self.stats.add(stats)
             log.info("annotate.job_finished", task=job.task, **attrs.asdict(stats))
         return [results[e.key] for e in job.entries]
+
+    def lookup(self, job: Job) -> tuple[dict[str, tuple[Any, bool]], list[int]]:
+        """The job's answers in the cache (key -> (value, truncated), read again by the
+        job's reader) and the indices of the items to compute (each key once)."""
+        results: dict[str, tuple[Any, bool]] = {}
+        for key, (value, truncated) in self.cache.get_many(e.key for e in job.entries).items():
+            value = value if job.reread is None else job.reread(value)
+            if job.is_answer(value):
+                results[key] = (value, truncated)
+        pending: dict[str, int] = {}
+        for index, entry in enumerate(job.entries):
+            if entry.key not in results:
+                pending.setdefault(entry.key, index)
+        return results, list(pending.values())
 
     def _run_batches(
         self,
@@ -197,15 +242,18 @@ class Runner:
         stop = threading.Event()
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="annotate")
         interrupted = False
+        streak = FailedStreak(job.task)
         try:
             futures = {pool.submit(self._attempt, job, b, stats, stop): b for b in batches}
             remaining = set(futures)
             while remaining:
-                done, remaining = wait(remaining, timeout=0.2, return_when=FIRST_EXCEPTION)
-                # successful batches first, so that an error leaves the others recorded
+                done, remaining = wait(remaining, timeout=0.2, return_when=FIRST_COMPLETED)
+                # batches that returned first, so that an error leaves the others recorded
                 for future in sorted(done, key=lambda f: f.exception() is not None):
-                    for entry in future.result():  # raises the batch's final error
+                    entries = future.result()  # raises an error that stops the run
+                    for entry in entries:
                         results[entry.key] = (entry.value, entry.truncated)
+                    streak.add(entries)
                     if progress is not None:
                         progress.advance(bar, len(futures[future]))
         except KeyboardInterrupt:
@@ -221,39 +269,37 @@ class Runner:
     def _attempt(
         self, job: Job, batch: list[int], stats: Stats, stop: threading.Event
     ) -> list[Entry]:
-        """One batch, retried with exponential backoff on retryable failures, and cached
-        (from this worker thread, on its own connection) as soon as it is done."""
+        """One batch, retried on retryable failures, and cached (from this worker thread,
+        on its own connection) as soon as it is done; its items' :class:`Failure` when
+        the retries run out or the endpoint refuses the request."""
         for attempt in range(self.retries + 1):
             if stop.is_set():
                 raise AnnotationInterrupted("stopped")
             try:
                 result = job.compute(batch, self.throttle)
             except RetryableError as error:
-                if attempt == self.retries:
-                    raise AnnotationError(
-                        f"{job.task}: giving up after {attempt + 1} attempts: {error}"
-                    ) from error
-                delay = self.backoff * 2**attempt
-                log.warning(
-                    "annotate.retry",
-                    task=job.task,
-                    attempt=attempt + 1,
-                    delay=delay,
-                    reason=str(error),
-                )
-                with self._stats_lock:
-                    stats.retries += 1
+                delay = self.retry_delay(job, attempt, error, stats)
+                if delay is None:
+                    return self.failed(
+                        job, batch, f"giving up after {attempt + 1} attempts: {error}"
+                    )
                 stop.wait(delay)
                 continue
+            except ItemError as error:
+                return self.failed(job, batch, str(error))
             return self.record(job, batch, result, stats)
         raise AssertionError("unreachable")
 
-    def retry_delay(self, job: Job, attempt: int, error: Exception | str, stats: Stats) -> float:
-        """The wait before retrying after failed attempt ``attempt`` (from 0), counted and
-        logged; :class:`AnnotationError` when the retries are spent."""
+    def retry_delay(
+        self, job: Job, attempt: int, error: Exception | str, stats: Stats
+    ) -> float | None:
+        """The wait before retrying after failed attempt ``attempt`` (from 0): the
+        server's ``Retry-After`` when it gave one, else ``backoff * 2**attempt``; counted
+        and logged. None when the retries are spent."""
         if attempt >= self.retries:
-            raise AnnotationError(f"{job.task}: giving up after {attempt + 1} attempts: {error}")
-        delay = self.backoff * 2**attempt
+            return None
+        asked = getattr(error, "retry_after", None)
+        delay = asked if asked is not None else self.backoff * 2**attempt
         log.warning(
             "annotate.retry", task=job.task, attempt=attempt + 1, delay=delay, reason=str(error)
         )
@@ -261,10 +307,16 @@ class Runner:
             stats.retries += 1
         return delay
 
+    @staticmethod
+    def failed(job: Job, batch: Sequence[int], reason: str) -> list[Entry]:
+        """The batch's entries as failures (not cached)."""
+        log.warning("annotate.failed", task=job.task, items=len(batch), reason=reason)
+        return [attrs.evolve(job.entries[i], value=Failure(reason)) for i in batch]
+
     def record(
         self, job: Job, batch: Sequence[int], result: BatchResult, stats: Stats
     ) -> list[Entry]:
-        """A computed batch's entries, written to the cache and tallied."""
+        """A computed batch's entries, its answers written to the cache, and tallied."""
         if len(result.values) != len(batch):
             raise AnnotationError(
                 f"{job.task}: the annotator returned {len(result.values)} values for a batch of {len(batch)}"
@@ -274,7 +326,7 @@ class Runner:
             attrs.evolve(job.entries[i], value=v, truncated=t)
             for i, v, t in zip(batch, result.values, truncated, strict=True)
         ]
-        self.cache.put_many(entries)
+        self.cache.put_many([e for e in entries if job.is_answer(e.value)])
         with self._stats_lock:
             stats.calls += result.calls
             stats.prompt_tokens += result.prompt_tokens

@@ -1,67 +1,53 @@
 """Annotation tasks over a dataset: which (question, passage) pairs to label, the jobs
-that label them, and the labelled samples.
+that label them (:mod:`engine.annotate.jobs`), and the labelled samples.
 
 - ``utility``: p(NO-RESPONSE) for each passage; with its relevance (from the ``relevance``
   task of the same run, else the sample's labels) it becomes the utility label
   ``{relevant, p_no_response}`` that ``udcg`` reads.
-- ``relevance``: the LLM judge (Figure 5) labels each passage relevant (1) or not (0).
+- ``relevance``: an LLM judge labels each passage: UMBRELA's grade 0-3 without reference
+  answers, or Figure 5's 1 or 0 against them (:mod:`engine.annotate.relevance`).
 - ``grade``: the grader (Figure 6) grades the sample's answer (``metadata.response``)
   as ``metadata.outcome``: correct, wrong or abstained, for ``slotwise correlate``.
 - ``claims``: the reference answer split into claims (``expected_output.claims``); claims
   a sample already has are kept.
 - ``support``: the support judge decides, for each claim and passage, whether the passage
   supports the claim; the links become the group named by the claim's id.
+
+An answer that cannot be read, or a call that failed for good, labels nothing: the item
+is listed in the :class:`Report` (and a relevance pair in the sample's
+``metadata.unjudged``), and the next run asks for it again.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from engine.annotate.base import Annotator, BatchResult, Throttle, UtilityItem
-from engine.annotate.cache import Entry, cache_key
+from engine.annotate.base import Annotator, UtilityItem
 from engine.annotate.claims import Agreement, claims_of, groups_of, linked, reference_of
-from engine.annotate.judge import (
-    GRADE_LABELS,
-    OUTCOMES,
-    RELEVANCE_LABELS,
-    SUPPORT_LABELS,
-    answers_text,
-    read_claims,
-    read_grade,
+from engine.annotate.jobs import claims_job, grade_job, support_job, utility_job
+from engine.annotate.judge import OUTCOMES
+from engine.annotate.outcomes import Failure
+from engine.annotate.records import (
+    long_form,
+    mark_human,
+    question_of,
+    set_relevance,
+    set_unjudged,
 )
-from engine.annotate.prompts import (
-    CLAIMS_VERSION,
-    GRADE_VERSION,
-    RELEVANCE_VERSION,
-    SUPPORT_VERSION,
-    UTILITY_VERSION,
-    claims_prompt,
-    grade_prompt,
-    relevance_prompt,
-    support_prompt,
-)
-from engine.annotate.runner import Job, Remote, Runner, Stats
+from engine.annotate.relevance import RelevanceJudge, choose_judge, source_of
+from engine.annotate.runner import Runner, Stats
 from engine.errors import InputError, Problem
-from engine.io import schemas
 from engine.io.records import Output, Sample
 
-__all__ = [
-    "TASKS",
-    "Passage",
-    "Report",
-    "annotate_samples",
-    "claims_job",
-    "relevance_job",
-    "support_job",
-    "utility_job",
-]
+__all__ = ["TASKS", "Passage", "Report", "annotate_samples", "listing", "problem_of"]
 
 TASKS = ("utility", "relevance", "grade", "claims", "support")
+#: Items a listing names on the console (all of them are in the written dataset).
+LISTED = 20
 
 
 @attrs.frozen
@@ -74,6 +60,17 @@ class Passage:
     text: str
 
 
+def problem_of(value: Any) -> str | None:
+    """Why a judge job's value labels nothing: ``failed: reason`` for a :class:`Failure`,
+    ``unreadable: "the answer"`` for an answer that cannot be read; None for an answer."""
+    if isinstance(value, Failure):
+        return f"failed: {value.reason}"
+    if isinstance(value, Mapping) and value.get("value") is None:
+        text = " ".join(str(value.get("text") or "").split())
+        return f"unreadable: {text[:120]!r}" + ("..." if len(text) > 120 else "")
+    return None
+
+
 @attrs.define
 class Report:
     """What an annotation run did: the runner's tally and what was left unlabelled."""
@@ -81,7 +78,9 @@ class Report:
     stats: Stats
     passages: int = 0
     without_text: int = 0
+    judge: RelevanceJudge | None = None
     unreadable: list[str] = attrs.field(factory=list)
+    failed: list[str] = attrs.field(factory=list)
     claims_written: int = 0
     claims_split: list[str] = attrs.field(factory=list)
     no_reference: list[str] = attrs.field(factory=list)
@@ -91,6 +90,18 @@ class Report:
     pairs: int = 0
     links: int = 0
     agreement: Agreement | None = None
+    last_failure: str | None = None
+
+    def note(self, where: str, value: Any) -> str | None:
+        """List ``where`` (sample/doc...) as unreadable or failed when ``value`` is not an
+        answer; returns why (None for an answer)."""
+        why = problem_of(value)
+        if isinstance(value, Failure):
+            self.failed.append(where)
+            self.last_failure = value.reason
+        elif why is not None:
+            self.unreadable.append(where)
+        return why
 
     def lines(self) -> list[str]:
         """What was done, skipped or left unlabelled (the cost is :meth:`Stats.line`)."""
@@ -111,155 +122,19 @@ class Report:
             (self.claims_unreadable, "claim list(s) could not be read and were left without claims"),
             (self.no_claims, "reference answer(s) gave no claims"),
             (self.not_judged, "sample(s) with passages have no claims; their support was not judged"),
-            (self.unreadable, "judge answer(s) could not be read and were left unlabelled"),
+            (self.unreadable, "judge answer(s) could not be read and were left unlabelled (not cached: asked again on the next run)"),
+            (self.failed, "call(s) failed for good and were left unlabelled (asked again on the next run)"),
         )  # fmt: skip
-        lines += [_listing(items, what) for items, what in listed if items]
+        lines += [listing(items, what) for items, what in listed if items]
+        if self.last_failure is not None:
+            lines.append(f"the last failure: {self.last_failure}")
         return lines
 
 
-def _listing(items: Sequence[str], what: str) -> str:
-    """``"N what: a, b, c, d, e, ... (k more)"``."""
-    more = f", ... ({len(items) - 5} more)" if len(items) > 5 else ""
-    return f"{len(items)} {what}: {', '.join(items[:5])}{more}"
-
-
-def _entries(
-    annotator: Annotator, task: str, version: str, texts: Sequence[Sequence[str]], extra: str = ""
-) -> list[Entry]:
-    settings = annotator.cache_key() + extra
-    entries = []
-    for item in texts:
-        key, inputs = cache_key(task, annotator.name, annotator.model, settings, version, item)
-        entries.append(
-            Entry(key, task, annotator.name, annotator.model, settings, version, inputs, None)
-        )
-    return entries
-
-
-def _utility_call(
-    annotator: Annotator, items: Sequence[UtilityItem], throttle: Throttle
-) -> BatchResult:
-    result = annotator.p_no_response(items, throttle)
-    values = [min(1.0, max(0.0, float(v))) for v in result.values]
-    return attrs.evolve(result, values=values)
-
-
-def _generate_call(
-    read: Callable[[str], dict[str, Any]],
-    max_tokens: int,
-    annotator: Annotator,
-    messages: Sequence[list[dict[str, str]]],
-    throttle: Throttle,
-) -> BatchResult:
-    result = annotator.generate(messages, max_tokens, throttle)
-    values = [{**read(str(t)), "text": str(t)} for t in result.values]
-    return attrs.evolve(result, values=values)
-
-
-def _grade_value(labels: Mapping[str, str], text: str) -> dict[str, Any]:
-    return {"grade": read_grade(text, labels)}
-
-
-def _claims_value(text: str) -> dict[str, Any]:
-    return {"claims": read_claims(text)}
-
-
-def _job(
-    task: str, entries: list[Entry], annotator: Annotator, call: Any, inputs: Sequence[Any]
-) -> Job:
-    """A job whose batches are ``call(annotator, [inputs...], throttle)``, here or on a
-    Ray worker (``call`` is a module-level function or a partial of one: picklable)."""
-
-    def compute(indices: Sequence[int], throttle: Throttle) -> BatchResult:
-        return call(annotator, [inputs[i] for i in indices], throttle)  # type: ignore[no-any-return]
-
-    return Job(task, entries, compute, Remote(annotator, call, inputs))
-
-
-def utility_job(annotator: Annotator, items: Sequence[UtilityItem]) -> Job:
-    """p(NO-RESPONSE) of each (question, passage)."""
-    texts = [(i.question, i.passage) for i in items]
-    entries = _entries(annotator, "utility", UTILITY_VERSION, texts)
-    return _job("utility", entries, annotator, _utility_call, list(items))
-
-
-def _judge_job(
-    annotator: Annotator,
-    task: str,
-    version: str,
-    prompts: Sequence[str],
-    texts: Sequence[Sequence[str]],
-    read: Callable[[str], dict[str, Any]],
-    max_tokens: int,
-) -> Job:
-    """Greedy answers to one-turn prompts, each read by ``read`` (a module-level function
-    or a partial of one) into the value cached beside the answer's text."""
-    messages = [[{"role": "user", "content": prompt}] for prompt in prompts]
-    call = functools.partial(_generate_call, read, max_tokens)
-    entries = _entries(annotator, task, version, texts, extra=f";judge_max_tokens={max_tokens}")
-    return _job(task, entries, annotator, call, messages)
-
-
-def _grades(labels: Mapping[str, str]) -> Callable[[str], dict[str, Any]]:
-    return functools.partial(_grade_value, dict(labels))
-
-
-def relevance_job(
-    annotator: Annotator, items: Sequence[tuple[str, Sequence[str], str]], max_tokens: int = 256
-) -> Job:
-    """Figure 5 for each (question, answers, passage); values ``{grade: A|B|None, text}``."""
-    prompts = [relevance_prompt(q, a, p) for q, a, p in items]
-    texts = [(q, answers_text(a), p) for q, a, p in items]
-    return _judge_job(
-        annotator,
-        "relevance",
-        RELEVANCE_VERSION,
-        prompts,
-        texts,
-        _grades(RELEVANCE_LABELS),
-        max_tokens,
-    )
-
-
-def grade_job(
-    annotator: Annotator, items: Sequence[tuple[str, Sequence[str], str]], max_tokens: int = 256
-) -> Job:
-    """Figure 6 for each (question, answers, predicted answer); values ``{grade: A|B|C|None, text}``."""
-    prompts = [grade_prompt(q, a, r) for q, a, r in items]
-    texts = [(q, answers_text(a), r) for q, a, r in items]
-    return _judge_job(
-        annotator, "grade", GRADE_VERSION, prompts, texts, _grades(GRADE_LABELS), max_tokens
-    )
-
-
-def claims_job(
-    annotator: Annotator, items: Sequence[tuple[str, str]], max_tokens: int = 256
-) -> Job:
-    """The claims of each (question, reference answer); values ``{claims: [...] | None, text}``."""
-    prompts = [claims_prompt(q, r) for q, r in items]
-    return _judge_job(
-        annotator, "claims", CLAIMS_VERSION, prompts, items, _claims_value, max_tokens
-    )
-
-
-def support_job(
-    annotator: Annotator, items: Sequence[tuple[str, str, str]], max_tokens: int = 256
-) -> Job:
-    """The support judge for each (question, claim, passage); values ``{grade: A|B|None, text}``."""
-    prompts = [support_prompt(q, c, p) for q, c, p in items]
-    return _judge_job(
-        annotator, "support", SUPPORT_VERSION, prompts, items, _grades(SUPPORT_LABELS), max_tokens
-    )
-
-
-def question_of(sample: Sample) -> str | None:
-    """``input.question``, a string input, or ``metadata.question``."""
-    value = sample.input
-    if isinstance(value, Mapping):
-        value = value.get("question")
-    if not isinstance(value, str) or not value:
-        value = sample.metadata.get("question")
-    return value if isinstance(value, str) and value else None
+def listing(items: Sequence[str], what: str) -> str:
+    """``"N what: a, b, c, ... (k more)"``, naming at most :data:`LISTED` items."""
+    more = f", ... ({len(items) - LISTED} more)" if len(items) > LISTED else ""
+    return f"{len(items)} {what}: {', '.join(items[:LISTED])}{more}"
 
 
 def _passages(
@@ -287,19 +162,6 @@ def _passages(
                 continue
             passages.append(Passage(index, doc, question, text))
     return passages, problems
-
-
-def _long_form(raw: dict[str, Any]) -> dict[str, Any]:
-    """The sample's expected_output in long form (a new dict, set on ``raw``)."""
-    expected = raw.get("expected_output")
-    if isinstance(expected, Mapping) and expected.keys() & schemas.LONG_FORM:
-        long = dict(expected)
-    elif expected is None:
-        long = {}
-    else:
-        long = {"relevance": expected}
-    raw["expected_output"] = long
-    return long
 
 
 def _known_relevance(raw: Mapping[str, Any], sample: Sample, doc: str) -> bool | None:
@@ -330,12 +192,17 @@ def annotate_samples(
     response_field: str = "response",
     judge_max_tokens: int = 256,
     agreement: bool = False,
+    judge: str = "auto",
+    announce: Callable[[str], None] | None = None,
 ) -> tuple[list[dict[str, Any]], Report]:
     """The raw samples with the labels of ``tasks`` added, and a report. Everything a task
     needs is checked before any model is called; an :class:`InputError` lists what is missing.
 
-    ``agreement`` (with ``support``): claims that already have a group (a person's links)
-    keep it, and the judge's verdicts on them are compared with it (``report.agreement``).
+    ``judge`` (with ``relevance``): ``auto``, ``umbrela`` or ``answers``
+    (:func:`~engine.annotate.relevance.choose_judge`). ``agreement`` (with ``support``):
+    claims that already have a group (a person's links) keep it, and the judge's verdicts
+    on them are compared with it (``report.agreement``). ``announce(line)`` hears which
+    relevance judge runs, before any call.
     """
     report = Report(stats=runner.stats)
     result = [copy.deepcopy(dict(raw)) for raw in raws]
@@ -369,15 +236,9 @@ def annotate_samples(
         problems += missing
         report.passages = len(passages)
     if "relevance" in tasks:
-        for sample in {samples[p.sample].id: samples[p.sample] for p in passages}.values():
-            if not sample.answers:
-                problems.append(
-                    Problem(
-                        "the relevance judge needs the acceptable answers: set expected_output.answers",
-                        sample_id=sample.id,
-                        pointer="/expected_output/answers",
-                    )
-                )
+        judged_samples = list({samples[p.sample].id: samples[p.sample] for p in passages}.values())
+        report.judge = choose_judge(judge, judged_samples)
+        problems += report.judge.problems(judged_samples)
     elif "utility" in tasks:
         for p in passages:
             if _known_relevance(raws[p.sample], samples[p.sample], p.doc) is None:
@@ -418,22 +279,23 @@ def annotate_samples(
     if to_split:
         _split_claims(result, samples, to_split, annotator, runner, report, judge_max_tokens)
     judged: dict[int, bool | None] = {}
-    if "relevance" in tasks:
-        items = [(p.question, samples[p.sample].answers or (), p.text) for p in passages]
-        values = runner.run(relevance_job(annotator, items, judge_max_tokens))
+    if report.judge is not None:
+        if announce is not None:
+            announce(report.judge.describe())
+        source = source_of(annotator.name, annotator.model, report.judge.version)
+        items = [(samples[p.sample], p.text) for p in passages]
+        values = runner.run(report.judge.job(annotator, items, judge_max_tokens))
+        for raw in result:
+            mark_human(raw)
         for i, (p, (value, _)) in enumerate(zip(passages, values, strict=True)):
-            grade = value["grade"]
-            judged[i] = None if grade is None else grade == "A"
-            label = _long_form(result[p.sample])
-            relevance = label.get("relevance")
-            if isinstance(relevance, list):
-                relevance = dict.fromkeys(relevance, 1)
-            relevance = dict(relevance or {})
-            if grade is None:
-                report.unreadable.append(f"{samples[p.sample].id}/{p.doc}")
-            else:
-                relevance[p.doc] = 1 if judged[i] else 0
-            label["relevance"] = relevance
+            why = report.note(f"{samples[p.sample].id}/{p.doc}", value)
+            if why is not None:
+                judged[i] = None
+                set_unjudged(result[p.sample], p.doc, why)
+                continue
+            label = report.judge.label(value["value"])
+            judged[i] = label > 0
+            set_relevance(result[p.sample], p.doc, label, source)
     if "utility" in tasks:
         items_u = [UtilityItem(p.question, p.text) for p in passages]
         values = runner.run(utility_job(annotator, items_u))
@@ -445,10 +307,12 @@ def annotate_samples(
             )
             if relevant is None:
                 continue  # the judge's answer was unreadable: counted above
-            label = _long_form(result[p.sample])
-            utility = dict(label.get("utility") or {})
+            if report.note(f"{samples[p.sample].id}/{p.doc} (utility)", value) is not None:
+                continue
+            expected = long_form(result[p.sample])
+            utility = dict(expected.get("utility") or {})
             utility[p.doc] = {"relevant": relevant, "p_no_response": value}
-            label["utility"] = utility
+            expected["utility"] = utility
     if "support" in tasks:
         report.agreement = _judge_support(
             result, raws, samples, passages, annotator, runner, report, judge_max_tokens, agreement
@@ -464,11 +328,10 @@ def annotate_samples(
         ]
         values = runner.run(grade_job(annotator, items_g, judge_max_tokens))
         for i, (value, _) in zip(graded, values, strict=True):
-            if value["grade"] is None:
-                report.unreadable.append(samples[i].id)
+            if report.note(samples[i].id, value) is not None:
                 continue
             metadata = dict(result[i].get("metadata") or {})
-            metadata["outcome"] = OUTCOMES[value["grade"]]
+            metadata["outcome"] = OUTCOMES[value["value"]]
             result[i]["metadata"] = metadata
     return result, report
 
@@ -486,13 +349,17 @@ def _split_claims(
     items = [(question_of(samples[i]) or "", reference) for i, reference in to_split]
     values = runner.run(claims_job(annotator, items, max_tokens))
     for (index, _), (value, _) in zip(to_split, values, strict=True):
-        claims, sample_id = value["claims"], samples[index].id
+        sample_id = samples[index].id
+        if isinstance(value, Failure):
+            report.note(f"{sample_id} (claims)", value)
+            continue
+        claims = value["value"]
         if claims is None:
             report.claims_unreadable.append(sample_id)
         elif not claims:
             report.no_claims.append(sample_id)
         else:
-            _long_form(result[index])["claims"] = [
+            long_form(result[index])["claims"] = [
                 {"id": f"c{n}", "text": text} for n, text in enumerate(claims, start=1)
             ]
             report.claims_split.append(sample_id)
@@ -520,15 +387,14 @@ def _judge_support(
     values = runner.run(support_job(annotator, items, max_tokens))
     verdicts: dict[int, dict[str, dict[str, bool]]] = {}
     for (p, claim), (value, _) in zip(pairs, values, strict=True):
-        if value["grade"] is None:
-            report.unreadable.append(f"{samples[p.sample].id}/{claim['id']}/{p.doc}")
+        if report.note(f"{samples[p.sample].id}/{claim['id']}/{p.doc}", value) is not None:
             continue
-        verdicts.setdefault(p.sample, {}).setdefault(claim["id"], {})[p.doc] = value["grade"] == "A"
+        verdicts.setdefault(p.sample, {}).setdefault(claim["id"], {})[p.doc] = value["value"] == "A"
     report.pairs = len(pairs)
     found = Agreement() if compare else None
     for index, by_claim in verdicts.items():
         human = groups_of(raws[index])
-        label = _long_form(result[index])
+        label = long_form(result[index])
         groups = dict(label.get("groups") or {})
         for claim_id, judged in by_claim.items():
             if found is not None and claim_id in human:

@@ -26,6 +26,7 @@ from engine.annotate.base import (
     UtilityItem,
     rebuild_annotator,
 )
+from engine.annotate.judge import AnswerFormat
 from engine.annotate.prompts import NO_RESPONSE, utility_messages
 from engine.errors import MissingDependencyError
 
@@ -212,8 +213,14 @@ class TransformersAnnotator:
         )
 
     def generate(
-        self, prompts: Sequence[list[dict[str, str]]], max_tokens: int, throttle: Throttle
+        self,
+        prompts: Sequence[list[dict[str, str]]],
+        max_tokens: int,
+        throttle: Throttle,
+        answer_format: AnswerFormat | None = None,
     ) -> BatchResult:
+        """Greedy answers; ``answer_format`` does not constrain decoding here (the answers
+        are read strictly by it all the same)."""
         sequences = [self._template(messages) for messages in prompts]
         throttle()
         torch = self._torch

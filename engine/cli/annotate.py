@@ -7,48 +7,25 @@ subparsers and returns its handler."""
 from __future__ import annotations
 
 import argparse
-import inspect
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.cli.common import (
     Handler,
     UsageError,
-    non_negative_int,
-    positive_float,
     positive_int,
     split_specs,
 )
+from engine.cli.llm import Ended, Session, add_llm_options
 from engine.errors import InputError, Problem
 from engine.io.config import CONFIG_FILENAME
 from engine.io.documents import parse_samples, write_samples
 from engine.io.files import format_suffix, read_document, read_jsonl
 from engine.io.records import outputs_of, samples_of
 from engine.io.sources import read_dataset, read_outputs
-from engine.logs import log
-
-if TYPE_CHECKING:  # the annotation machinery is imported when the command runs
-    from engine.annotate.cache import Cache
-    from engine.annotate.runner import Runner
 
 __all__ = ["add"]
-
-#: Command-line options handed to the annotator's constructor (when it takes them).
-_ANNOTATOR_OPTIONS = (
-    "device",
-    "dtype",
-    "max_length",
-    "base_url",
-    "api_key_env",
-    "method",
-    "samples",
-    "temperature",
-    "timeout",
-    "no_response_token",
-    "prices",
-)
 
 
 def add(commands: Any) -> dict[str, Handler]:
@@ -64,8 +41,11 @@ def add(commands: Any) -> dict[str, Handler]:
         "(Figure 6); claims: the reference answer (expected_output.reference, else the first "
         "answer) split into expected_output.claims; support: for each claim and retrieved "
         "passage, whether the passage supports it, written as the group named by the claim's "
-        "id (context-recall-at-k, claim-precision-at-k, coverage-recall-at-k). Results are "
-        "cached: an interrupted run resumes, a re-run is free.",
+        "id (context-recall-at-k, claim-precision-at-k, coverage-recall-at-k). Answers are "
+        "read strictly (a JSON object of the answer's schema, or its one documented "
+        "pattern); an unreadable answer or a failed call labels nothing, is listed, and is "
+        "asked again by the next run. Answers are cached: an interrupted run resumes, a "
+        "re-run is free. Exit 3: some items failed for good (the rest was written).",
     )
     annotate.add_argument(
         "dataset", help=f"a dataset declared in {CONFIG_FILENAME}, or a .json/.yaml/.jsonl file"
@@ -83,46 +63,8 @@ def add(commands: Any) -> dict[str, Handler]:
         help="utility, relevance, grade, claims, support; comma-separated or repeated "
         "(default: utility)",
     )
-    annotate.add_argument(
-        "--annotator", required=True, help="annotator plugin: transformers, openai-compatible, ..."
-    )
-    annotate.add_argument("--model", required=True, help="model directory, or the model's name")
-    annotate.add_argument(
-        "--cache", type=Path, help="SQLite cache (default: OUTPUT with suffix .cache.sqlite)"
-    )
     annotate.add_argument("--k", type=positive_int, help="annotate only the top K passages")
-    group = annotate.add_argument_group("running")
-    group.add_argument("--batch-size", type=positive_int, help="items per model call")
-    group.add_argument("--concurrency", type=positive_int, help="batches in flight")
-    group.add_argument(
-        "--retries", type=non_negative_int, default=4, help="retries of a failed call (4)"
-    )
-    group.add_argument(
-        "--backoff", type=float, default=0.5, help="first retry delay in seconds, doubled each time"
-    )
-    group.add_argument("--rate-limit", type=positive_float, help="at most this many requests/s")
-    group.add_argument(
-        "--executor",
-        choices=("local", "ray"),
-        default="local",
-        help="where batches run: threads here (local), or --concurrency actors on a Ray "
-        "cluster (RAY_ADDRESS, else a local Ray; needs slotwise[ray]); the cache stays here",
-    )
-    group.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress bar (default: on a terminal)",
-    )
-    local = annotate.add_argument_group("transformers annotator")
-    local.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
-    local.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"))
-    local.add_argument(
-        "--max-length", type=positive_int, help="context limit in tokens (default: the model's)"
-    )
-    remote = annotate.add_argument_group("openai-compatible annotator")
-    remote.add_argument("--base-url", help="e.g. http://localhost:8000/v1")
-    remote.add_argument("--api-key-env", metavar="VAR", help="environment variable with the key")
+    remote = add_llm_options(annotate)
     remote.add_argument(
         "--method",
         choices=("auto", "logprobs", "sampling"),
@@ -130,16 +72,18 @@ def add(commands: Any) -> dict[str, Handler]:
     )
     remote.add_argument("--samples", type=positive_int, help="Monte-Carlo samples (10)")
     remote.add_argument("--temperature", type=float, help="Monte-Carlo temperature (1.0)")
-    remote.add_argument("--timeout", type=positive_float, help="request timeout in seconds (60)")
     judges = annotate.add_argument_group("judge and grader")
     judges.add_argument(
-        "--response-field", default="response", help="metadata field with the answer to grade"
+        "--judge",
+        choices=("auto", "umbrela", "answers"),
+        default="auto",
+        help="the relevance judge: umbrela grades each (question, passage) 0-3 without "
+        "reference answers (UMBRELA's prompt); answers judges 1/0 against "
+        "expected_output.answers (Figure 5); auto (default): answers when every sample to "
+        "judge has them, else umbrela. Said before any call and recorded in each label's source",
     )
     judges.add_argument(
-        "--judge-max-tokens",
-        type=positive_int,
-        default=256,
-        help="most tokens of a judge's answer or a claim list (256)",
+        "--response-field", default="response", help="metadata field with the answer to grade"
     )
     judges.add_argument(
         "--agreement",
@@ -178,14 +122,6 @@ def add(commands: Any) -> dict[str, Handler]:
         default=[],
         help="with --runs and --agreement: metrics whose ranking of the runs is compared "
         "under the human and the LLM labels (default: retrieval-ndcg-at-k@DEPTH)",
-    )
-    remote.add_argument(
-        "--price",
-        nargs=2,
-        type=float,
-        dest="prices",
-        metavar=("PROMPT", "COMPLETION"),
-        help="USD per million prompt and completion tokens, for the cost estimate",
     )
     annotate.add_argument(
         "--no-response-token", help="the abstention token to read (default: NO-RESPONSE's first)"
@@ -227,30 +163,7 @@ def _dataset(args: argparse.Namespace) -> tuple[Path, Path | None]:
     return Path(args.dataset), args.outputs
 
 
-def _annotator(args: argparse.Namespace) -> Any:
-    from engine.annotate.base import AnnotatorRegistry
-
-    cls = AnnotatorRegistry().get(args.annotator)
-    accepted = inspect.signature(cls).parameters
-    options: dict[str, Any] = {}
-    for name in _ANNOTATOR_OPTIONS:
-        value = getattr(args, name)
-        if value is None:
-            continue
-        if name not in accepted:
-            flag = "--" + name.replace("_", "-")
-            raise InputError(
-                [Problem(f"{flag} does not apply to the {args.annotator} annotator")],
-                summary="bad options",
-            )
-        options[name] = value
-    return cls(args.model, **options)
-
-
 def _annotate(args: argparse.Namespace) -> int:
-    from engine.annotate.base import AnnotationError
-    from engine.annotate.cache import Cache
-    from engine.annotate.runner import AnnotationInterrupted, Runner
     from engine.annotate.tasks import annotate_samples
 
     tasks = _tasks(args.task)
@@ -269,53 +182,33 @@ def _annotate(args: argparse.Namespace) -> int:
     if args.runs is not None:
         outputs_path = None  # the passages come from the runs
     outputs = outputs_of(read_outputs(outputs_path)) if outputs_path is not None else None
-    cache_path = args.cache or args.output.with_suffix(".cache.sqlite")
-    resume = f"finished work is in the cache {cache_path}; run the same command again to resume"
-    annotator = _annotator(args)
-    cache = Cache(cache_path)
-    runner = Runner(
-        cache,
-        batch_size=args.batch_size or getattr(annotator, "default_batch_size", 1),
-        concurrency=args.concurrency or getattr(annotator, "default_concurrency", 1),
-        retries=args.retries,
-        backoff=args.backoff,
-        rate_limit=args.rate_limit,
-        progress=args.progress,
-        executor=args.executor,
-    )
-    if args.runs is not None:
-        return _fill(args, name, columns, samples, raws, annotator, cache, runner, resume)
+    session = Session.of(args, args.cache or args.output.with_suffix(".cache.sqlite"))
     try:
-        labelled, report = annotate_samples(
-            raws,
-            samples,
-            outputs,
-            annotator,
-            runner,
+        if args.runs is not None:
+            return _fill(args, name, columns, samples, raws, session)
+        labelled, report = session.run(
             tasks,
-            k=args.k,
-            response_field=args.response_field,
-            judge_max_tokens=args.judge_max_tokens,
-            agreement=args.agreement,
+            lambda: annotate_samples(
+                raws,
+                samples,
+                outputs,
+                session.annotator,
+                session.runner,
+                tasks,
+                k=args.k,
+                response_field=args.response_field,
+                judge_max_tokens=args.judge_max_tokens,
+                agreement=args.agreement,
+                judge=args.judge,
+                announce=session.announce,
+            ),
         )
-    except (KeyboardInterrupt, AnnotationInterrupted):
-        print(f"slotwise: interrupted; {resume}", file=sys.stderr)
-        return 130
-    except AnnotationError as error:
-        raise AnnotationError(f"{error}\n{resume}") from error
-    finally:
-        _log_finished(runner, tasks, cache_path)
-        runner.close()
-        cache.close()
-        annotator.close()
-    _write(args.output, labelled, name, report.lines(), cache_path)
+    except Ended as ended:
+        return ended.code
+    _write(args.output, labelled, name, report.lines(), session.cache_path)
     if report.agreement is not None:
         print("\n".join(report.agreement.lines()))
-    return 0
-
-
-class _DryRun(Exception):
-    """--dry-run: the plan was said; stop before any model call."""
+    return session.finished(report.failed)
 
 
 def _fill(
@@ -324,75 +217,47 @@ def _fill(
     columns: Any,
     samples: Any,
     raws: list[dict[str, Any]],
-    annotator: Any,
-    cache: Cache,
-    runner: Runner,
-    resume: str,
+    session: Session,
 ) -> int:
     """``annotate --runs``: pool the runs, judge the pooled pairs (only the unlabelled
     ones with --holes) and write the dataset with each label's source."""
-    from engine.annotate.base import AnnotationError
     from engine.annotate.holes import fill_holes, pool, relevance_agreement
-    from engine.annotate.runner import AnnotationInterrupted
     from engine.evaluation.api import Engine
 
-    def announce(line: str) -> None:
-        print(line, file=sys.stderr)
-        if args.dry_run:
-            raise _DryRun
-
-    try:
-        runs = [read_outputs(path) for path in args.runs]
-        pooled = pool(columns, runs, args.depth)
-        if pooled.unknown:
-            print(
-                f"{pooled.unknown} run row(s) name samples not in the dataset (left out)",
-                file=sys.stderr,
-            )
-        only = None
-        if args.agreement:  # the pairs of the samples that have human relevance labels
-            has_labels = columns.column("relevance").is_valid().to_numpy(zero_copy_only=False)
-            only = has_labels[pooled.rows]
-        labelled, filling = fill_holes(
-            raws, samples, pooled, annotator, runner, every=not args.holes, only=only,
-            judge_max_tokens=args.judge_max_tokens, announce=announce,
-        )  # fmt: skip
-    except _DryRun:
-        return 0
-    except (KeyboardInterrupt, AnnotationInterrupted):
-        print(f"slotwise: interrupted; {resume}", file=sys.stderr)
-        return 130
-    except AnnotationError as error:
-        raise AnnotationError(f"{error}\n{resume}") from error
-    finally:
-        if not args.dry_run:
-            _log_finished(runner, ["relevance"], Path(cache.path))
-        runner.close()
-        cache.close()
-        annotator.close()
-    _write(args.output, labelled, name, filling.lines(), cache.path)
+    runs = [read_outputs(path) for path in args.runs]
+    pooled = pool(columns, runs, args.depth)
+    if pooled.unknown:
+        print(
+            f"{pooled.unknown} run row(s) name samples not in the dataset (left out)",
+            file=sys.stderr,
+        )
+    only = None
+    if args.agreement:  # the pairs of the samples that have human relevance labels
+        has_labels = columns.column("relevance").is_valid().to_numpy(zero_copy_only=False)
+        only = has_labels[pooled.rows]
+    labelled, filling = session.run(
+        ["relevance"],
+        lambda: fill_holes(
+            raws,
+            samples,
+            pooled,
+            session.annotator,
+            session.runner,
+            every=not args.holes,
+            only=only,
+            judge=args.judge,
+            judge_max_tokens=args.judge_max_tokens,
+            announce=session.announce,
+        ),
+    )
+    _write(args.output, labelled, name, filling.lines(), session.cache_path)
     if args.agreement:
         metrics = split_specs(args.metrics) or [f"retrieval-ndcg-at-k@{args.depth}"]
         named = {str(path): run for path, run in zip(args.runs, runs, strict=True)}
         engine = Engine(config=getattr(args, "config", None))
         found = relevance_agreement(raws, labelled, filling, named, metrics, engine)
         print("\n".join(found.lines()))
-    return 0
-
-
-def _log_finished(runner: Runner, tasks: list[str], cache_path: Path) -> None:
-    stats: Mapping[str, Any] = {
-        "items": runner.stats.items,
-        "cached": runner.stats.cached,
-        "computed": runner.stats.computed,
-        "calls": runner.stats.calls,
-        "prompt_tokens": runner.stats.prompt_tokens,
-        "completion_tokens": runner.stats.completion_tokens,
-        "truncated": runner.stats.truncated,
-        "retries": runner.stats.retries,
-    }
-    log.info("annotate.finished", tasks=tasks, cache=str(cache_path), **stats)
-    print(runner.stats.line(), file=sys.stderr)
+    return session.finished(filling.failed)
 
 
 def _write(output: Path, labelled: list[Any], name: Any, lines: Any, cache: Any) -> None:

@@ -35,6 +35,7 @@ MODULES = {
     "explain": ("explain",),
     "meta": ("correlate", "fit", "calibrate", "import-udcg-reference"),
     "annotate": ("annotate",),
+    "synthesize": ("synthesize",),
 }
 
 

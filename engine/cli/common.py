@@ -21,7 +21,8 @@ from engine.evaluation.api import Engine
 from engine.evaluation.metric import Metric, metric_label, parse_spec
 from engine.evaluation.results import Results, read_results
 from engine.io.config import CONFIG_ENV
-from engine.io.files import atomic_write
+from engine.io.documents import RESULTS_SCHEMA_ID
+from engine.io.files import atomic_write, format_suffix, read_document
 from engine.logs import say
 
 __all__ = [
@@ -201,6 +202,32 @@ def emit_tables(tables: Sequence[Any], lines: Sequence[str], output: Path | None
         emit(print_blocks(tables, lines, file=io.StringIO()), output)
 
 
+def _results_of(path: Path, dataset: Any, metrics: Sequence[str]) -> Results:
+    """The results in ``path``, or the outputs in it scored on ``dataset`` by ``metrics``."""
+    if dataset is None or _is_results(path):
+        return read_results(path)
+    if not metrics:
+        raise InputError(
+            [
+                Problem(
+                    "an outputs file is scored with --metrics: name the metrics", source=str(path)
+                )
+            ],
+            summary="no metrics",
+        )
+    # as `slotwise run` scores an outputs file: a sample it lacks is an empty ranking
+    evaluation = dataset.with_metrics(list(metrics))
+    return evaluation.evaluate(path, keep_outputs=True, missing="empty")  # type: ignore[no-any-return]
+
+
+def _is_results(path: Path) -> bool:
+    """Whether ``path`` holds a results document (not an outputs file)."""
+    if format_suffix(path) != ".json":
+        return False
+    document = read_document(path)
+    return isinstance(document, dict) and document.get("schema") == RESULTS_SCHEMA_ID
+
+
 def statistics_options(parser: argparse.ArgumentParser) -> None:
     """The options of the paired tests (compare, report)."""
     parser.add_argument(
@@ -241,8 +268,9 @@ def explain_inputs(parser: argparse.ArgumentParser) -> None:
     """What explaining a sample needs besides the results (explain, report)."""
     parser.add_argument(
         "--dataset",
-        help="the dataset the results were scored on: a file, or a name declared in "
-        "slotwise.yaml (default: the results' dataset name, as declared)",
+        help="the dataset: a file, or a name declared in slotwise.yaml (default: the "
+        "results' dataset name, as declared); `report` re-scores results scored on other "
+        "labels (e.g. before `annotate --holes` added some) on it, from their kept outputs",
     )
     parser.add_argument(
         "--outputs",
@@ -254,9 +282,16 @@ def explain_inputs(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def load_results(paths: Sequence[Path], names: list[str] | None) -> tuple[list[Results], list[str]]:
-    """Results files and the names of their systems."""
-    results = [read_results(path) for path in paths]
+def load_results(
+    paths: Sequence[Path],
+    names: list[str] | None,
+    *,
+    dataset: Any = None,
+    metrics: Sequence[str] = (),
+) -> tuple[list[Results], list[str]]:
+    """Results files and the names of their systems. With ``dataset`` and ``metrics``, a
+    file that is not a results document is an outputs file, scored on ``dataset``."""
+    results = [_results_of(path, dataset, metrics) for path in paths]
     if names is None:
         names = [path.stem for path in paths]
         if len(set(names)) != len(names):

@@ -41,7 +41,7 @@ def print_blocks(
                 column.no_wrap = column.no_wrap or not fit
             console.print(table)
         for line in lines:
-            console.print(line, markup=False, soft_wrap=True)
+            console.print(line, markup=False, emoji=False, soft_wrap=True)
     except SystemExit:
         if console.quiet:  # rich's answer to a closed pipe: quiet, then exit 1
             raise BrokenPipeError from None

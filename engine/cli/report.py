@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.analysis.compare import rescore
 from engine.analysis.explain import explain
 from engine.cli.common import (
     Handler,
@@ -31,7 +32,12 @@ def add(commands: Any) -> dict[str, Handler]:
         "with the outputs each file scored (kept, or --outputs) and the dataset, a click on a "
         "sample shows each system's slots, misses and diagnosis.",
     )
-    reporting.add_argument("results", type=Path, nargs="+", help="results JSON files")
+    reporting.add_argument(
+        "results",
+        type=Path,
+        nargs="+",
+        help="results JSON files; with --dataset and --metrics, outputs files too (scored on it)",
+    )
     reporting.add_argument("--output", type=Path, required=True, help="the HTML file to write")
     reporting.add_argument(
         "--by",
@@ -53,11 +59,15 @@ def add(commands: Any) -> dict[str, Handler]:
 def _report(args: argparse.Namespace) -> int:
     from engine.analysis.report import write_report
 
-    results, names = load_results(args.results, args.names)
+    engine = configured_engine(args.config)
+    dataset = engine.dataset(args.dataset) if args.dataset is not None else None
+    metrics = split_specs(args.metrics)
+    results, names = load_results(args.results, args.names, dataset=dataset, metrics=metrics)
+    if dataset is not None:  # results scored on other labels: their kept outputs, on these
+        results = [rescore(r, dataset, name) for r, name in zip(results, names, strict=True)]
     asked = bool(args.outputs or args.dataset)
     explanations = None
     if asked or all(r.outputs is not None for r in results):
-        engine = configured_engine(args.config)
         try:
             explanations = explain(
                 results, names=names, dataset=args.dataset, outputs=args.outputs, engine=engine
@@ -82,7 +92,7 @@ def _report(args: argparse.Namespace) -> int:
         resamples=args.resamples,
         seed=args.seed,
         explanations=explanations,
-        metrics=split_specs(args.metrics) or None,
+        metrics=metrics or None,
     )
     print(f"wrote {args.output}", file=sys.stderr)
     return 0

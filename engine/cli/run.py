@@ -195,7 +195,11 @@ def _run(args: argparse.Namespace) -> int:
     evaluation = dataset.with_metrics(metrics_with_k(engine, specs, args.k))
     with muted(_said_with_the_results(args.format)):
         results = evaluation.evaluate(
-            outputs, strict=args.strict, chunk_size=chunked, keep_outputs=args.keep_outputs
+            outputs,
+            strict=args.strict,
+            chunk_size=chunked,
+            keep_outputs=args.keep_outputs,
+            missing="empty",  # trec_eval's -c, with a note under the tables
         )
     process.give_back_freed()  # what scoring freed, before the results are laid out
     _emit(results, args.format, args.output, by=args.by)
@@ -239,6 +243,7 @@ def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
             run=args.trec_run,
             chunk_size=args.chunk_size or STREAM_CHUNK_SIZE,
             strict=args.strict,
+            missing="empty",
             scores=(args.output or sys.stdout) if rows else None,
             scores_format=args.format if rows else None,
         )

@@ -3,9 +3,7 @@ the one evaluation path of :mod:`engine.evaluation.pipeline`."""
 
 from __future__ import annotations
 
-import inspect
 import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
@@ -18,14 +16,24 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import InputError, MetricParameterError, Problem, UnknownMetricError
+from engine.errors import (
+    InputError,
+    MetricParameterError,
+    MetricRequirementError,
+    Problem,
+    RunInterrupted,
+    SlotwiseError,
+    UnknownMetricError,
+)
 from engine.evaluation.batch import Batch, Shape
+from engine.evaluation.calls import Collected, call_in_threads, call_on_loop, progress_bar
 from engine.evaluation.executors import IN_PROCESS, Executor, resolve_executor
 from engine.evaluation.ir_measures_names import suggest
 from engine.evaluation.label_sources import HUMAN, REPORT, SOURCES_KEY, label_source_report
 from engine.evaluation.metric import Metric, check_metric_class, metric_label, parse_spec
 from engine.evaluation.pipeline import (
     DEFAULT_CHUNK_SIZE,
+    MissingOutputs,
     Plan,
     Source,
     StreamingError,
@@ -41,9 +49,10 @@ from engine.evaluation.pipeline import (
 )
 from engine.evaluation.ppi import Report as PPIReport
 from engine.evaluation.registry import MetricInfo, Registry
-from engine.evaluation.results import Results
+from engine.evaluation.results import Results, few
 from engine.evaluation.scorer import OnError, Outcomes, Scorer
 from engine.evaluation.source_plugins import Loaded, SourceRegistry, is_reference
+from engine.evaluation.systems import Query, System, SystemRegistry, resolve
 from engine.io import documents, sources, trec
 from engine.io.columns import Columns, ContentHash
 from engine.io.config import CONFIG_ENV, Config
@@ -68,7 +77,8 @@ class Engine:
     of this process), ``"local"`` (this thread), ``"ray"`` (a Ray cluster) or an
     :class:`~engine.evaluation.executors.Executor`; one that is not in this process makes
     :meth:`Evaluation.evaluate` score in chunks. ``sources`` finds the plugins that read
-    ``scheme:reference`` datasets (entry-point group ``slotwise.sources``).
+    ``scheme:reference`` datasets (entry-point group ``slotwise.sources``), ``systems``
+    the adapters that run framework retrievers (entry-point group ``slotwise.systems``).
     """
 
     def __init__(
@@ -77,6 +87,7 @@ class Engine:
         registry: Registry | None = None,
         executor: str | Executor | None = None,
         sources: SourceRegistry | None = None,
+        systems: SystemRegistry | None = None,
     ) -> None:
         if isinstance(config, Config):
             self.config = config
@@ -89,6 +100,7 @@ class Engine:
         self.registry = registry or Registry()
         self.executor = resolve_executor("threads" if executor is None else executor)
         self.sources = sources or SourceRegistry()
+        self.systems = systems or SystemRegistry()
 
     @classmethod
     def from_config(cls, config: str | Path | None = None, **options: Any) -> Engine:
@@ -247,7 +259,9 @@ class Engine:
         already ranked ``{qid: [docid, ...]}``), a ranx ``Qrels``/``Run``, a frame
         (pandas, polars, Arrow) with ir_measures' columns ``query_id``, ``doc_id`` and
         ``relevance`` / ``score``, or ir_measures' ``Qrel``/``ScoredDoc`` namedtuples (a
-        list or an iterator). Documents are ranked as trec_eval ranks them; anything else
+        list or an iterator). Documents are ranked as trec_eval ranks them, and a query
+        of the qrels that the run lacks is an empty ranking, as trec_eval's ``-c`` scores
+        it (``missing="empty"``; listed in ``diagnostics.missing_outputs``); anything else
         is an :class:`~engine.errors.InputError`."""
         if isinstance(qrels, str | os.PathLike):
             dataset = Dataset(trec.read_qrels(qrels), self, name=base_name(qrels))
@@ -257,7 +271,7 @@ class Engine:
             outputs = trec.read_run(run)
         else:
             outputs = _trec_input(sources.read_outputs, run, "run")
-        return dataset.with_metrics(metrics).evaluate(outputs, strict=strict)
+        return dataset.with_metrics(metrics).evaluate(outputs, strict=strict, missing="empty")
 
     def evaluate_stream(
         self,
@@ -273,6 +287,7 @@ class Engine:
         scores_format: str | None = None,
         progress: bool | None = None,
         name: str | None = None,
+        missing: MissingOutputs | None = None,
     ) -> Results:
         """Score outputs against a dataset too large for memory, chunk by chunk on the
         engine's executor, with the same numbers as in memory, bit for bit.
@@ -283,10 +298,14 @@ class Engine:
         content hash and repeated ids, then the scoring pass. Per-sample rows go to
         ``scores`` (a path or an open file; ``json``, ``jsonl``, ``csv`` or ``parquet`` by
         suffix or ``scores_format``) as they are scored; the returned :class:`Results` has
-        the summaries (with confidence intervals) but not the rows.
+        the summaries (with confidence intervals) but not the rows. A sample with no
+        output is an error row (``missing="error"``, the default with a JSON or JSONL
+        ``outputs`` file) or an empty ranking (``"empty"``, the default with a TREC
+        ``run`` or a run table: trec_eval's ``-c``).
         """
         if (dataset is None) == (qrels is None) or (outputs is None) == (run is None):
             raise TypeError("pass one of dataset= or qrels=, and one of outputs= or run=")
+        policy = _missing(missing or ("empty" if run is not None else _missing_by_default(outputs)))
         plan = self.plan(metrics)
         custom = plan.custom_aggregates()
         if custom:
@@ -318,10 +337,12 @@ class Engine:
             sink=sink,
             keep=False,
             progress=progress,
+            missing=policy,
             provenance={
                 **self.provenance(str(data_path.resolve()) if dataset is not None else None),
                 "chunk_size": size,
                 "executor": self.executor.name,
+                "missing_outputs": policy,
             },
         )
         log.info(
@@ -401,10 +422,137 @@ class Dataset:
         """Score ``outputs`` with the metrics declared for this dataset."""
         return self.with_metrics(self.metrics).evaluate(outputs, **options)
 
-    def run(self, system: Callable[[Any], Any], **options: Any) -> Results:
-        """Call ``system(sample.input)`` for every sample and score the outputs with the
-        declared metrics."""
+    def run(self, system: Any, **options: Any) -> Results:
+        """Run the system on every sample and score the outputs with the declared metrics
+        (:meth:`Evaluation.run`)."""
         return self.with_metrics(self.metrics).run(system, **options)
+
+    def collect(
+        self,
+        system: Any,
+        *,
+        concurrency: int = 8,
+        timeout: float | None = None,
+        query: Query = None,
+        id_key: str | None = None,
+        on_error: OnError = "record",
+        progress: bool | None = None,
+        save_outputs: str | os.PathLike[str] | None = None,
+    ) -> Collected:
+        """Call the system for every sample and keep what it returns, without scoring
+        (no labels needed): the first step of label-free evaluation.
+
+        ``system`` is a function of the sample's ``input`` (an ``async def`` one is
+        awaited on an event loop; inside a running loop, ``await`` :meth:`acollect`), or a
+        framework retriever an adapter recognises (LangChain retrievers and runnables,
+        LlamaIndex retrievers, Haystack components and pipelines), which gets the query:
+        the input when it is a string, else ``input["question"]``. ``query`` (a field
+        name of the input, or a function of it) chooses the query instead, for any system.
+        Framework documents become ``{"id", "text", "score"}`` items, the id from the
+        metadata key ``id_key`` when it is given, else the document's own.
+
+        At most ``concurrency`` calls run at a time; a call still running ``timeout``
+        seconds after it started, a cancelled call, a failing one and an invalid output
+        are error rows (``on_error="raise"``: the first one stops the run); every output
+        invalid raises :class:`InputError` naming the first. ``save_outputs`` writes the
+        outputs file (:meth:`Collected.write`) when the calls are done, or interrupted.
+        Ctrl-C stops at once: :class:`RunInterrupted` holds what was gathered."""
+        _check_on_error(on_error)
+        resolved, outcomes, arguments = self._prepared(system, query, id_key, on_error)
+        if resolved.asynchronous:
+            import asyncio  # here: most commands never call a system (20 ms of a process)
+
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                pass
+            else:
+                raise RuntimeError(
+                    "run() or collect() was called inside a running event loop: use "
+                    "`await evaluation.arun(system)` (or `await dataset.acollect(system)`)"
+                )
+        try:
+            with progress_bar(progress, len(arguments)) as advance:
+                if resolved.asynchronous:
+                    calls = call_on_loop(
+                        resolved,
+                        arguments,
+                        outcomes,
+                        advance,
+                        concurrency=concurrency,
+                        timeout=timeout,
+                    )
+                    asyncio.run(calls)
+                else:
+                    call_in_threads(
+                        resolved,
+                        arguments,
+                        outcomes,
+                        advance,
+                        concurrency=concurrency,
+                        timeout=timeout,
+                    )
+        except KeyboardInterrupt:
+            raise RunInterrupted(self._collected(outcomes, save_outputs)) from None
+        outcomes.check_any_valid()
+        return self._collected(outcomes, save_outputs)
+
+    async def acollect(
+        self,
+        system: Any,
+        *,
+        concurrency: int = 8,
+        timeout: float | None = None,
+        query: Query = None,
+        id_key: str | None = None,
+        on_error: OnError = "record",
+        progress: bool | None = None,
+        save_outputs: str | os.PathLike[str] | None = None,
+    ) -> Collected:
+        """:meth:`collect` inside a running event loop: ``async def`` systems and framework
+        retrievers are awaited, plain functions run on threads."""
+        _check_on_error(on_error)
+        resolved, outcomes, arguments = self._prepared(system, query, id_key, on_error)
+        with progress_bar(progress, len(arguments)) as advance:
+            await call_on_loop(
+                resolved, arguments, outcomes, advance, concurrency=concurrency, timeout=timeout
+            )
+        outcomes.check_any_valid()
+        return self._collected(outcomes, save_outputs)
+
+    def _prepared(
+        self, system: Any, query: Query, id_key: str | None, on_error: OnError
+    ) -> tuple[System, Outcomes, list[tuple[str, Any]]]:
+        """The system resolved, its outcomes to fill, and what each sample sends it; a
+        sample whose input gives no query is an error row, and when none gives one the
+        run stops before any call."""
+        resolved = resolve(system, self.engine.systems, query=query, id_key=id_key)
+        outcomes = Outcomes(on_error, read=resolved.output)
+        arguments, first = [], None
+        for sample in self.samples:
+            try:
+                arguments.append((sample.id, resolved.argument(sample.input)))
+            except Exception as error:
+                outcomes.fail(sample.id, error)
+                first = first or Problem(str(error), sample_id=sample.id, pointer="/input")
+        if first is not None and not arguments:
+            raise InputError([first], summary="no sample's input gives a query")
+        return resolved, outcomes, arguments
+
+    def _collected(
+        self, outcomes: Outcomes, save_outputs: str | os.PathLike[str] | None
+    ) -> Collected:
+        """What was gathered, in dataset order, written to ``save_outputs`` if given."""
+        rows = {sample_id: row for row, sample_id in enumerate(self.ids)}
+        collected = Collected(
+            outputs=dict(sorted(outcomes.outputs.items(), key=lambda item: rows[item[0]])),
+            errors=dict(sorted(outcomes.errors.items(), key=lambda item: rows[item[0]])),
+            samples=len(self),
+            dataset=self.name,
+        )
+        if save_outputs is not None:
+            collected.write(save_outputs)
+        return collected
 
     def batch(self, outputs: Any) -> Batch:
         """The samples and ``outputs`` compiled into one :class:`Batch` (for analyses that
@@ -413,24 +561,41 @@ class Dataset:
         return Batch.compile(joined, self.engine.config.default_k)
 
 
-def _human_predictions(predictions: Dataset) -> tuple[str, ...]:
-    """A note when PPI's predictions record label sources and some are a person's: the
-    judge's values are then not the judge's alone (PPI wants every label the judge's)."""
-    declared = [s for s in predictions.samples if SOURCES_KEY in s.metadata]
-    if not declared:
+def _human_predictions(predictions: Dataset, outputs: Sequence[Any]) -> tuple[str, ...]:
+    """Notes when PPI's predictions record label sources and some are a person's: on
+    documents the systems retrieved, the judge's values are then not the judge's alone
+    (PPI wants the judge's label on every pooled pair); on documents they did not
+    retrieve, the labels enter only the metrics that read labels beyond the ranking."""
+    if not any(SOURCES_KEY in s.metadata for s in predictions.samples):
         return ()
-    human = sum(
-        1
+    human = [
+        (sample.id, doc)
         for sample in predictions.samples
         for doc in sample.relevance or {}
         if sample.metadata.get(SOURCES_KEY, {}).get(doc, HUMAN) == HUMAN
-    )
-    if not human:
-        return ()
-    return (
-        f"{human} relevance label(s) of the predictions are human labels: PPI wants the "
-        "judge's labels on every pooled pair (slotwise annotate --runs without --holes)",
-    )
+    ]
+    retrieved = {
+        (sample_id, doc)
+        for found in outputs
+        if found is not None
+        for sample_id, output in outputs_of(_outputs(found)).items()
+        for doc in output.retrieved
+    }
+    pooled = sum(pair in retrieved for pair in human)
+    notes = []
+    if pooled:
+        notes.append(
+            f"{pooled} relevance label(s) of the predictions on documents the systems "
+            "retrieved are human labels: PPI wants the judge's label on every pooled pair "
+            "(slotwise annotate --runs without --holes)"
+        )
+    if len(human) > pooled:
+        notes.append(
+            f"{len(human) - pooled} relevance label(s) of the predictions are human labels "
+            "of documents the systems did not retrieve: they count only in metrics that "
+            "read labels beyond the ranking (recall's number of relevant documents)"
+        )
+    return tuple(notes)
 
 
 def subset_outputs(outputs: Any, ids: Sequence[str]) -> Columns:
@@ -462,8 +627,32 @@ def _outputs(outputs: Any) -> Columns:
     if isinstance(outputs, Results):
         if outputs.outputs is None:
             raise InputError([Problem("these results kept no outputs to re-score")])
-        return documents.read_outputs_mapping(outputs.outputs, outputs.diagnostics.errors)
+        return documents.with_errors(
+            sources.read_outputs(outputs.outputs), outputs.diagnostics.errors
+        )
+    if isinstance(outputs, Collected):
+        return documents.with_errors(sources.read_outputs(dict(outputs.outputs)), outputs.errors)
     return sources.read_outputs(outputs)
+
+
+def _missing_by_default(outputs: Any) -> MissingOutputs:
+    """``"empty"`` for a TREC run (trec_eval's convention for a query the run lacks),
+    ``"error"`` for slotwise outputs: a mapping of outputs, an outputs file, a Collected."""
+    if isinstance(outputs, Collected | Results):
+        return "error"
+    if isinstance(outputs, str | os.PathLike):
+        return "error" if format_suffix(Path(outputs)) in (".json", ".jsonl") else "empty"
+    if isinstance(outputs, Mapping):
+        first = next(iter(outputs.values()), None)
+        pytrec_eval = isinstance(first, Mapping) and "retrieved" not in first
+        return "empty" if pytrec_eval else "error"
+    return "empty"  # Columns (a read run), a run table or frame, a ranx Run, ScoredDocs
+
+
+def _missing(policy: str) -> MissingOutputs:
+    if policy not in ("error", "empty"):
+        raise ValueError(f"missing must be 'error' or 'empty', not {policy!r}")
+    return policy  # type: ignore[return-value]
 
 
 @attrs.frozen(repr=False)
@@ -514,10 +703,24 @@ class Evaluation:
         strict: bool = False,
         chunk_size: int | None = None,
         keep_outputs: bool = False,
+        missing: MissingOutputs | None = None,
+        id_key: str | None = None,
     ) -> Results:
         """Score outputs: ``{sample_id: actual_output}``, pytrec_eval's ``{qid: {docid:
-        score}}``, an outputs file, a run frame, a ranx ``Run``, or earlier results that
-        kept their outputs.
+        score}}``, an outputs file, a run frame, a ranx ``Run``, what
+        :meth:`Dataset.collect` gathered (its errors as error rows), or earlier results
+        that kept their outputs. Framework documents in an output (LangChain, LlamaIndex,
+        Haystack) are read as ``run`` reads them, their ids from ``id_key`` when given.
+
+        A sample with no output is an error row with the reason ``no output``
+        (``missing="error"``), counted in the summary's errors, or scored as an empty
+        ranking (``missing="empty"``), as trec_eval's ``-c`` does, listed in
+        ``diagnostics.missing_outputs`` and counted in the summary's ``missing_outputs``.
+        By default slotwise outputs (a mapping of outputs, an outputs file, what
+        ``collect`` gathered) are ``"error"`` and TREC runs (read_run's columns, a run
+        table or frame, pytrec_eval's ``{qid: {docid: score}}``, a ranx ``Run``)
+        ``"empty"``; re-scored results keep what they recorded in
+        ``provenance["missing_outputs"]``.
 
         ``strict`` turns duplicate retrieved ids and outputs for unknown samples into
         errors. ``chunk_size`` (or an engine executor other than local) scores the samples
@@ -528,12 +731,36 @@ class Evaluation:
         re-scored and explained (``engine.explain(results, id)``) from the results alone. Re-scored
         results keep their error rows (failed calls) as errors, NA, not empty rankings.
         """
-        columns = _outputs(outputs)
-        kept = outputs.outputs if isinstance(outputs, Results) else None
+        columns = self._read(outputs, id_key)
+        kept, recorded = None, None
+        if isinstance(outputs, Results):
+            kept, recorded = outputs.outputs, outputs.provenance.get("missing_outputs")
+        elif isinstance(outputs, Collected):
+            kept = dict(outputs.outputs)
         if keep_outputs and kept is None:
             kept = {i: output.to_json() for i, output in outputs_of(columns).items()}
-        where = str(outputs) if isinstance(outputs, str | os.PathLike) else None
-        return self._score(columns, strict=strict, chunk_size=chunk_size, keep=kept, where=where)
+        return self._score(
+            columns,
+            strict=strict,
+            chunk_size=chunk_size,
+            keep=kept,
+            missing=_missing(missing or recorded or _missing_by_default(outputs)),
+            where=str(outputs) if isinstance(outputs, str | os.PathLike) else None,
+        )
+
+    def _read(self, outputs: Any, id_key: str | None) -> Columns:
+        """The outputs as columns; a mapping whose outputs hold framework documents is
+        read again with them read as ``run`` reads them."""
+        try:
+            return _outputs(outputs)
+        except InputError:
+            if not isinstance(outputs, Mapping):
+                raise
+            systems = self.engine.systems
+            read = {k: systems.read_documents(v, id_key, str(k)) for k, v in outputs.items()}
+            if all(read[k] is outputs[k] for k in outputs):
+                raise
+            return _outputs(read)
 
     def ppi(
         self,
@@ -573,9 +800,8 @@ class Evaluation:
             found = ppi.estimate_metrics(human, llm_scores, labelled, level=level)
         except ValueError as error:
             raise InputError([Problem(str(error))], summary="cannot estimate by PPI") from None
-        return ppi.Report(
-            tuple(found), level, paired=baseline is not None, notes=_human_predictions(predictions)
-        )
+        notes = _human_predictions(predictions, (outputs, baseline))
+        return ppi.Report(tuple(found), level, paired=baseline is not None, notes=notes)
 
     def _values(self, outputs: Any, baseline: Any) -> dict[str, FloatArray]:
         """Per metric label, the per-sample values of ``outputs`` (minus ``baseline``'s)."""
@@ -588,95 +814,175 @@ class Evaluation:
 
     def run(
         self,
-        system: Callable[[Any], Any],
+        system: Any,
         *,
         concurrency: int = 8,
         on_error: OnError = "record",
         progress: bool | None = None,
         strict: bool = False,
+        timeout: float | None = None,
+        query: Query = None,
+        id_key: str | None = None,
+        save_outputs: str | os.PathLike[str] | None = None,
     ) -> Results:
-        """Call ``system(sample.input)`` for every sample and score the outputs: on a
-        thread pool, or, for an ``async def`` system, concurrently on an event loop (inside
-        a running loop, ``await`` :meth:`arun` instead). At most ``concurrency`` calls are
-        in flight. An output is a list, tuple or 1-D numpy array of ids, or a mapping
-        ``{"retrieved", "pool", "cited"}`` (``documents.ACCEPTED_OUTPUTS``). A failing call
-        (or an invalid output) becomes an error row with NA scores (``on_error="record"``)
-        or stops the run (``"raise"``); when every output is invalid the run raises
-        :class:`InputError` naming the first. The raw outputs are kept in the results so
-        they can be re-scored without calling the system again."""
-        _check_on_error(on_error)
-        if _is_async(system):
-            import asyncio  # here: most commands never call a system (20 ms of a process)
-
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                return asyncio.run(
-                    self.arun(
-                        system,
-                        concurrency=concurrency,
-                        on_error=on_error,
-                        progress=progress,
-                        strict=strict,
-                    )
-                )
-            raise RuntimeError(
-                "run() was called inside a running event loop: use `await evaluation.arun(system)`"
+        """Call the system for every sample (:meth:`Dataset.collect`: a function of the
+        sample's input, or a LangChain, LlamaIndex or Haystack retriever, with
+        ``concurrency``, ``timeout``, ``query``, ``id_key`` and ``save_outputs`` as there)
+        and score the outputs; inside a running event loop, ``await`` :meth:`arun`
+        instead. A failing, timed-out or cancelled call (or an invalid output) becomes an
+        error row with NA scores (``on_error="record"``) or stops the run (``"raise"``);
+        when every output is invalid the run raises :class:`InputError` naming the first.
+        The outputs are kept in the results, to be re-scored without calling the system
+        again. Samples that lack what the metrics require (labels) raise
+        :class:`MetricRequirementError` with the outputs kept on it (``error.outputs``)
+        and the next command named; Ctrl-C raises :class:`RunInterrupted` with the outputs
+        gathered and those samples scored (``.results``)."""
+        try:
+            collected = self.dataset.collect(
+                system,
+                concurrency=concurrency,
+                timeout=timeout,
+                query=query,
+                id_key=id_key,
+                on_error=on_error,
+                progress=progress,
+                save_outputs=save_outputs,
             )
-        samples = self.dataset.samples
-        outcomes = Outcomes(on_error)
-        with (
-            _progress(progress, len(samples)) as advance,
-            ThreadPoolExecutor(max(1, concurrency)) as pool,
-        ):
-            futures = [pool.submit(system, sample.input) for sample in samples]
-            try:
-                for sample, future in zip(samples, futures, strict=True):
-                    outcomes.add(sample.id, future)
-                    advance()
-            finally:
-                for pending in futures:
-                    pending.cancel()
-        return self.score_outcomes(outcomes, strict)
+        except RunInterrupted as stop:
+            stop.results = self._interrupted(stop.outputs, strict)
+            raise
+        return self._score_run(collected, strict, save_outputs)
 
     async def arun(
         self,
-        system: Callable[[Any], Any],
+        system: Any,
         *,
         concurrency: int = 8,
         on_error: OnError = "record",
         progress: bool | None = None,
         strict: bool = False,
+        timeout: float | None = None,
+        query: Query = None,
+        id_key: str | None = None,
+        save_outputs: str | os.PathLike[str] | None = None,
     ) -> Results:
         """:meth:`run` for code already inside an event loop (Jupyter, web servers, agent
-        frameworks): ``async def`` systems are awaited, plain ones run in threads, at most
-        ``concurrency`` at a time. The same results, error rows and progress bar."""
-        import asyncio  # (imported by whoever runs this coroutine)
+        frameworks): ``async def`` systems and framework retrievers are awaited
+        (``ainvoke``, ``aretrieve``, ``run_async``), plain functions run on threads, at
+        most ``concurrency`` at a time. The same results, error rows and progress bar; a
+        cancelled ``arun`` stops its calls and propagates the cancellation."""
+        collected = await self.dataset.acollect(
+            system,
+            concurrency=concurrency,
+            on_error=on_error,
+            progress=progress,
+            timeout=timeout,
+            query=query,
+            id_key=id_key,
+            save_outputs=save_outputs,
+        )
+        return self._score_run(collected, strict, save_outputs)
 
-        _check_on_error(on_error)
-        samples = self.dataset.samples
-        limit = asyncio.Semaphore(max(1, concurrency))
-        asynchronous = _is_async(system)
+    def collect(self, system: Any, **options: Any) -> Collected:
+        """The system's outputs for every sample, not scored: :meth:`Dataset.collect`."""
+        return self.dataset.collect(system, **options)
 
-        async def call(value: Any) -> Any:
-            async with limit:
-                if asynchronous:
-                    return await system(value)
-                return await asyncio.to_thread(system, value)
+    async def acollect(self, system: Any, **options: Any) -> Collected:
+        """:meth:`collect` inside an event loop: :meth:`Dataset.acollect`."""
+        return await self.dataset.acollect(system, **options)
 
-        outcomes = Outcomes(on_error)
-        tasks = [asyncio.ensure_future(call(sample.input)) for sample in samples]
+    def _score_run(
+        self, collected: Collected, strict: bool, saved: str | os.PathLike[str] | None
+    ) -> Results:
+        """Score what a run collected; samples lacking what the metrics require raise a
+        :class:`MetricRequirementError` that keeps the outputs and names the next step."""
         try:
-            with _progress(progress, len(samples)) as advance:
-                for sample, task in zip(samples, tasks, strict=True):
-                    await asyncio.wait([task])
-                    outcomes.add(sample.id, task)
-                    advance()
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        return self.score_outcomes(outcomes, strict)
+            results = self._score_collected(collected, strict)
+        except MetricRequirementError as error:
+            raise self._unmet(error, collected, saved) from None
+        self._warn_unjudged(collected)
+        return results
+
+    def _warn_unjudged(self, collected: Collected) -> None:
+        """Warn when labels exist but not one retrieved document has one: the ids most
+        likely do not match (a vector store or a splitter made its own)."""
+        labelled = {
+            doc
+            for sample in self.dataset.samples
+            for labels in (sample.relevance, sample.grades, sample.utility)
+            for doc in labels or ()
+        }
+        retrieved = {
+            str(item["id"] if isinstance(item, Mapping) else item)
+            for output in collected.outputs.values()
+            for item in (output["retrieved"] if isinstance(output, Mapping) else output)
+        }
+        if labelled and retrieved and not labelled & retrieved:
+            log.warning(
+                "outputs.none_labelled",
+                retrieved=len(retrieved),
+                labelled=len(labelled),
+                examples=sorted(retrieved)[:3],
+                hint="the system's document ids match no labelled id: does it make its own "
+                "(a vector store, a splitter)? id_key= names the metadata key of yours",
+            )
+
+    def _score_collected(
+        self, collected: Collected, strict: bool, only: Sequence[int] | None = None
+    ) -> Results:
+        columns = documents.outputs_columns(collected.outputs, collected.errors)
+        return self._score(columns, strict=strict, keep=collected.outputs, only=only)
+
+    def _interrupted(self, collected: Collected, strict: bool) -> Results | None:
+        """The samples an interrupted run finished, scored as partial results (None when
+        there are none, or they cannot be scored)."""
+        done = {*collected.outputs, *collected.errors}
+        rows = [row for row, sample_id in enumerate(self.dataset.ids) if sample_id in done]
+        if not rows:
+            return None
+        try:
+            return self._score_collected(collected, strict, only=rows)
+        except SlotwiseError:
+            return None
+
+    def _unmet(
+        self,
+        error: MetricRequirementError,
+        collected: Collected,
+        saved: str | os.PathLike[str] | None,
+    ) -> MetricRequirementError:
+        """``error`` told in one line per metric and need, with the outputs kept on it and
+        what to do next: label the samples (``slotwise annotate``), then evaluate."""
+        lacking: dict[tuple[str, str], list[str]] = {}
+        for problem in error.problems:
+            lacking.setdefault((problem.message, problem.pointer), []).append(
+                str(problem.sample_id)
+            )
+        problems = [
+            Problem(
+                f"{message}: {len(ids)} of {len(self.dataset)} samples lack it ({few(ids)})",
+                pointer=pointer,
+            )
+            for (message, pointer), ids in lacking.items()
+        ]
+        outputs = str(saved) if saved is not None else "outputs.json"
+        kept = f"written to {saved}" if saved is not None else f"error.outputs.write({outputs!r})"
+        lines = [
+            f"The system's outputs are kept ({len(collected.outputs)} outputs, "
+            f"{len(collected.errors)} errors): error.outputs, {kept}."
+        ]
+        if any(p.pointer.startswith("/expected_output") for p in error.problems):
+            dataset = self.dataset.source or self.dataset.name or "DATASET"
+            lines += [
+                "Label them (docs/annotation.md), then score them without calling the system again:",
+                f"  slotwise annotate {dataset} --task relevance --holes --runs {outputs} "
+                "--output labelled.yaml --annotator openai-compatible --base-url URL --model MODEL",
+                f"  engine.dataset('labelled.yaml').with_metrics({list(self.plan.labels)!r})"
+                f".evaluate({outputs!r})",
+            ]
+        unmet = MetricRequirementError(problems, summary=error.summary, hint="\n".join(lines))
+        unmet.outputs = collected
+        return unmet
 
     def scorer(self, *, strict: bool = False) -> Scorer:
         """A :class:`Scorer` for outputs that arrive one at a time (an agent loop, a
@@ -701,7 +1007,9 @@ class Evaluation:
         needed the joined table itself first (``slotwise trec-eval``)."""
         if not joined.ids.equals(self.dataset.columns.ids):
             raise ValueError("evaluate_aligned needs the dataset's rows, in order")
-        return self._score(joined, strict=False, chunk_size=chunk_size, beside=True)
+        return self._score(
+            joined, strict=False, chunk_size=chunk_size, beside=True, missing="empty"
+        )
 
     def _score(
         self,
@@ -712,10 +1020,12 @@ class Evaluation:
         keep: Mapping[str, Any] | None = None,
         only: Sequence[int] | None = None,
         beside: bool = False,
+        missing: MissingOutputs = "error",
         where: str | None = None,
     ) -> Results:
-        """Score ``outputs`` (with ``beside``: already beside the samples; ``where``: the
-        file they were read from, for the error when none is for a sample)."""
+        """Score ``outputs`` (with ``beside``: already beside the samples); a sample
+        without one is an error row or an empty ranking, as ``missing`` says (``where``:
+        the file the outputs were read from, for the error when none is for a sample)."""
         dataset, executor = self.dataset, self.engine.executor
         joined, unknown = (outputs, []) if beside else aligned(dataset.columns, outputs)
         if not beside:
@@ -738,10 +1048,12 @@ class Evaluation:
             shape=shape or (Shape.of(joined) if len(chunks) > 1 else None),
             executor=executor,
             strict=strict,
+            missing=missing,
             provenance={
                 **self.engine.provenance(dataset.source),
                 **({"chunk_size": size, "executor": executor.name} if size is not None else {}),
                 **extra,
+                "missing_outputs": missing,
             },
         )
         cutoffs = {k for m in self.metrics if isinstance(k := getattr(m, "k", None), int)}
@@ -763,34 +1075,6 @@ class Evaluation:
         return results
 
 
-class _progress:
-    """A rich progress bar on a terminal (or when forced); a no-op otherwise."""
-
-    def __init__(self, enabled: bool | None, total: int) -> None:
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self.total = total
-
-    def __enter__(self) -> Callable[[], None]:
-        if not self.enabled:
-            return lambda: None
-        from rich.console import Console
-        from rich.progress import Progress
-
-        self._bar = Progress(console=Console(stderr=True), transient=False)
-        self._bar.start()
-        task = self._bar.add_task("running system", total=self.total)
-        return lambda: self._bar.advance(task)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.enabled:
-            self._bar.stop()
-
-
 def _check_on_error(on_error: str) -> None:
     if on_error not in ("record", "raise"):
         raise ValueError("on_error must be 'record' or 'raise'")
-
-
-def _is_async(system: Callable[[Any], Any]) -> bool:
-    """An ``async def`` function, or an object whose ``__call__`` is one."""
-    return inspect.iscoroutinefunction(system) or inspect.iscoroutinefunction(type(system).__call__)

@@ -336,7 +336,11 @@ class Batch:
         :attr:`ranks` where nothing ties (or the outputs carry no scores)."""
         return self.shared("ranks-ties-ascending", self._ranks_ties_ascending)  # type: ignore[no-any-return]
 
-    def _ranks_ties_ascending(self) -> IntArray:
+    @cached_property
+    def tied(self) -> BoolArray:
+        """True where a ranked document's score equals the one's ranked before it (the
+        ``tied`` column), shape ``(Q, L)``; all False when nothing ties or the outputs
+        carry no scores."""
         rows, width = self.doc_codes.shape
         column = self.columns.column("tied")
         tied = np.zeros((rows, width), dtype=np.bool_)
@@ -347,12 +351,74 @@ class Batch:
             tied[where] = flags[starts[where[0]] + self.positions[where]]
             tied[:, 0] = False
             tied &= self.valid
+        return _read_only(tied)
+
+    def _ranks_ties_ascending(self) -> IntArray:
+        rows, width = self.doc_codes.shape
+        tied = self.tied
         index = np.broadcast_to(np.arange(width, dtype=np.int64), (rows, width))
         first = np.maximum.accumulate(np.where(tied, 0, index), axis=1)  # its run's start
         opens = np.where(~tied, index, width)  # where a run starts (padding: each its own)
         after = np.minimum.accumulate(opens[:, ::-1], axis=1)[:, ::-1]  # next start >= here
         end = np.concatenate([after[:, 1:], np.full((rows, 1), width)], axis=1)
         return _read_only(first + end - index)  # 1-based: first + (end - 1 - index) + 1
+
+    def view(self, ties: str = "trec_eval", judged_only: bool = False) -> Batch:
+        """This batch with its rankings' tied scores ordered by ``ties`` ("trec_eval": as
+        read; "doc_id_ascending": :meth:`ranks_ties_ascending`; "run_order": as the
+        outputs gave them, cwl_eval's order) and, with ``judged_only``, without their
+        unjudged documents (no label, or one below 0: trec_eval's ``-J``). Its labels,
+        cutoffs and columns are this batch's; made once per batch and shared. Views are
+        ordered once: a view's :meth:`ranks_ties_ascending` is not its ranks'."""
+        if ties == "trec_eval" and not judged_only:
+            return self
+        return self.shared(("view", ties, judged_only), lambda: self._view(ties, judged_only))  # type: ignore[no-any-return]
+
+    def _view(self, ties: str, judged_only: bool) -> Batch:
+        rows, width = self.doc_codes.shape
+        if ties == "doc_id_ascending":
+            key = self.ranks_ties_ascending()
+        elif ties == "run_order":
+            key = self._ranks_as_given()
+        else:
+            key = np.broadcast_to(self.ranks, (rows, width))
+        keep = self.valid
+        if judged_only:
+            with np.errstate(invalid="ignore"):
+                keep = keep & (self.ranked_labels >= 0)
+        order = np.argsort(np.where(keep, key, width + 1), axis=1, kind="stable")
+        kept = np.take_along_axis(keep, order, axis=1)
+        return Batch(
+            columns=self.columns,
+            doc_codes=np.where(kept, np.take_along_axis(self.doc_codes, order, axis=1), -1),
+            positions=np.where(kept, np.take_along_axis(self.positions, order, axis=1), -1),
+            lengths=kept.sum(axis=1).astype(np.int64),
+            ranked_labels=np.where(
+                kept, np.take_along_axis(self.ranked_labels, order, axis=1), np.nan
+            ),
+            label_values=self.label_values,
+            sample_k=self.sample_k,
+            duplicates_dropped=self.duplicates_dropped,
+            has_output=self.has_output,
+            shape=self.shape,
+            default_k=self.default_k,
+        )
+
+    def _ranks_as_given(self) -> IntArray:
+        """Each column's rank (a sort key) were tied scores kept in the order the outputs
+        gave them (the ``run_order`` column); :attr:`ranks` where nothing ties."""
+        rows, width = self.doc_codes.shape
+        ranks = np.broadcast_to(self.ranks, (rows, width))
+        column = self.columns.column("run_order")
+        if column.null_count == len(column):
+            return ranks
+        given = pc.list_flatten(column).to_numpy(zero_copy_only=False).astype(np.int64)
+        starts = np.concatenate(([0], np.cumsum(lengths(column))))[:-1]
+        listed = ~np.asarray(column.is_null())[:, None] & self.valid
+        where = np.nonzero(listed)
+        out = ranks.copy()
+        out[where] = given[starts[where[0]] + self.positions[where]] + 1
+        return out
 
     # -- relevance labels ----------------------------------------------------------------
 
@@ -580,6 +646,14 @@ class Batch:
             group=group,
             code=pc.list_flatten(members).to_numpy(zero_copy_only=False).astype(np.int64),
         )
+
+    def ranked_at(self, rows: IntArray, codes: IntArray) -> IntArray:
+        """For each (row, document code) pair, its column in that row's ranking; -1 when
+        the row does not rank the document."""
+        found = np.full(np.asarray(rows).size, -1, dtype=np.int64)
+        where, columns = self._find(rows, codes, positions=True)
+        found[where] = columns
+        return found
 
     def in_top_k(self, rows: IntArray, codes: IntArray, k: int | None = None) -> BoolArray:
         """For each (row, document code) pair, whether the document is in that row's ``D_k``."""

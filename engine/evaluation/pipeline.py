@@ -28,7 +28,7 @@ import platform
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 import numpy as np
@@ -70,8 +70,10 @@ from engine.version import VERSION
 __all__ = [
     "CHUNK_ALIGN",
     "DEFAULT_CHUNK_SIZE",
+    "NO_OUTPUT",
     "ChunkScores",
     "ChunkTask",
+    "MissingOutputs",
     "Plan",
     "StreamingError",
     "aligned",
@@ -88,6 +90,11 @@ __all__ = [
 ]
 
 #: Chunk boundaries fall on multiples of this many samples (see the module docstring).
+#: What a sample with no output is: an error row (reason :data:`NO_OUTPUT`), or an empty
+#: ranking (trec_eval's ``-c``), listed in ``diagnostics.missing_outputs``.
+MissingOutputs = Literal["error", "empty"]
+NO_OUTPUT = "no output"
+
 CHUNK_ALIGN = 64
 DEFAULT_CHUNK_SIZE = 16384
 _SPLIT_SLOTS = 1 << 18  # fewer ranked documents are scored as one chunk: splitting costs more
@@ -144,6 +151,10 @@ class Plan:
     #: The places of the metrics with a hook of their own (``check``, ``details``,
     #: ``summarize``), by hook, in order.
     hooks: Mapping[str, tuple[int, ...]] = attrs.field(init=False)
+    #: The cutoffs at which judged@k is counted: the metrics' k (an unset k: the default
+    #: k, unless the metric is uncut by default), else the default k; none when no metric
+    #: reads relevance labels.
+    judged_cutoffs: tuple[int, ...] = attrs.field(init=False)
 
     @needs.default
     def _needs(self) -> tuple[str, ...]:
@@ -155,6 +166,17 @@ class Plan:
             hook: tuple(i for i, m in enumerate(self.metrics) if _own_hook(m, hook))
             for hook in ("check", "details", "summarize")
         }
+
+    @judged_cutoffs.default
+    def _judged_cutoffs(self) -> tuple[int, ...]:
+        if "relevance" not in self.needs:
+            return ()
+        found = {
+            m.k if isinstance(m.k, int) else self.default_k
+            for m in self.metrics
+            if hasattr(m, "k") and (m.k is not None or not getattr(m, "uncut_by_default", False))
+        }
+        return tuple(sorted(found or {self.default_k}))
 
     @classmethod
     def of(
@@ -228,6 +250,10 @@ class ChunkScores:
     no_relevant: BoolArray
     problems: tuple[Problem, ...] = ()
     failures: Mapping[str, str] = attrs.field(factory=dict)  # label -> why it raised
+    #: per cutoff k: per sample, (judged documents in the top k, documents in the top k)
+    judged: Mapping[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = attrs.field(
+        factory=dict
+    )
 
 
 def call_score(metric: Metric, label: str, distribution: str | None, batch: Batch) -> FloatArray:
@@ -393,7 +419,15 @@ def score_batch(batch: Batch, plan: Plan) -> ChunkScores:
         batch.has_output,
         no_relevant,
         failures=failures,
+        judged={k: _judged_at(batch, k) for k in plan.judged_cutoffs},
     )
+
+
+def _judged_at(batch: Batch, k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Per sample, its judged documents among its top k, and how many documents that is."""
+    cutoffs = batch.cutoffs(k)
+    judged = (batch.judged & batch.top_k(k)).sum(axis=1, dtype=np.int64)
+    return judged, np.minimum(batch.lengths, cutoffs).astype(np.int64)
 
 
 # -- the driver ----------------------------------------------------------------------------------
@@ -415,9 +449,11 @@ class Source:
 class _Collected:
     """Everything gathered over the chunks, in dataset order."""
 
-    def __init__(self, plan: Plan, keep: bool, strict: bool) -> None:
-        self.plan, self.keep, self.strict = plan, keep, strict
-        self.errors: dict[str, str] = {}  # the error rows: sample id -> why it failed
+    def __init__(self, plan: Plan, keep: bool, strict: bool, missing: MissingOutputs) -> None:
+        self.plan, self.keep, self.strict, self.missing_as = plan, keep, strict, missing
+        # the error rows (sample id -> why it failed), and, as missing says, the samples
+        # without an output
+        self.errors: dict[str, str] = {}
         # kept values are summed once at the end; streamed ones are tallied chunk by chunk
         self.tallies = {} if keep else {label: Tally() for label in plan.labels}
         self.bootstrap = None if keep else Bootstrap(len(plan.labels))
@@ -436,24 +472,35 @@ class _Collected:
         self.rows = 0
         self.metric_errors: dict[str, str] = {}  # label -> the first reason it failed
         self.failed = dict.fromkeys(plan.labels, 0)  # per label: samples NA from a failure
+        self.judged = {k: [0, 0] for k in plan.judged_cutoffs}  # k -> [judged, slots]
 
     def add(self, columns: Columns, scores: ChunkScores) -> RowChunk | None:
         """Take one chunk's scores; returns its rows (None when it had input problems)."""
         ids = columns.ids
         self.chunks += 1
         self.problems += scores.problems
-        failed = columns.valid("error")
-        if failed.any():
-            why = columns.column("error").filter(pa.array(failed)).to_pylist()
-            self.errors.update(zip(ids.filter(pa.array(failed)).to_pylist(), why, strict=True))
         self.duplicates += int(scores.duplicates.sum())
         self.repeats += int((scores.duplicates > 0).sum())
         if self.strict or len(self.repeated) < 5:  # every one for the error, else examples
             self.repeated += ids.filter(pa.array(scores.duplicates > 0)).to_pylist()
-        self.missing += ids.filter(pa.array(~scores.has_output & ~failed)).to_pylist()
+        failed = columns.valid("error")  # the error rows
+        missing = ~scores.has_output & ~failed
+        if self.missing_as == "empty":
+            self.missing += ids.filter(pa.array(missing)).to_pylist()
+        else:
+            failed = failed | missing
+        chunk_errors: dict[str, str] = {}
+        if failed.any():  # sample id -> why, in row order
+            why = pc.fill_null(columns.column("error"), NO_OUTPUT).filter(pa.array(failed))
+            failed_ids = ids.filter(pa.array(failed)).to_pylist()
+            chunk_errors = dict(zip(failed_ids, why.to_pylist(), strict=True))
+            self.errors.update(chunk_errors)
         self.no_relevant += ids.filter(pa.array(scores.no_relevant)).to_pylist()
         if self.problems:
             return None
+        for k, (judged, slots) in scores.judged.items():
+            self.judged[k][0] += int(judged[~failed].sum())
+            self.judged[k][1] += int(slots[~failed].sum())
         values = {}
         for label in self.plan.labels:
             column = np.array(
@@ -478,7 +525,11 @@ class _Collected:
         self.reports = scores.reports if self.chunks == 1 else {}
         metadata = columns.column("metadata")
         rows = RowChunk(
-            ids, values, details, {}, metadata if metadata.null_count < len(metadata) else None
+            ids,
+            values,
+            details,
+            chunk_errors,
+            metadata if metadata.null_count < len(metadata) else None,
         )
         if self.bootstrap is not None and self.plan.labels:
             self.bootstrap.add(np.column_stack([values[label] for label in self.plan.labels]))
@@ -530,11 +581,13 @@ def evaluate(
     keep: bool = True,
     progress: bool | None = False,
     provenance: Mapping[str, Any] | None = None,
+    missing: MissingOutputs = "error",
 ) -> Results:
     """Score chunks (in dataset order) on the executor and gather the results; rows go
-    to ``sink`` as they are scored and stay in memory when ``keep``."""
+    to ``sink`` as they are scored and stay in memory when ``keep``. A sample with no
+    output (and no error row) is as ``missing`` says."""
     created = created_at()  # a bad SOURCE_DATE_EPOCH is an error before scoring, not after
-    collected = _Collected(plan, keep, strict)
+    collected = _Collected(plan, keep, strict, missing)
     remote = executor.name not in IN_PROCESS
     held: deque[Columns] = deque()
 
@@ -626,6 +679,7 @@ def _results(
             unknown_output_ids=tuple(unknown),
             errors=collected.errors,
             metric_errors=dict(collected.metric_errors),
+            judged={k: (judged, slots) for k, (judged, slots) in collected.judged.items()},
         ),
         provenance={
             "slotwise": VERSION,

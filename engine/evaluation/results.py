@@ -5,6 +5,7 @@ per-sample scores (they went to its sink)."""
 
 from __future__ import annotations
 
+import collections
 import html
 import io
 import json
@@ -66,6 +67,15 @@ class Diagnostics:
     unknown_output_ids: tuple[str, ...] = ()
     errors: Mapping[str, str] = attrs.field(factory=dict)
     metric_errors: Mapping[str, str] = attrs.field(factory=dict)  # label -> why it raised
+    #: per cutoff k: (documents in the samples' top k that are judged, documents in them),
+    #: over the samples that have an output and did not fail
+    judged: Mapping[int, tuple[int, int]] = attrs.field(factory=dict)
+
+    def judged_at(self, k: int) -> float | None:
+        """judged@k: the share of the documents in the top k that have a label (None when
+        not counted, or when no top k holds a document)."""
+        judged, slots = self.judged.get(k, (0, 0))
+        return judged / slots if slots else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +85,10 @@ class Diagnostics:
             "unknown_output_ids": list(self.unknown_output_ids),
             "errors": [{"id": i, "error": e} for i, e in self.errors.items()],
             "metric_errors": [{"metric": m, "error": e} for m, e in self.metric_errors.items()],
+            "judged": [
+                {"k": k, "judged": judged, "documents": slots}
+                for k, (judged, slots) in sorted(self.judged.items())
+            ],
         }
 
     def lines(self) -> list[str]:
@@ -83,7 +97,7 @@ class Diagnostics:
         if self.missing_outputs:
             found.append(
                 f"{len(self.missing_outputs)} sample(s) had no output and were scored as empty "
-                f"rankings: {_few(self.missing_outputs)}"
+                f"rankings (missing='empty'): {few(self.missing_outputs)}"
             )
         if self.duplicate_ids_dropped:
             found.append(
@@ -91,25 +105,36 @@ class Diagnostics:
             )
         if self.no_relevant:
             found.append(
-                f"{len(self.no_relevant)} sample(s) have no relevant document: {_few(self.no_relevant)}"
+                f"{len(self.no_relevant)} sample(s) have no relevant document: {few(self.no_relevant)}"
             )
         if self.unknown_output_ids:
             found.append(
                 f"{len(self.unknown_output_ids)} output(s) for ids not in the dataset were ignored: "
-                f"{_few(self.unknown_output_ids)}"
+                f"{few(self.unknown_output_ids)}"
             )
         if self.errors:
             found.append(
-                f"{len(self.errors)} sample(s) failed and are NA: {_few(list(self.errors))}"
+                f"{len(self.errors)} sample(s) failed and are NA: {few(list(self.errors))}"
             )
+            reasons = collections.Counter(self.errors.values()).most_common()
+            for reason, count in reasons[:3]:
+                found.append(f"  {count} x {_clipped(reason)}")
+            if len(reasons) > 3:
+                found.append(f"  ... {len(reasons) - 3} other reason(s): see diagnostics.errors")
         for label, reason in self.metric_errors.items():
             found.append(f"metric {label} FAILED and is NA: {reason}")
         return found
 
 
-def _few(ids: Sequence[str], count: int = 5) -> str:
+def few(ids: Sequence[str], count: int = 5) -> str:
+    """The first ``count`` ids, and how many more there are."""
     shown = ", ".join(ids[:count])
     return shown + (f", ... ({len(ids) - count} more)" if len(ids) > count else "")
+
+
+def _clipped(text: str, limit: int = 160) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _number(value: float) -> float | None:
@@ -247,7 +272,9 @@ class Results:
         itself raising), ``error_rate`` (errors / samples scored), ``error`` (why the
         metric failed, only when it did) and ``ci``, the percentile Poisson bootstrap
         interval of the mean of the non-NA values (``[lo, hi]``; None when n < 2), seeded
-        (see :mod:`engine.evaluation.statistics`)."""
+        (see :mod:`engine.evaluation.statistics`); and ``missing_outputs``, only when
+        samples without an output were scored as empty rankings (``missing="empty"``):
+        how many."""
         intervals = self._intervals(level, resamples, seed)
         found: dict[str, dict[str, Any]] = {}
         for label in self.labels:
@@ -263,6 +290,8 @@ class Results:
             }
             if label in self.diagnostics.metric_errors:
                 found[label]["error"] = self.diagnostics.metric_errors[label]
+            if self.diagnostics.missing_outputs:
+                found[label]["missing_outputs"] = len(self.diagnostics.missing_outputs)
         return found
 
     def _intervals(self, level: float, resamples: int, seed: int) -> Mapping[str, Interval]:
@@ -441,7 +470,7 @@ class Results:
     def table(self, exclude: Sequence[str] = ()) -> Any:
         """The summary (leaving out the ``exclude`` labels) as a rich Table, which
         ``print()`` and the REPL show as text; a metric NA on every sample is explained
-        in a note under it."""
+        in a note under it. ``print(results)`` adds the other :meth:`notes`."""
         table = text_table(self.na_notes(exclude), title=self._title(), title_justify="left")
         for index, column in enumerate(_SUMMARY_COLUMNS):
             table.add_column(column, justify="left" if index == 0 else "right")
@@ -449,8 +478,18 @@ class Results:
             table.add_row(*row)
         return table
 
+    def notes(self) -> list[str]:
+        """What ``slotwise run`` prints under its tables: each metric NA on every sample
+        and why, the diagnostics (failed samples and why, samples without output, dropped
+        duplicates, ...) and the metrics' run-level reports (label sources and unjudged
+        slots, the diagnosis, ...)."""
+        return [*self.na_notes(), *self.diagnostics.lines(), *self.report_lines()]
+
     def __str__(self) -> str:
-        return render_text(self.table())
+        """The summary table with every note ``slotwise run`` prints under it."""
+        table = self.table()
+        table.notes = tuple(self.notes())
+        return render_text(table)
 
     def __repr__(self) -> str:
         means = ", ".join(
@@ -463,8 +502,9 @@ class Results:
 
     def _repr_html_(self) -> str:
         """The summary as an HTML table, for notebooks."""
-        notes = "".join(f"<p>{html.escape(n)}</p>" for n in self.na_notes())
-        return html_table(self._title(), _SUMMARY_COLUMNS, self._summary_rows()) + notes
+        notes = "\n".join(self.notes())
+        shown = f"<pre>{html.escape(notes)}</pre>" if notes else ""
+        return html_table(self._title(), _SUMMARY_COLUMNS, self._summary_rows()) + shown
 
 
 _SUMMARY_COLUMNS = ("metric", "mean", "95% CI", "n", "na", "errors")
@@ -567,6 +607,9 @@ def results_from_dict(document: Mapping[str, Any], source: str | None = None) ->
         unknown_output_ids=tuple(raw.get("unknown_output_ids", ())),
         errors={e["id"]: e["error"] for e in raw.get("errors", ())},
         metric_errors={e["metric"]: e["error"] for e in raw.get("metric_errors", ())},
+        judged={
+            int(j["k"]): (int(j["judged"]), int(j["documents"])) for j in raw.get("judged", ())
+        },
     )
     details = {
         r.label: [s.get("details", {}).get(r.label) for s in samples]

@@ -7,7 +7,8 @@ import functools
 import itertools
 import threading
 import weakref
-from concurrent.futures import Future
+from collections.abc import Callable
+from concurrent.futures import CancelledError, Future
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -46,22 +47,36 @@ OnError = Literal["record", "raise"]
 
 
 class Outcomes:
-    """What a system returned for each sample: valid outputs, and error rows."""
+    """What a system returned for each sample: valid outputs, and error rows. ``read``
+    turns what a system returned into an output (e.g. a framework's documents into
+    ``{"id", "text", "score"}`` items), raising :class:`InputError` where it cannot."""
 
-    def __init__(self, on_error: OnError) -> None:
+    def __init__(self, on_error: OnError, read: Callable[[Any, str], Any] | None = None) -> None:
         self.on_error = on_error
+        self.read = read
         self.outputs: dict[str, Any] = {}
         self.errors: dict[str, str] = {}
         self.first_invalid: Problem | None = None  # the first output that failed validation
 
     def add(self, sample_id: str, done: Future[Any] | asyncio.Future[Any]) -> None:
-        """Record one finished call; with ``on_error="raise"``, its error is raised."""
+        """Record one finished call (a cancelled one is an error row); with
+        ``on_error="raise"``, its error is raised."""
+        if done.cancelled():
+            self.fail(sample_id, CancelledError("the call was cancelled"))
+            return
         try:
             actual = done.result()
         except Exception as error:
+            self.fail(sample_id, error)
+            return
+        try:
+            if self.read is not None:
+                actual = self.read(actual, sample_id)
+        except InputError as unread:
             if self.on_error == "raise":
                 raise
-            self.errors[sample_id] = f"{type(error).__name__}: {error}"
+            self.errors[sample_id] = f"invalid output: {'; '.join(map(str, unread.problems))}"
+            self.first_invalid = self.first_invalid or unread.problems[0]
             return
         actual = documents.plain_output(actual)
         try:
@@ -80,6 +95,12 @@ class Outcomes:
                 )
             return
         self.outputs[sample_id] = actual
+
+    def fail(self, sample_id: str, error: BaseException) -> None:
+        """Record a failed call as an error row (``on_error="raise"``: raise ``error``)."""
+        if self.on_error == "raise" or not isinstance(error, Exception):
+            raise error
+        self.errors[sample_id] = f"{type(error).__name__}: {error}"
 
     def check_any_valid(self) -> None:
         """A run whose every output failed validation is a broken harness, not a result:

@@ -53,6 +53,7 @@ __all__ = [
     "read_raw_outputs",
     "read_samples",
     "samples_columns",
+    "with_errors",
     "write_samples",
 ]
 
@@ -390,15 +391,17 @@ def parse_outputs(
 def outputs_columns(outputs: Mapping[str, Any], errors: Mapping[str, str] | None = None) -> Columns:
     """Columns of validated outputs (sample id -> raw ``actual_output``), and an error row
     for each sample of ``errors`` (sample id -> why the system failed on it)."""
-    return _with_errors(_outputs_columns(outputs), errors or {})
+    return with_errors(_outputs_columns(outputs), errors or {})
 
 
-def _with_errors(columns: Columns, errors: Mapping[str, str]) -> Columns:
-    """``columns`` of outputs and, after them, an error row per sample of ``errors``."""
+def with_errors(columns: Columns, errors: Mapping[str, str]) -> Columns:
+    """``columns`` of outputs and, after them, an error row per sample of ``errors``
+    (sample id -> why the system failed on it): an id with no output, and the reason."""
     if not errors:
         return columns
-    rows = {"id": pa.array(list(errors), pa.string()), "error": pa.array(list(errors.values()))}
-    table = pa.concat_tables([columns.table, table_of(rows, OUTPUT_COLUMNS, len(errors))])
+    ids = pa.array(list(errors), pa.string())
+    rows = table_of({"id": ids, "error": pa.array(list(errors.values()))}, OUTPUT_COLUMNS, len(ids))
+    table = pa.concat_tables([columns.table, rows], promote_options="default")
     return Columns(table, columns.docs)
 
 
@@ -536,14 +539,11 @@ def bare_ids(value: Any) -> bool:
     return type(value) is list and _strings(value) and "" not in value
 
 
-def read_outputs_mapping(
-    source: Mapping[str, Any], errors: Mapping[str, str] | None = None
-) -> Columns:
-    """Validated columns of ``{sample_id: actual_output}`` given in Python (and an error
-    row per sample of ``errors``, as :func:`outputs_columns`)."""
+def read_outputs_mapping(source: Mapping[str, Any]) -> Columns:
+    """Validated columns of ``{sample_id: actual_output}`` given in Python."""
     if _bare_lists(source):  # fully checked by _bare_lists, at C speed
-        return _with_errors(_ranked_columns(source), errors or {})
-    return outputs_columns(parse_outputs((k, v, None) for k, v in source.items()), errors)
+        return _ranked_columns(source)
+    return outputs_columns(parse_outputs((k, v, None) for k, v in source.items()))
 
 
 def _from_jsonl(path: Path) -> dict[str, Any]:

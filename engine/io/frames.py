@@ -487,15 +487,32 @@ def run_columns(
         by_rank = np.lexsort((ranked, query_codes))
         rows = by_rank if order is None else order[by_rank]
     codes = docs.codes if rows is None else docs.codes[rows]
-    ties = None
+    columns = {"id": queries.ids}
     if scores is not None:
         score = scores if rows is None else scores[rows]
-        codes, ties = _trec_order(codes, query_codes, score, docs.ids)
-    retrieved = list_array(offsets, pa.array(codes, pa.int32()))
-    columns = {"id": queries.ids, "retrieved": retrieved}
-    if ties is not None:  # what breaking ties another way needs (ir_measures' RR@k, Judged@k)
-        columns["tied"] = list_array(offsets, pa.array(np.concatenate(([False], ties))))
+        codes, ties, given = _trec_order(codes, query_codes, score, docs.ids)
+        if ties is not None:  # what ordering ties another way needs (ir_measures' providers)
+            columns["tied"] = list_array(offsets, pa.array(np.concatenate(([False], ties))))
+        if given is not None:
+            first = np.repeat(offsets[:-1], np.diff(offsets))
+            columns["run_order"] = list_array(offsets, pa.array(given - first, pa.int32()))
+        columns.update(_zero_scores(score, query_codes, len(queries.ids)))
+    columns["retrieved"] = list_array(offsets, pa.array(codes, pa.int32()))
     return Columns(table_of(columns, OUTPUT_COLUMNS, len(queries.ids)), docs.ids)
+
+
+def _zero_scores(
+    score: FloatArray, query_codes: npt.NDArray[np.int32], count: int
+) -> dict[str, pa.Array]:
+    """The ``positive_scores`` and ``zero_scores`` counts of each of ``count`` queries
+    (``query_codes``: each row's), or nothing when every score is above 0."""
+    positive = score > 0
+    if positive.all():
+        return {}
+    return {
+        "positive_scores": pa.array(np.bincount(query_codes, positive, count).astype(np.int32)),
+        "zero_scores": pa.array(np.bincount(query_codes, score == 0, count).astype(np.int32)),
+    }
 
 
 def _trec_order(
@@ -503,32 +520,37 @@ def _trec_order(
     query_codes: npt.NDArray[np.int32],
     score: FloatArray,
     ids: pa.Array,
-) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_] | None]:
-    """The document codes of rows grouped by query, put in trec_eval's order, and where
-    two neighbours of a query tie in that order (``ties[p]``: row ``p + 1`` ties with
-    ``p``; None when none does). A run already in that order (scores strictly descending
-    within each query, as runs are written) is found with one check and kept as it is;
-    document ids are compared only among rows whose scores tie, and only their codes
-    move."""
+) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_] | None, IntArray | None]:
+    """The document codes of rows grouped by query, put in trec_eval's order; where two
+    neighbours of a query tie in that order (``ties[p]``: row ``p + 1`` ties with ``p``;
+    None when none does); and the row each one held before its ties were broken, by
+    score with ties in the order the run gave them, as cwl_eval ranks them (None when
+    breaking them moved nothing). A run already in trec_eval's order (scores strictly
+    descending within each query, as runs are written) is found with one check and kept
+    as it is; document ids are compared only among rows whose scores tie, and only their
+    codes move."""
     rising, tied = _out_of_order(score, query_codes)
     if not rising and not tied:
-        return codes, None
+        return codes, None, None
     if rising:
-        order = np.lexsort((-score, query_codes))
+        order = np.lexsort((-score, query_codes))  # stable: ties keep the run's order
         codes, query_codes, score = codes[order], query_codes[order], score[order]
     else:  # only ties to break: the codes are copied, the rest read in place
         codes = codes.copy()
     ties = (query_codes[1:] == query_codes[:-1]) & (score[1:] == score[:-1])
-    _break_ties(codes, ties, ids)
-    return codes, (ties if ties.any() else None)
+    given = _break_ties(codes, ties, ids)
+    return codes, (ties if ties.any() else None), given
 
 
-def _break_ties(codes: npt.NDArray[np.int32], ties: npt.NDArray[np.bool_], ids: pa.Array) -> None:
+def _break_ties(
+    codes: npt.NDArray[np.int32], ties: npt.NDArray[np.bool_], ids: pa.Array
+) -> IntArray | None:
     """Reorder, in place, each run of ``codes`` whose scores tie (``ties[p]``: position
     ``p + 1`` ties with ``p``) by document id descending, as trec_eval does; only the
-    tied rows' ids are compared."""
+    tied rows' ids are compared. Where that moves rows: the position each one held
+    before (None when nothing moves)."""
     if not ties.any():
-        return
+        return None
     member = np.zeros(codes.size, dtype=np.bool_)
     member[1:] |= ties
     member[:-1] |= ties
@@ -539,7 +561,12 @@ def _break_ties(codes: npt.NDArray[np.int32], ties: npt.NDArray[np.bool_], ids: 
         pa.table({"group": group, "doc": names}),
         sort_keys=[("group", "ascending"), ("doc", "descending")],
     ).to_numpy()
+    if (within == np.arange(within.size)).all():
+        return None
     codes[where] = codes[where][within]
+    given = np.arange(codes.size, dtype=np.int64)
+    given[where] = where[within]
+    return given
 
 
 def _out_of_order(score: FloatArray, query_codes: npt.NDArray[np.int32]) -> tuple[bool, bool]:

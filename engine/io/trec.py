@@ -99,12 +99,14 @@ def read_subtopic_qrels(path: str | os.PathLike[str], threshold: float = 1.0) ->
     field names the subtopic), one per query in order of first appearance: each document's
     relevance label is its largest over the subtopics, and each subtopic with a document
     labelled >= ``threshold`` is a group listing those documents (``expected_output.groups``,
-    what the diversity metrics read; a query without one has no group). Every bad line is
-    reported, a document a subtopic labels twice naming both lines."""
+    what the diversity metrics read; a query without one has no group), the groups in order
+    of their subtopic's first line in the file, as pyndeval numbers subtopics. Every bad
+    line is reported, a document a subtopic labels twice naming both lines."""
     path = Path(path)
     seen: dict[tuple[str, str, str], int] = {}
     best: dict[tuple[str, str], float] = {}
     groups: dict[str, dict[str, list[str]]] = {}
+    first_line: dict[str, int] = {}  # each subtopic's
     problems = []
     with open_binary(path) as handle:
         for number, raw in enumerate(handle, start=1):
@@ -129,6 +131,7 @@ def read_subtopic_qrels(path: str | os.PathLike[str], threshold: float = 1.0) ->
                 problems.append(Problem(message, sample_id=qid, source=str(path), line=number))
                 continue
             best[qid, doc] = max(label, best.get((qid, doc), -math.inf))
+            first_line.setdefault(subtopic, number)
             members = groups.setdefault(qid, {}).setdefault(subtopic, [])
             if label >= threshold:
                 members.append(doc)
@@ -141,7 +144,11 @@ def read_subtopic_qrels(path: str | os.PathLike[str], threshold: float = 1.0) ->
     code = {doc: i for i, doc in enumerate(docs.ids.to_pylist())}
     column = pa.array(
         [
-            [{"group": s, "docs": [code[d] for d in ds]} for s, ds in groups[q].items() if ds]
+            [
+                {"group": s, "docs": [code[d] for d in ds]}
+                for s, ds in sorted(groups[q].items(), key=lambda group: first_line[group[0]])
+                if ds
+            ]
             for q in columns.ids.to_pylist()
         ],
         GROUPS,

@@ -23,7 +23,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.analysis.compare import compare, gate_rule
+from engine.analysis.compare import MAX_JUDGED_DROP, compare, gate_rule, ppi_regressions
 from engine.analysis.stats import Test
 from engine.errors import MissingDependencyError
 from engine.evaluation.results import Results, read_results
@@ -57,20 +57,39 @@ def assert_no_regression(
     metrics: Sequence[str] | None = None,
     test: Test = "randomization",
     allow_failures: bool = False,
+    max_judged_drop: float | None = MAX_JUDGED_DROP,
+    dataset: Any = None,
+    ppi: Any = None,
 ) -> None:
     """Fail (``AssertionError``) when ``results`` fell below ``baseline`` (results, or a
     results file) on a metric they share (or on ``metrics``), by the gate of ``slotwise
     compare --fail-on-regression``: significantly worse after Holm's correction at
-    ``alpha``, worse by more than ``max_drop`` whatever the p, or (unless
+    ``alpha``, worse by more than ``max_drop`` whatever the p, (unless
     ``allow_failures``) failing on more samples than the baseline (error rows, a metric
-    failing). The message names each regressed metric with both means, n and the reason."""
+    failing), or with a judged@k lower than the baseline's by more than
+    ``max_judged_drop`` (None: not gated). ``dataset`` re-scores both (their kept
+    outputs) on newer labels first. ``ppi``: a paired PPI report of ``results - baseline``
+    (``Evaluation.ppi(outputs, predictions, baseline=...)``): an interval wholly on the
+    worse side of 0, or an estimated drop > ``max_drop``, fails too. The message names
+    each regression with both sides and the reason."""
     __tracebackhide__ = True  # pytest shows the message, not this frame
     before = baseline if isinstance(baseline, Results) else read_results(baseline)
     comparison = compare(
-        [before, results], names=["baseline", "current"], metrics=metrics, alpha=alpha, test=test
+        [before, results],
+        names=["baseline", "current"],
+        metrics=metrics,
+        alpha=alpha,
+        test=test,
+        dataset=dataset,
     )
-    found = comparison.regressions(max_drop=max_drop, allow_failures=allow_failures)
+    found = comparison.regressions(
+        max_drop=max_drop, allow_failures=allow_failures, max_judged_drop=max_judged_drop
+    )
+    if ppi is not None:
+        direction = {m.label: m.higher_is_better for m in results.metrics}
+        found += ppi_regressions(ppi, "current", "baseline", direction, max_drop)
     if found:
         lines = "\n".join(f"  {regression}" for regression in found)
-        rule = gate_rule(alpha, max_drop, allow_failures)
+        rule = gate_rule(alpha, max_drop, allow_failures, max_judged_drop)
+        rule += ", or a PPI interval below 0" if ppi is not None else ""
         raise AssertionError(f"retrieval regressed ({rule}):\n{lines}")
