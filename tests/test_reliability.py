@@ -514,6 +514,8 @@ class TestOneLongRanking:
         one = score_batch(engine.Batch.compile(joined), evaluation.plan)
         for label in results.labels:
             assert results.values(label).tobytes() == one.values[label].tobytes(), label
+        judged = {k: (int(j.sum()), int(n.sum())) for k, (j, n) in one.judged.items()}
+        assert results.diagnostics.judged == judged  # judged@k counted over the groups too
         scorer = evaluation.scorer()
         for sample_id, ranking in run.items():
             scorer.add(sample_id, ranking)

@@ -373,7 +373,13 @@ def _gathered(parts: Sequence[ChunkScores], groups: Sequence[IntArray], rows: in
                 entries[:] = part.details[label]
                 found[where] = entries
         details[label] = found.tolist()
-    return ChunkScores(values, details, {}, duplicates, has_output, no_relevant, failures=failures)
+    judged = {
+        k: (spread([p.judged[k][0] for p in parts]), spread([p.judged[k][1] for p in parts]))
+        for k in parts[0].judged
+    }
+    return ChunkScores(
+        values, details, {}, duplicates, has_output, no_relevant, failures=failures, judged=judged
+    )
 
 
 def score_batch(batch: Batch, plan: Plan) -> ChunkScores:
