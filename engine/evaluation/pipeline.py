@@ -307,15 +307,17 @@ def length_groups(columns: Columns, shape: Shape | None) -> list[IntArray] | Non
     padding is cheap. Rows are binned by the power of two of their lists' total length,
     and neighbouring bins merged while the merge pads within the slack: a few groups, so
     that the cost is linear in the ranked ids, not in rows times the longest ranking."""
-    sizes = {name: lengths(columns.column(name)) for name in PADDED if columns.has(name)}
+    lists = {name: columns.column(name) for name in PADDED if columns.has(name)}
     rows = len(columns)
-    widths = {
-        name: (shape.widths.get(name) if shape is not None else None) or int(s.max(initial=0))
-        for name, s in sizes.items()
-    }
-    filled = rows + sum(int(s.sum()) for s in sizes.values())
-    if rows * sum(widths.values()) <= _PADDING_SLACK * filled:
+    filled = rows + sum(_values_in(column) for column in lists.values())
+    widths = sum(
+        (shape.widths.get(name) if shape is not None else None)
+        or int(pc.max(pc.list_value_length(column)).as_py() or 0)
+        for name, column in lists.items()
+    )
+    if rows * widths <= _PADDING_SLACK * filled:
         return None
+    sizes = {name: lengths(column) for name, column in lists.items()}
     total: IntArray = np.sum(list(sizes.values()), axis=0)  # each row's
     bins = np.frexp(total.astype(np.float64))[1]  # total length's power of two
     found = np.unique(bins)
@@ -336,6 +338,14 @@ def length_groups(columns: Columns, shape: Shape | None) -> list[IntArray] | Non
     if len(groups) == 1:
         return [np.arange(rows)]
     return [np.flatnonzero(np.isin(bins, found[group])) for group in groups]
+
+
+def _values_in(column: pa.Array) -> int:
+    """How many values the lists of a list column hold (from its offsets: no pass)."""
+    if not len(column):
+        return 0
+    offsets = column.offsets
+    return int(offsets[-1].as_py() - offsets[0].as_py())
 
 
 def _gathered(parts: Sequence[ChunkScores], groups: Sequence[IntArray], rows: int) -> ChunkScores:
