@@ -22,6 +22,7 @@ from engine.analysis.compare import (
 from engine.cli.common import (
     Handler,
     UsageError,
+    configured_engine,
     emit,
     emit_tables,
     load_results,
@@ -140,7 +141,7 @@ def _compare(args: argparse.Namespace) -> int:
         )
     if (args.ppi is None) != (args.human is None):
         raise UsageError("--ppi PREDICTIONS and --human DATASET go together")
-    engine = Engine.from_config(getattr(args, "config", None))
+    engine = configured_engine(getattr(args, "config", None))
     dataset = engine.dataset(args.dataset) if args.dataset is not None else None
     results, names = load_results(
         args.results, args.names, dataset=dataset, metrics=_split(args.metrics)
