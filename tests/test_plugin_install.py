@@ -61,6 +61,8 @@ class Venv:
     root: Path
     workdir: Path
     sources: Path
+    installed: str = ""
+    """What ``pip install --quiet`` printed."""
 
     def bin(self, name: str) -> Path:
         return self.root / "bin" / name
@@ -151,7 +153,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
         timeout=900,
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    return env
+    return attrs.evolve(env, installed=installed.stdout + installed.stderr)
 
 
 def _metrics_listing(venv: Venv) -> dict[str, dict[str, Any]]:
@@ -224,6 +226,32 @@ class TestInstalledPlugin:
         assert ran.returncode == 0, ran.stdout + ran.stderr
         assert " passed" in ran.stdout
         assert "failed" not in ran.stdout
+
+
+class TestInstalledSlotwise:
+    """slotwise installed from its sources (a wheel built by setuptools) is whole."""
+
+    def test_build_warns_of_nothing(self, venv: Venv) -> None:
+        """Building and installing prints no warning (`make demo` shows what pip prints):
+        e.g. none that a folder of package data is missing from setuptools' packages."""
+        assert "warning" not in venv.installed.lower(), venv.installed
+
+    def test_report_inlines_its_assets(self, venv: Venv) -> None:
+        """The installed `slotwise report` writes a page with report.css and report.js
+        (package data) inlined as the checkout has them."""
+        dataset, outputs = _write_inputs(venv)
+        results, page = venv.workdir / "results.json", venv.workdir / "report.html"
+        ran = venv.run(
+            *(venv.bin("slotwise"), "run", dataset, "--outputs", outputs),
+            *("--metrics", "retrieval-hit-at-k", "--format", "json", "--output", results),
+        )
+        assert ran.returncode == 0, ran.stderr
+        ran = venv.run(venv.bin("slotwise"), "report", results, "--output", page)
+        assert ran.returncode == 0, ran.stderr
+        text = page.read_text(encoding="utf-8")
+        assets = ROOT / "engine" / "analysis" / "report_assets"
+        assert f"<style>{(assets / 'report.css').read_text(encoding='utf-8')}</style>" in text
+        assert f"<script>{(assets / 'report.js').read_text(encoding='utf-8')}</script>" in text
 
 
 class TestBrokenPlugin:
