@@ -70,6 +70,8 @@ class Slot:
     source: str | None = None
     """Who labelled its relevance: ``human`` or an LLM judge (``metadata.label_sources``);
     None when it has no relevance label or the dataset declares no label sources."""
+    text: str | None = None
+    """The whole text the output gave (``snippet`` is its start, on one line)."""
 
 
 @attrs.frozen
@@ -402,6 +404,7 @@ def _views(
                         pool_rank.get(doc),
                         _snippet(text),
                         _source(label_sources, row, labels, doc),
+                        text,
                     )
                     for rank, (doc, text) in enumerate(zip(top, texts[row], strict=False), start=1)
                 ),

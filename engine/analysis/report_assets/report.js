@@ -174,10 +174,13 @@
 
   function render() {
     var names = columns();
+    var first = data.key ? 2 : 1;  // the columns of numbers: each system's, then the difference
+    var scored = [first, first + data.systems.length + (data.systems.length > 1 ? 1 : 0)];
     var head = document.createElement("tr");
     names.forEach(function (name, index) {
       var th = document.createElement("th");
       th.textContent = name;
+      if (index >= scored[0] && index < scored[1]) th.className = "num";
       th.setAttribute("data-column", String(index));
       if (index === sortColumn) th.setAttribute("aria-sort", sortDirection > 0 ? "ascending" : "descending");
       th.addEventListener("click", function () {
