@@ -190,13 +190,22 @@ class TestFillHoles:
         assert server.stats()["requests"] == requests
         assert json.loads(files["labelled"].read_text())["samples"] == first["samples"]
 
-    def test_every_pooled_pair_without_holes(self, server_factory: object, tmp_path: Path) -> None:
+    def test_every_pooled_pair_without_holes(
+        self, server_factory: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
         """Without --holes every pooled pair is judged (PPI's predictions): the person's
-        label of q1/d2 is replaced by the judge's, with the judge as its source."""
+        label of q1/d2 is replaced by the judge's, with the judge as its source; what it
+        prints speaks of the pool, not of holes."""
         server = server_factory("--mode", "logprobs")  # type: ignore[operator]
         files = _write(tmp_path)
         assert _annotate(files, server.url) == 0
         assert server.stats()["requests"] == len(_pairs(2))
+        said = capsys.readouterr().err.splitlines()
+        assert [line.split(":")[0] for line in said if line.startswith(("holes", "pool"))] == [
+            "pool",
+            "pool",
+        ]
+        assert f"pool: {len(_pairs(2))} labels written, source {SOURCE}" in said
         written = {s["id"]: s for s in json.loads(files["labelled"].read_text())["samples"]}
         assert written["q1"]["expected_output"]["relevance"]["d2"] == 0
         assert written["q1"]["metadata"]["label_sources"]["d2"] == SOURCE

@@ -208,15 +208,8 @@ def _emit(
     comparison: Comparison, fmt: str, output: Path | None, movers: int, ppi: Sequence[Any] = ()
 ) -> None:
     if fmt == "table":
-        lines = []
-        if comparison.skipped:
-            lines.append(f"not in every file, not compared: {', '.join(comparison.skipped)}")
-        lines += comparison.judged_lines()
-        lines += comparison.dropped_lines()
-        moved = comparison.mover_lines(movers) if movers > 0 else []
-        if moved:
-            lines += ["moved most (b - a):", *(f"  {line}" for line in moved)]
-        emit_tables([comparison.table(), *(report.table() for report in ppi)], lines, output)
+        tables = [comparison.table(), *(report.table() for report in ppi)]
+        emit_tables(tables, comparison.notes(movers), output)
     elif fmt == "json":
         document = comparison.to_dict()
         if ppi:
