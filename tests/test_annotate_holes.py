@@ -84,6 +84,7 @@ class TestPool:
         assert pooled.unknown == 1
         assert pooled.texts(np.array([d == "y" for d in pooled.docs.to_pylist()])) == ["Y"]
 
+    @pytest.mark.slow
     def test_pooling_100k_queries(self) -> None:
         """100,000 queries x 3 runs x 20 retrieved passages with texts, depth 10: every
         pair once, the labelled ones marked. The runs are built as columns directly."""
@@ -401,6 +402,7 @@ def _command(files: dict[str, Path], *extra: str) -> list[str]:
 
 
 class TestKillAndResume:
+    @pytest.mark.slow
     def test_sigkill_then_resume(self, server_factory: object, tmp_path: Path) -> None:
         """SIGKILL while the 6 holes are judged (0.4 s a call, one at a time): the rerun's
         plan counts the cached judgements, asks only for the rest, and the labels are the
@@ -441,6 +443,7 @@ class TestKillAndResume:
 
 
 class TestTransformers:
+    @pytest.mark.slow
     def test_tiny_local_model_fills_the_holes(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:

@@ -64,6 +64,7 @@ def test_pickles_as_constructor_arguments(monkeypatch: pytest.MonkeyPatch) -> No
     copy.close()
 
 
+@pytest.mark.slow
 class TestRay:
     def test_cli_identical_to_local_then_cached(
         self,

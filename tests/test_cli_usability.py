@@ -162,6 +162,7 @@ class TestValidate:
         assert f"{path}:1 /name:" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_quickstart_readme_by_hand(tmp_path):
     """examples/quickstart/README.md's "By hand" steps, run as written in a copy of the
     layout: they succeed, and report and explain, run from the root, find the dataset

@@ -116,6 +116,7 @@ def ray_cluster() -> Iterator[None]:
         ray.shutdown()
 
 
+@pytest.mark.slow
 class TestRay:
     def test_in_memory_identical(self, ray_cluster: None, tmp_path: Path) -> None:
         """Partitions scored on Ray give the local executor's per-sample values and aggregates."""

@@ -405,6 +405,7 @@ class TestCommand:
         again = engine.Engine(config="slotwise.yaml").dataset("quickstart").evaluate(kept)
         assert again.aggregates == kept.aggregates
 
+    @pytest.mark.slow
     def test_report_of_kept_outputs(self, tmp_path, monkeypatch, capsys):
         """`slotwise report` of results that kept their outputs embeds the sample view
         from any working directory (the results record their dataset's path), and when it

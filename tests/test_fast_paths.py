@@ -218,6 +218,7 @@ class TestEvaluateTrec:
 
 
 class TestPeerObjects:
+    @pytest.mark.slow
     def test_ranx_qrels_and_run_give_pytrec_evals_numbers(self) -> None:
         """ranx's Qrels and Run are read as the dicts they hold (ties included)."""
         ranx = pytest.importorskip("ranx")

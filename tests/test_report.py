@@ -275,6 +275,7 @@ class TestBuild:
         assert code == 2 and "different dataset" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 class TestAgreesWithCli:
     """The report and the CLI agree on every number and verdict (issue 23, item 9): the
     quickstart demo's files, as `make demo` writes them, reported and compared."""
@@ -467,6 +468,7 @@ def browser():
     driver.quit()
 
 
+@pytest.mark.slow
 class TestInChromium:
     def test_report_works_end_to_end(self, systems, browser, tmp_path):
         """Loads without console errors, charts have size, sorting and filtering work."""

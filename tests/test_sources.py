@@ -127,6 +127,7 @@ def _same(a: engine.Results, b: engine.Results) -> None:
 
 
 class TestEverySource:
+    @pytest.mark.slow
     @SETTINGS
     @given(collection=collections)
     def test_same_values_summaries_and_hash(

@@ -87,8 +87,8 @@ UNIT: Axis = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 def _fit(values: Sequence[float], count: int) -> Axis:
     """The axis that fits ``values``: from a round value at or below the lowest to one at
-    or above the highest, in about ``count`` round steps (one value: from 0 to it, or 0
-    to 1)."""
+    or above the highest, in about ``count`` round steps (values all equal: from 0 to
+    them, or :data:`UNIT` when they are 0)."""
     low, high = min(values), max(values)
     if high <= low:
         low, high = min(low, 0.0), max(high, 0.0)
