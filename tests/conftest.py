@@ -18,6 +18,14 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files that hold slow tests first, each file's tests in their order: on a worker
+    per core (``make test``, a file to a worker) a long file begun last would keep one
+    worker busy while the other waits."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
 @pytest.fixture
 def reference_data() -> Path:
     """``tests/data``: trec_eval's test files and the UDCG reference fixture."""

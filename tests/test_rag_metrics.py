@@ -568,6 +568,7 @@ def _rag_values(
     return float(coverage), float(attribution)
 
 
+@pytest.mark.slow
 class TestProperties:
     """Invariants over random rankings, citations and groups."""
 
