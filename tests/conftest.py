@@ -126,3 +126,14 @@ def server_factory() -> Iterator[Callable[..., StandIn]]:
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[None]:
+    """A local Ray of two CPUs of its own (address="local": never another worker's)."""
+    ray = pytest.importorskip("ray")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()

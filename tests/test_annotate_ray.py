@@ -8,7 +8,6 @@ from __future__ import annotations
 import pickle
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,16 +31,6 @@ from test_annotate_http import (  # noqa: E402
 )
 
 __all__ = ["files"]  # a fixture used below
-
-
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
 
 
 def _stats_line(err: str) -> str:
