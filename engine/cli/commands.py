@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
+from engine.cli import process
 from engine.cli.ahead import split_command
 from engine.cli.common import Handler, Parser, UsageError
 from engine.errors import MetricScoreError, SlotwiseError
@@ -85,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     verbose = 0
     try:
         args = parser.parse_args(argv)
+        process.prepare()  # after the arguments: --help and --version need none of it
         verbose = args.verbose
         configure(
             args.log_format, {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)

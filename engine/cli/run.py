@@ -8,10 +8,8 @@ import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.analysis.curves import curve_labels, curve_table
-from engine.cli import process
 from engine.cli.common import (
     Handler,
     UsageError,
@@ -24,12 +22,13 @@ from engine.cli.common import (
     positive_int,
     split_specs,
 )
-from engine.evaluation.api import Engine
-from engine.evaluation.results import Results
-from engine.io import trec
 from engine.io.config import CONFIG_FILENAME
-from engine.io.sinks import FORMATS
+from engine.io.files import RESULT_FORMATS
 from engine.logs import muted
+
+if TYPE_CHECKING:
+    from engine.evaluation.api import Engine
+    from engine.evaluation.results import Results
 
 __all__ = ["EXIT_FAILED", "add", "run_tables"]
 
@@ -82,7 +81,7 @@ def add(commands: Any) -> dict[str, Handler]:
     )
     run.add_argument(
         "--format",
-        choices=("table", *FORMATS),
+        choices=("table", *RESULT_FORMATS),
         default="table",
         help="table: summary; json: results document; jsonl, csv: per-sample scores; "
         "parquet: per-sample scores as a Parquet file (needs --output)",
@@ -156,6 +155,9 @@ def add(commands: Any) -> dict[str, Handler]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from engine.cli import process
+    from engine.io import trec
+
     engine = configured_engine(args.config, executor=args.executor)
     if args.qrels is not None and args.dataset is not None:
         raise UsageError("give either DATASET or --qrels, not both")
@@ -222,6 +224,8 @@ def _run_ppi(engine: Engine, dataset: Any, specs: list[Any], outputs: Any, args:
 
 def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
     """``run --stream``: inputs read as streams, rows written as they are scored."""
+    from engine.cli import process
+
     if args.by is not None or args.keep_outputs:
         option = "--by" if args.by is not None else "--keep-outputs"
         raise UsageError(f"{option} needs every sample in memory; leave out --stream")
@@ -292,6 +296,8 @@ def _dataset_name(engine: Engine, name: str | None) -> str:
 def run_tables(results: Results, by_key: str | None = None) -> list[Any]:
     """The console tables of ``slotwise run``: the Metric@K curves (one column per K) when
     there are any, the summary of the other metrics, and the per-stratum breakdown."""
+    from engine.analysis.curves import curve_labels, curve_table
+
     tables = []
     in_curves = curve_labels(results)
     if in_curves:
@@ -304,6 +310,8 @@ def run_tables(results: Results, by_key: str | None = None) -> list[Any]:
 
 
 def _emit(results: Results, fmt: str, output: Path | None, by: str | None = None) -> None:
+    from engine.analysis.curves import curve_labels
+
     if fmt == "table":
         tables = run_tables(results, by) if results.scores is not None else [results.table()]
         curves = curve_labels(results) if results.scores is not None else set()
