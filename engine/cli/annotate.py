@@ -22,7 +22,6 @@ from engine.cli.llm import Ended, Session, add_llm_options
 from engine.errors import InputError, Problem
 from engine.io.config import CONFIG_FILENAME
 from engine.io.files import format_suffix, read_document, read_jsonl
-from engine.io.records import outputs_of, samples_of
 
 if TYPE_CHECKING:
     from engine.evaluation.api import Engine
@@ -163,6 +162,7 @@ def _dataset(args: argparse.Namespace, engine: Engine) -> tuple[Path, Path | Non
 
 def _annotate(args: argparse.Namespace) -> int:
     from engine.annotate.tasks import annotate_samples
+    from engine.io.records import outputs_of, samples_of
     from engine.io.sources import read_dataset, read_outputs
 
     tasks = _tasks(args.task)

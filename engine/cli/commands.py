@@ -74,7 +74,10 @@ def _build_parser(argv: Sequence[str]) -> tuple[Parser, dict[str, Handler]]:
     handlers: dict[str, Handler] = {}
     command = split_command(argv)[0]
     named = [name for name, adds in MODULES.items() if command in adds]
-    for name in named or MODULES:
+    version_only = command is None and "--version" in argv and not {"-h", "--help"} & set(argv)
+    if not named and not version_only:
+        named = list(MODULES)
+    for name in named:
         handlers.update(importlib.import_module(f"engine.cli.{name}").add(commands))
     return parser, handlers
 

@@ -5,13 +5,11 @@ pyarrow's look for pandas put off until something imports pandas, and a quick ex
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
-import platform
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -78,6 +76,9 @@ def give_back_freed() -> None:
 
 def _mallopt(option: int, value: int) -> None:
     """glibc's ``mallopt``; nothing to do with another C library."""
+    import ctypes
+    import platform
+
     if platform.libc_ver()[0] != "glibc":
         return
     with contextlib.suppress(OSError, AttributeError):

@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.cli import process
 from engine.cli.common import (
     Handler,
     UsageError,
@@ -155,7 +155,8 @@ def add(commands: Any) -> dict[str, Handler]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from engine.cli import process
+    from concurrent.futures import ThreadPoolExecutor
+
     from engine.io import trec
 
     engine = configured_engine(args.config, executor=args.executor)
@@ -224,8 +225,6 @@ def _run_ppi(engine: Engine, dataset: Any, specs: list[Any], outputs: Any, args:
 
 def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
     """``run --stream``: inputs read as streams, rows written as they are scored."""
-    from engine.cli import process
-
     if args.by is not None or args.keep_outputs:
         option = "--by" if args.by is not None else "--keep-outputs"
         raise UsageError(f"{option} needs every sample in memory; leave out --stream")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -157,6 +156,8 @@ def _trec_eval(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    from concurrent.futures import ThreadPoolExecutor
+
     import pyarrow as pa
 
     from engine.analysis import trec_eval_files as files
