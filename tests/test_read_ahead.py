@@ -216,7 +216,7 @@ def report():
     import threadpoolctl
     print([p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"])
 atexit.register(report)
-sys.argv = ["slotwise", "--version"]
+sys.argv = ["slotwise", "metrics", "--format", "json"]  # a command that imports numpy
 program()
 """
 
