@@ -57,7 +57,7 @@ from engine.evaluation.results import (
     created_at,
     document_header,
 )
-from engine.evaluation.statistics import Bootstrap, Tally
+from engine.evaluation.statistics import Bootstrap, Resampled, Tally
 from engine.io.columns import LABEL_KINDS, Columns, stack
 from engine.io.sinks import RowChunk, Sink
 from engine.logs import log
@@ -69,9 +69,11 @@ __all__ = [
     "NO_OUTPUT",
     "ChunkScores",
     "ChunkTask",
+    "Gathering",
     "MissingOutputs",
     "Plan",
     "StreamingError",
+    "Summed",
     "aligned",
     "chunk_size_of",
     "default_chunk_size",
@@ -81,6 +83,7 @@ __all__ = [
     "score_batch",
     "score_chunk",
     "streamed_chunks",
+    "summed",
 ]
 
 #: Chunk boundaries fall on multiples of this many samples (see the module docstring).
@@ -344,23 +347,126 @@ class Source:
     outputs: Mapping[str, Any] | None = None
 
 
+@attrs.frozen
+class Gathering:
+    """How chunks' scores are gathered into results, wherever a chunk is summed: the
+    metrics' labels, the ids of samples that failed before scoring, what a sample with
+    no output is, ``strict``, whether per-sample values are kept for the results
+    (``keep``: their means then come from ``aggregate``) and whether per-sample rows are
+    wanted (``rows``: kept, or written to a sink)."""
+
+    labels: tuple[str, ...]
+    errors: pa.Array
+    missing: MissingOutputs
+    strict: bool
+    keep: bool
+    rows: bool
+
+
+@attrs.frozen
+class Summed:
+    """What one chunk of scored samples adds to the results (:func:`summed`), in a form
+    that ships small: counts, the ids a diagnostic lists, exact sums (``tallies``) and
+    the bootstrap's block sums (``resampled``) unless values are kept, and the
+    per-sample rows only when wanted."""
+
+    count: int
+    problems: tuple[Problem, ...]
+    duplicates: int
+    repeats: int
+    repeated: list[str]
+    missing: list[str]
+    no_output: dict[str, str]
+    no_relevant: list[str]
+    judged: dict[int, tuple[int, int]]
+    failures: dict[str, str]
+    failed: dict[str, int]
+    tallies: dict[str, Tally] | None
+    resampled: Resampled | None
+    rows: RowChunk | None
+    reports: Mapping[str, Mapping[str, Any]]
+
+
+def summed(
+    ids: pa.Array, metadata: pa.Array, scores: ChunkScores, gathering: Gathering, position: int
+) -> Summed:
+    """What a chunk of samples (``ids``, from dataset position ``position`` on) and their
+    scores add to the results."""
+    failed = pc.is_in(ids, value_set=gathering.errors).to_numpy(zero_copy_only=False)
+    dropped = scores.duplicates > 0
+    repeated = ids.filter(pa.array(dropped))
+    missing = ~scores.has_output & ~failed
+    missing_ids, no_output = [], {}
+    if gathering.missing == "empty":
+        missing_ids = ids.filter(pa.array(missing)).to_pylist()
+    elif missing.any():
+        no_output = dict.fromkeys(ids.filter(pa.array(missing)).to_pylist(), NO_OUTPUT)
+        failed = failed | missing
+    common = {
+        "count": len(ids),
+        "problems": scores.problems,
+        "duplicates": int(scores.duplicates.sum()),
+        "repeats": int(dropped.sum()),
+        "repeated": (repeated if gathering.strict else repeated.slice(0, 5)).to_pylist(),
+        "missing": missing_ids,
+        "no_output": no_output,
+        "no_relevant": ids.filter(pa.array(scores.no_relevant)).to_pylist(),
+        "reports": scores.reports,
+    }
+    if scores.problems:
+        return Summed(
+            **common, judged={}, failures={}, failed={}, tallies=None, resampled=None, rows=None
+        )  # type: ignore[arg-type]
+    judged = {
+        k: (int(judged[~failed].sum()), int(slots[~failed].sum()))
+        for k, (judged, slots) in scores.judged.items()
+    }
+    values, failures, failed_counts = {}, {}, {}
+    for label in gathering.labels:
+        column = np.array(scores.values[label], dtype=np.float64)  # writable (Ray's are not)
+        column[failed] = np.nan
+        if label in scores.failures:
+            failures[label] = scores.failures[label]
+            failed_counts[label] = len(ids)
+        else:
+            failed_counts[label] = int(failed.sum())
+        values[label] = column
+    tallies, resampled = None, None
+    if not gathering.keep:
+        tallies = {label: Tally() for label in gathering.labels}
+        for label, tally in tallies.items():
+            tally.add(values[label])
+        if gathering.labels:
+            matrix = np.column_stack([values[label] for label in gathering.labels])
+            resampled = Bootstrap(len(gathering.labels)).part(matrix, position)
+    rows = None
+    if gathering.rows:
+        details = {
+            label: scores.details.get(label) or [None] * len(ids) for label in scores.details
+        }
+        shown = metadata if metadata.null_count < len(metadata) else None
+        rows = RowChunk(ids, values, details, no_output, shown)
+    return Summed(
+        **common,  # type: ignore[arg-type]
+        judged=judged,
+        failures=failures,
+        failed=failed_counts,
+        tallies=tallies,
+        resampled=resampled,
+        rows=rows,
+    )
+
+
 class _Collected:
     """Everything gathered over the chunks, in dataset order."""
 
-    def __init__(
-        self,
-        plan: Plan,
-        keep: bool,
-        errors: Mapping[str, str],
-        strict: bool,
-        missing: MissingOutputs,
-    ) -> None:
-        self.plan, self.keep, self.strict, self.missing_as = plan, keep, strict, missing
-        self.error_ids = pa.array(list(errors), pa.string())
+    def __init__(self, plan: Plan, gathering: Gathering) -> None:
+        self.plan, self.gathering = plan, gathering
+        self.keep = gathering.keep
         self.no_output: dict[str, str] = {}  # samples without an output, as error rows
         # kept values are summed once at the end; streamed ones are tallied chunk by chunk
-        self.tallies = {} if keep else {label: Tally() for label in plan.labels}
-        self.bootstrap = None if keep else Bootstrap(len(plan.labels))
+        self.tallies = {} if self.keep else {label: Tally() for label in plan.labels}
+        self.bootstrap = None if self.keep else Bootstrap(len(plan.labels))
         self.problems: list[Problem] = []
         self.duplicates = 0
         self.repeated: list[str] = []
@@ -380,66 +486,48 @@ class _Collected:
 
     def add(self, columns: Columns, scores: ChunkScores) -> RowChunk | None:
         """Take one chunk's scores; returns its rows (None when it had input problems)."""
-        ids = columns.ids
+        part = summed(columns.ids, columns.column("metadata"), scores, self.gathering, self.rows)
+        return self.merge(part)
+
+    def merge(self, part: Summed) -> RowChunk | None:
+        """Take what the next chunk in dataset order adds; returns its rows (None when it
+        had input problems, or rows are not wanted)."""
         self.chunks += 1
-        self.problems += scores.problems
-        failed = pc.is_in(ids, value_set=self.error_ids).to_numpy(zero_copy_only=False)
-        self.duplicates += int(scores.duplicates.sum())
-        self.repeats += int((scores.duplicates > 0).sum())
-        if self.strict or len(self.repeated) < 5:  # every one for the error, else examples
-            self.repeated += ids.filter(pa.array(scores.duplicates > 0)).to_pylist()
-        missing = ~scores.has_output & ~failed
-        chunk_errors = {}
-        if self.missing_as == "empty":
-            self.missing += ids.filter(pa.array(missing)).to_pylist()
-        elif missing.any():
-            chunk_errors = dict.fromkeys(ids.filter(pa.array(missing)).to_pylist(), NO_OUTPUT)
-            self.no_output.update(chunk_errors)
-            failed = failed | missing
-        self.no_relevant += ids.filter(pa.array(scores.no_relevant)).to_pylist()
+        self.problems += part.problems
+        self.duplicates += part.duplicates
+        self.repeats += part.repeats
+        if self.gathering.strict or len(self.repeated) < 5:  # every one for the error
+            self.repeated += part.repeated
+        self.missing += part.missing
+        self.no_output.update(part.no_output)
+        self.no_relevant += part.no_relevant
         if self.problems:
             return None
-        for k, (judged, slots) in scores.judged.items():
-            self.judged[k][0] += int(judged[~failed].sum())
-            self.judged[k][1] += int(slots[~failed].sum())
-        values = {}
-        for label in self.plan.labels:
-            column = np.array(
-                scores.values[label], dtype=np.float64
-            )  # writable (Ray returns read-only arrays)
-            column[failed] = np.nan
-            if label in scores.failures:
-                self.metric_errors.setdefault(label, scores.failures[label])
-                self.failed[label] += len(ids)
-            else:
-                self.failed[label] += int(failed.sum())
-            if not self.keep:
-                self.tallies[label].add(column)
-            values[label] = column
-        details = {
-            label: scores.details.get(label) or [None] * len(ids) for label in scores.details
-        }
-        for label in details:
-            self.details.setdefault(label, [None] * self.rows)
-        for label in self.details:
-            self.details[label] += details.get(label) or [None] * len(ids)
-        self.reports = scores.reports if self.chunks == 1 else {}
-        metadata = columns.column("metadata")
-        rows = RowChunk(
-            ids,
-            values,
-            details,
-            chunk_errors,
-            metadata if metadata.null_count < len(metadata) else None,
-        )
-        if self.bootstrap is not None and self.plan.labels:
-            self.bootstrap.add(np.column_stack([values[label] for label in self.plan.labels]))
-        if self.keep:
-            self.ids.append(ids)
-            self.metadata.append(metadata)
+        for k, (judged, slots) in part.judged.items():
+            self.judged[k][0] += judged
+            self.judged[k][1] += slots
+        for label, reason in part.failures.items():
+            self.metric_errors.setdefault(label, reason)
+        for label, count in part.failed.items():
+            self.failed[label] += count
+        for label, tally in (part.tallies or {}).items():
+            self.tallies[label].merge(tally)
+        if self.bootstrap is not None and part.resampled is not None:
+            self.bootstrap.merge(part.resampled)
+        self.reports = part.reports if self.chunks == 1 else {}
+        rows = part.rows
+        if rows is not None and self.keep:
+            for label in rows.details:
+                self.details.setdefault(label, [None] * self.rows)
+            for label in self.details:
+                self.details[label] += rows.details.get(label) or [None] * len(rows)
+            self.ids.append(rows.ids)
+            self.metadata.append(
+                rows.metadata if rows.metadata is not None else pa.nulls(len(rows), pa.string())
+            )
             for label in self.plan.labels:
-                self.values[label].append(values[label])
-        self.rows += len(ids)
+                self.values[label].append(rows.values[label])
+        self.rows += part.count
         return rows
 
     def raise_problems(self, strict: bool, unknown: Sequence[str]) -> None:
@@ -486,7 +574,9 @@ def evaluate(
     """Score chunks (in dataset order) on the executor and gather the results; rows go
     to ``sink`` as they are scored and stay in memory when ``keep``. A sample with no
     output (and no error of ``source``) is as ``missing`` says."""
-    collected = _Collected(plan, keep, source.errors, strict, missing)
+    errors = pa.array(list(source.errors), pa.string())
+    rows = keep or sink is not None
+    collected = _Collected(plan, Gathering(plan.labels, errors, missing, strict, keep, rows))
     remote = executor.name not in IN_PROCESS
     held: deque[Columns] = deque()
 
