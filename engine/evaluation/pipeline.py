@@ -250,6 +250,68 @@ class ChunkScores:
     judged: Mapping[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = attrs.field(
         factory=dict
     )
+    #: per failed label, the samples it failed for (absent: every sample of the chunk)
+    failed_rows: Mapping[str, BoolArray] = attrs.field(factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.has_output)
+
+    def take(self, rows: npt.NDArray[np.int64]) -> ChunkScores:
+        """The scores of these samples (positions), in this order (no reports)."""
+        return ChunkScores(
+            {label: values[rows] for label, values in self.values.items()},
+            {label: [found[i] for i in rows.tolist()] for label, found in self.details.items()},
+            {},
+            self.duplicates[rows],
+            self.has_output[rows],
+            self.no_relevant[rows],
+            self.problems,
+            self.failures,
+            {k: (judged[rows], slots[rows]) for k, (judged, slots) in self.judged.items()},
+            {label: self.failed_for(label)[rows] for label in self.failures},
+        )
+
+    def failed_for(self, label: str) -> BoolArray:
+        """The samples ``label`` failed for."""
+        found = self.failed_rows.get(label)
+        return np.ones(len(self), dtype=np.bool_) if found is None else found
+
+    @classmethod
+    def concat(cls, parts: Sequence[ChunkScores], labels: Sequence[str]) -> ChunkScores:
+        """The scores of several chunks' samples one after the other (no reports)."""
+        problems = tuple(dict.fromkeys(problem for p in parts for problem in p.problems))
+        duplicates = np.concatenate([p.duplicates for p in parts])
+        has_output = np.concatenate([p.has_output for p in parts])
+        no_relevant = np.concatenate([p.no_relevant for p in parts])
+        if problems:
+            return cls({}, {}, {}, duplicates, has_output, no_relevant, problems)
+        failures = {label: reason for p in parts for label, reason in p.failures.items()}
+        return cls(
+            {label: np.concatenate([p.values[label] for p in parts]) for label in labels},
+            {
+                label: [x for p in parts for x in p.details.get(label) or [None] * len(p)]
+                for label in dict.fromkeys(label for p in parts for label in p.details)
+            },
+            {},
+            duplicates,
+            has_output,
+            no_relevant,
+            (),
+            failures,
+            {
+                k: tuple(np.concatenate([p.judged[k][side] for p in parts]) for side in (0, 1))  # type: ignore[misc]
+                for k in parts[0].judged
+            },
+            {
+                label: np.concatenate(
+                    [
+                        p.failed_for(label) if label in p.failures else np.zeros(len(p), np.bool_)
+                        for p in parts
+                    ]
+                )
+                for label in failures
+            },
+        )
 
 
 def call_score(metric: Metric, label: str, distribution: str | None, batch: Batch) -> FloatArray:
@@ -427,7 +489,7 @@ def summed(
         column[failed] = np.nan
         if label in scores.failures:
             failures[label] = scores.failures[label]
-            failed_counts[label] = len(ids)
+            failed_counts[label] = int((failed | scores.failed_for(label)).sum())
         else:
             failed_counts[label] = int(failed.sum())
         values[label] = column
@@ -575,8 +637,8 @@ def evaluate(
     to ``sink`` as they are scored and stay in memory when ``keep``. A sample with no
     output (and no error of ``source``) is as ``missing`` says."""
     errors = pa.array(list(source.errors), pa.string())
-    rows = keep or sink is not None
-    collected = _Collected(plan, Gathering(plan.labels, errors, missing, strict, keep, rows))
+    wanted = keep or sink is not None
+    collected = _Collected(plan, Gathering(plan.labels, errors, missing, strict, keep, wanted))
     remote = executor.name not in IN_PROCESS
     held: deque[Columns] = deque()
 

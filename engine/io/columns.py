@@ -42,7 +42,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -60,6 +60,7 @@ __all__ = [
     "SAMPLE_COLUMNS",
     "Columns",
     "ContentHash",
+    "canonical_lines",
     "counts_up",
     "grouped",
     "label_lists",
@@ -487,20 +488,30 @@ class ContentHash:
         self._digest = hashlib.sha256()
 
     def update(self, columns: Columns) -> None:
-        """Hash the samples' lines a slice at a time, of about :data:`_HASH_ENTRIES`
-        labels each (the lines of deep qrels are never all held at once)."""
-        weight = np.ones(len(columns), dtype=np.int64)
-        for kind in LABEL_KINDS:
-            weight += lengths(columns.column(kind))
-        ends = np.cumsum(weight)
-        marks = np.arange(0, int(ends[-1]) if ends.size else 0, _HASH_ENTRIES)
-        starts = np.unique(np.searchsorted(ends, marks, side="right")).tolist()
-        for start, end in itertools.pairwise([*starts, len(columns)]):
-            lines = _canonical_lines(columns.slice(start, end - start))
+        """Hash the samples' lines a slice at a time (:func:`canonical_lines`)."""
+        for lines in canonical_lines(columns):
             self._digest.update(string_bytes(lines))
+
+    def update_lines(self, lines: bytes | memoryview) -> None:
+        """Hash lines :func:`canonical_lines` made elsewhere (the next samples')."""
+        self._digest.update(lines)
 
     def hexdigest(self) -> str:
         return "sha256:" + self._digest.hexdigest()
+
+
+def canonical_lines(columns: Columns) -> Iterator[pa.Array]:
+    """Each sample's line of the content hash (see :class:`ContentHash`), a slice of
+    samples of about :data:`_HASH_ENTRIES` labels at a time (the lines of deep qrels are
+    never all held at once)."""
+    weight = np.ones(len(columns), dtype=np.int64)
+    for kind in LABEL_KINDS:
+        weight += lengths(columns.column(kind))
+    ends = np.cumsum(weight)
+    marks = np.arange(0, int(ends[-1]) if ends.size else 0, _HASH_ENTRIES)
+    starts = np.unique(np.searchsorted(ends, marks, side="right")).tolist()
+    for start, end in itertools.pairwise([*starts, len(columns)]):
+        yield _canonical_lines(columns.slice(start, end - start))
 
 
 _FIELD, _ITEM, _LINE = "\x1f", "\x1e", "\x1d\n"

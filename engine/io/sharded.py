@@ -1,0 +1,221 @@
+"""Sharded inputs of long rows (TREC qrels and runs, labels and run tables): each shard
+read into rows, the rows cut into buckets by query, and the rows of a bucket (of every
+shard) made into columns.
+
+One process reads an input as one bucket: its shards in order, their rows one after the
+other, so the columns are those of one file holding every shard's lines (a query may
+span shards). On a cluster (:mod:`engine.evaluation.distributed`) a worker reads each
+shard and cuts its rows into buckets, and a worker makes each bucket's columns: the rows
+of a query all land in its bucket, so a document labelled (or ranked) twice for it is
+found whichever shards hold the two lines, and every problem names the file and the line
+(or the row of a table). Each row is numbered by its shard and its place there
+(:data:`~engine.io.frames.SHARD_SHIFT`), which orders the rows of a bucket as the input
+orders them and each sample by its first row.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.errors import InputError, Problem
+from engine.io import frames, trec
+from engine.io.columns import Columns
+from engine.io.fingerprints import fingerprints
+from engine.io.frames import SHARD_SHIFT, Coded, Spread
+from engine.io.shards import Shard, Spec, resolve, split
+
+__all__ = [
+    "Long",
+    "bucketed",
+    "columns",
+    "empty",
+    "first_rows",
+    "read",
+    "refused",
+    "rows",
+    "stream",
+]
+
+IntArray = npt.NDArray[np.int64]
+
+#: Bytes of an uncompressed TREC file read by one task on a cluster.
+RANGE_BYTES = 1 << 26
+
+
+@attrs.frozen
+class Long:
+    """A sharded input of long rows: its shards in order, what they hold (``kind``:
+    "qrels" or "run", TREC files; "labels" or "run" tables with ``trec`` False)."""
+
+    shards: tuple[Shard, ...]
+    kind: str
+    trec: bool
+
+    @classmethod
+    def of(cls, spec: Spec, kind: str, *, trec: bool, ranges: bool = False) -> Long:
+        """The input ``spec`` names; with ``ranges``, large uncompressed TREC files cut
+        into byte ranges (:data:`RANGE_BYTES`), one task each."""
+        found = resolve(spec)
+        return cls(split(found, RANGE_BYTES) if ranges and trec else found, kind, trec)
+
+    @property
+    def what(self) -> str:
+        return "samples" if self.kind in ("qrels", "labels") else "outputs"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(shard.name for shard in self.shards)
+
+    def where(self, at: IntArray) -> Spread:
+        """Where rows numbered ``at`` come from (lines of TREC files read when asked)."""
+        lines = functools.partial(_lines, self) if self.trec else frames._no_lines
+        return Spread(_described(self.shards), names=self.names, at=at, lines_of=lines)
+
+
+def _lines(long: Long, shard: int) -> IntArray | None:
+    return trec.shard_lines(long.shards[shard], long.kind)
+
+
+def _described(found: Sequence[Shard]) -> str:
+    names = sorted({shard.name for shard in found})
+    return names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more files"
+
+
+def rows(long: Long, index: int) -> pa.Table:
+    """The long rows of shard ``index``, with ``at``: each row's number."""
+    shard = long.shards[index]
+    found = trec.shard_rows(shard, long.kind) if long.trec else frames.shard_table(shard, long.kind)
+    return _numbered(found, index, 0)
+
+
+def _numbered(table: pa.Table, shard: int, first: int) -> pa.Table:
+    at = (np.int64(shard) << np.int64(SHARD_SHIFT)) + first + np.arange(table.num_rows)
+    return table.append_column("at", pa.array(at, pa.int64()))
+
+
+def bucketed(table: pa.Table, count: int) -> list[pa.Table]:
+    """The rows of ``table`` in ``count`` buckets by the fingerprint of their query id
+    (the same bucket in every process), each keeping its rows' order and holding buffers
+    of its own (so that shipping one ships no other's rows)."""
+    queries = Coded.of(table.column("query_id"))
+    bucket = (fingerprints(queries.ids) % np.uint64(count)).astype(np.int64)
+    of_row = bucket[queries.codes]
+    order = np.argsort(of_row, kind="stable")
+    bounds = np.searchsorted(of_row[order], np.arange(count + 1))
+    found = []
+    for first, last in itertools.pairwise(bounds):
+        taken = order[first:last]
+        piece = table.take(pa.array(taken))
+        found.append(_own_queries(piece, queries.ids, queries.codes[taken]))
+    return found
+
+
+def _own_queries(table: pa.Table, ids: pa.Array, codes: npt.NDArray[Any]) -> pa.Table:
+    """``table`` with its query column coded by ``codes`` into the ids its rows name (of
+    ``ids``), in their order of first appearance."""
+    kept, first = np.unique(codes, return_index=True)
+    kept = kept[np.argsort(first, kind="stable")]
+    local = np.empty(len(ids), dtype=np.int32)
+    local[kept] = np.arange(kept.size, dtype=np.int32)
+    column = pa.DictionaryArray.from_arrays(pa.array(local[codes]), ids.take(pa.array(kept)))
+    return table.set_column(0, "query_id", column)
+
+
+def columns(long: Long, pieces: Sequence[pa.Table]) -> Columns:
+    """The columns of the rows of ``pieces`` (in the input's order: rows of earlier shards
+    first), as one file of those lines makes them; problems name each row's file."""
+    table = pa.concat_tables(pieces, promote_options="permissive") if pieces else empty(long)
+    at = table.column("at").to_numpy().astype(np.int64, copy=False) if table.num_rows else _NONE
+    table = table.drop_columns(["at"])
+    where = long.where(at)
+    if long.trec:
+        return trec.shard_columns(table, long.kind, where)
+    if long.kind == "labels":
+        return frames.labels_from_table(table, where)
+    return frames.run_from_table(table, where)
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+def empty(long: Long) -> pa.Table:
+    """Long rows of ``long``'s kind, none."""
+    value = {"qrels": "relevance", "labels": "relevance"}.get(long.kind, "score")
+    ids = pa.DictionaryArray.from_arrays(pa.array([], pa.int32()), pa.array([], pa.string()))
+    return pa.table(
+        {
+            "query_id": ids,
+            "doc_id": pa.array([], pa.string()),
+            value: pa.array([], pa.float64()),
+            "at": pa.array([], pa.int64()),
+        }
+    )
+
+
+def first_rows(pieces: Sequence[pa.Table]) -> IntArray:
+    """The number of the first row of each query of ``pieces`` (as :func:`columns` orders
+    the samples: by first appearance)."""
+    if not pieces:
+        return _NONE
+    table = pa.concat_tables([piece.select(["query_id", "at"]) for piece in pieces])
+    queries = Coded.of(table.column("query_id"))
+    at = table.column("at").to_numpy()
+    first = np.full(len(queries.ids), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, queries.codes, at)
+    return first
+
+
+def read(long: Long) -> Columns:
+    """Every shard's rows as one process reads them: one bucket."""
+    return columns(long, [rows(long, index) for index in range(len(long.shards))])
+
+
+def stream(long: Long) -> Iterator[Columns]:
+    """The columns in blocks of whole queries, shard after shard: a query's lines must
+    be together (they may go on from one shard into the next), as in a streamed file."""
+    held: pa.Table | None = None
+    for index, shard in enumerate(long.shards):
+        first = 0
+        for block in _blocks(long, shard):
+            table = _numbered(block, index, first)
+            first += block.num_rows
+            if held is not None and held.num_rows:
+                table = pa.concat_tables([held, table], promote_options="permissive")
+            cut = _last_query(table)
+            if cut:
+                yield columns(long, [table.slice(0, cut)])
+            held = table.slice(cut)
+    if held is not None and held.num_rows:
+        yield columns(long, [held])
+
+
+def _blocks(long: Long, shard: Shard) -> Iterator[pa.Table]:
+    if long.trec:
+        return trec.shard_blocks(shard, long.kind)
+    return iter([frames.shard_table(shard, long.kind)])
+
+
+def _last_query(table: pa.Table) -> int:
+    """Where the rows of the table's last query begin (it may go on in the next block)."""
+    if not table.num_rows:
+        return 0
+    queries = table.column("query_id").cast(pa.string())
+    same = pc.equal(queries, queries[-1]).to_numpy(zero_copy_only=False)
+    others = np.flatnonzero(~same)
+    return int(others[-1]) + 1 if others.size else 0
+
+
+def refused(problems: Sequence[Problem], long: Long) -> InputError:
+    """One error for the problems of every shard of an input, in file and line order."""
+    order = {name: place for place, name in enumerate(long.names)}
+    ordered = sorted(problems, key=lambda p: (order.get(p.source or "", -1), p.line or 0))
+    return InputError(ordered, summary=f"invalid {long.kind} {_described(long.shards)}")
