@@ -192,10 +192,18 @@ def stream(long: Long) -> Iterator[Columns]:
                 table = pa.concat_tables([held, table], promote_options="permissive")
             cut = _last_query(table)
             if cut:
-                yield columns(long, [table.slice(0, cut)])
-            held = table.slice(cut)
+                yield columns(long, [_recoded(table.slice(0, cut))])
+            held = _recoded(table.slice(cut))
     if held is not None and held.num_rows:
         yield columns(long, [held])
+
+
+def _recoded(table: pa.Table) -> pa.Table:
+    """``table`` with its query column coded anew: a slice keeps its whole dictionary,
+    and the ids its rows do not name would be samples."""
+    queries = Coded.of(table.column("query_id").cast(pa.string()))
+    column = pa.DictionaryArray.from_arrays(pa.array(queries.codes), queries.ids)
+    return table.set_column(0, "query_id", column)
 
 
 def _blocks(long: Long, shard: Shard) -> Iterator[pa.Table]:

@@ -73,7 +73,7 @@ def is_sharded(spec: Any) -> bool:
     """Whether ``spec`` names a sharded input rather than one local file: a list of
     files, a directory, a glob or a URI."""
     if isinstance(spec, list | tuple):
-        return True
+        return bool(spec) and all(isinstance(item, str | os.PathLike) for item in spec)
     if not isinstance(spec, str | os.PathLike):
         return False
     text = os.fspath(spec)
