@@ -42,7 +42,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -87,6 +87,10 @@ GROUPS = pa.list_(pa.struct([("group", pa.string()), ("docs", IDS)]))
 LABEL_KINDS = ("relevance", "utility", "grades")
 #: Output columns holding lists of document codes.
 ID_LISTS = ("retrieved", "pool", "cited")
+#: Every column holding document codes.
+DOC_COLUMNS = (*LABEL_KINDS, *ID_LISTS, "groups")
+#: Old document codes to new ones.
+Remap = Callable[[npt.NDArray[Any]], npt.NDArray[Any]]
 
 SAMPLE_COLUMNS: dict[str, pa.DataType] = {
     "id": pa.string(),
@@ -232,27 +236,50 @@ class Columns:
         index = pa.array(positions, mask=positions < 0)
         return Columns(self.table.take(index), self.docs)
 
-    def recoded(self, docs: pa.Array, remap: npt.NDArray[Any]) -> Columns:
-        """The same rows with each document code ``c`` replaced by ``remap[c]``, a code
+    def recoded(self, docs: pa.Array, remap: Remap) -> Columns:
+        """The same rows with each document code ``c`` replaced by ``remap(c)``, a code
         into ``docs``."""
         table = self.table
         for index, name in enumerate(table.column_names):
-            if name in (*LABEL_KINDS, *ID_LISTS, "groups"):
+            if name in DOC_COLUMNS:
                 column = _map_codes(table.column(name).combine_chunks(), remap)
                 table = table.set_column(index, name, column)
         return Columns(table, docs)
 
     def compact(self) -> Columns:
-        """The same rows with ``docs`` cut down to the ids they use (before shipping a
-        slice of a large table to another process)."""
-        used = np.zeros(len(self.docs), dtype=np.bool_)
-        for name in (*LABEL_KINDS, *ID_LISTS, "groups"):
-            if self.has(name):
-                used[_codes(self.column(name))] = True
-        kept = np.flatnonzero(used)
-        remap = np.full(len(self.docs), -1, dtype=np.int32)
-        remap[kept] = np.arange(kept.size, dtype=np.int32)
-        return self.recoded(self.docs.take(pa.array(kept)), remap)
+        """The same rows with ``docs`` cut down to the ids they use, taken from each piece
+        of a joined vocabulary apart, and every column with buffers of its own: a slice of
+        a large table, shipped to another process, ships its own rows alone."""
+        codes = [_codes(self.column(name)) for name in DOC_COLUMNS if self.has(name)]
+        used = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int32)
+        pieces = chunks_of(self.docs)
+        starts = offsets_of([len(piece) for piece in pieces]).tolist()
+        taken, spans, count = [], [], 0  # spans: (first code, new code of each code from it)
+        for piece, (start, end) in zip(pieces, itertools.pairwise(starts), strict=True):
+            mine = used[(used >= start) & (used < end)]
+            if not mine.size:
+                continue
+            low = int(
+                mine.min()
+            )  # a bitmap over the codes' span: the chunk's, not the vocabulary's
+            seen = np.zeros(int(mine.max()) - low + 1, dtype=np.bool_)
+            seen[mine - low] = True
+            kept = np.flatnonzero(seen)
+            taken.append(piece.take(pa.array(kept + (low - start))))
+            spans.append((low, np.cumsum(seen, dtype=np.int32) + np.int32(count - 1)))
+            count += kept.size
+
+        def remap(found: npt.NDArray[Any]) -> npt.NDArray[Any]:
+            new = np.empty(found.shape, dtype=np.int32)
+            for low, ranks in spans:
+                inside = (found >= low) & (found < low + ranks.size)
+                new[inside] = ranks[found[inside] - low]
+            return new
+
+        docs = pa.concat_arrays(taken) if taken else pa.array([], pa.string())
+        recoded = self.recoded(docs, remap)
+        own = [pa.concat_arrays(column.chunks) for column in recoded.table.columns]
+        return Columns(pa.Table.from_arrays(own, schema=recoded.table.schema), docs)
 
     def beside(self, other: Columns) -> Columns:
         """This table's columns (samples) and ``other``'s (outputs for the same rows, its
@@ -325,7 +352,7 @@ def _codes(column: pa.Array) -> CodeArray:
     return flat.to_numpy(zero_copy_only=False).astype(np.int32)
 
 
-def _map_codes(column: pa.Array, remap: npt.NDArray[Any]) -> pa.Array:
+def _map_codes(column: pa.Array, remap: Remap) -> pa.Array:
     """A document column with its codes passed through ``remap`` (offsets and nulls
     kept)."""
     flat = pc.list_flatten(column)
@@ -333,10 +360,10 @@ def _map_codes(column: pa.Array, remap: npt.NDArray[Any]) -> pa.Array:
     mask = column.is_null().to_numpy(zero_copy_only=False)
     if pa.types.is_integer(flat.type):
         codes = flat.to_numpy(zero_copy_only=False)
-        return list_array(offsets, pa.array(remap[codes].astype(np.int32), CODE), mask)
+        return list_array(offsets, pa.array(remap(codes).astype(np.int32), CODE), mask)
     if flat.type.get_field_index("doc") >= 0:
         codes = flat.field("doc").to_numpy(zero_copy_only=False)
-        return label_lists(offsets, remap[codes], flat.field("label"), mask)
+        return label_lists(offsets, remap(codes), flat.field("label"), mask)
     members = _map_codes(flat.field("docs"), remap)
     entries = pa.StructArray.from_arrays([flat.field("group"), members], names=["group", "docs"])
     return list_array(offsets, entries, mask)
@@ -459,7 +486,7 @@ def stack(parts: Sequence[Columns]) -> Columns:
     side, codes shifted (no hashing; ids stay told apart within each row)."""
     starts = offsets_of([len(part.docs) for part in parts])[:-1].tolist()
     tables = [
-        part.recoded(part.docs, np.arange(len(part.docs), dtype=np.int32) + start).table
+        part.recoded(part.docs, functools.partial(np.add, start)).table
         for part, start in zip(parts, starts, strict=True)
     ]
     docs = pa.concat_arrays([chunk for part in parts for chunk in chunks_of(part.docs)])
