@@ -218,6 +218,34 @@ class TestVocabularies:
                 if docs[code] in qrels[qid]:
                     assert code == label_code[docs[code]]
 
+    def test_a_compacted_slice_ships_its_rows_alone(self) -> None:
+        """A slice of a joined table compacted for another process: the same rows and ids,
+        its vocabulary taken from each piece of the joined one (the samples' and the
+        outputs'), and buffers of its own: pickled, it carries its own rows, not the
+        table's."""
+        import pickle
+
+        count = 4000
+        qrels = {f"q{i}": {f"j{i}-{d}": d % 3 for d in range(3)} for i in range(count)}
+        run = {
+            f"q{i}": {f"j{i}-1": 9.0, **{f"r{i}-{d}": float(d) for d in range(30)}}
+            for i in range(count)
+        }
+        labels, outputs = labels_from_dicts(qrels), run_from_dicts(run)
+        assert labels is not None and outputs is not None
+        joined = labels.beside(outputs)
+        part = joined.slice(1000, 64)
+        compacted = part.compact()
+        assert run_of(compacted) == run_of(part)
+        for row in range(len(part)):
+            labelled = {part.docs[e["doc"]].as_py() for e in part.column("relevance")[row].as_py()}
+            again = {
+                compacted.docs[e["doc"]].as_py() for e in compacted.column("relevance")[row].as_py()
+            }
+            assert again == labelled
+        assert len(compacted.docs) == 64 * (3 + 30)
+        assert len(pickle.dumps(compacted)) < len(pickle.dumps(joined)) / 20
+
     def test_beside_keeps_both_vocabularies_uncopied(self) -> None:
         """Outputs beside samples: the joined vocabulary is the samples' ids then the
         outputs', in the same buffers (no copy of either), and every use of a vocabulary

@@ -279,6 +279,7 @@ class ChunkScores:
     @classmethod
     def concat(cls, parts: Sequence[ChunkScores], labels: Sequence[str]) -> ChunkScores:
         """The scores of several chunks' samples one after the other (no reports)."""
+        parts = [part for part in parts if len(part)] or list(parts[:1])
         problems = tuple(dict.fromkeys(problem for p in parts for problem in p.problems))
         duplicates = np.concatenate([p.duplicates for p in parts])
         has_output = np.concatenate([p.has_output for p in parts])
