@@ -85,9 +85,10 @@ class Read:
 
 @attrs.frozen
 class Bucket:
-    """What a join task found: samples, padding shape, outputs for unknown samples, and
-    how many samples first appear in each stretch of the input (``stretches``: the
-    stretches' numbers, ``counts``: their samples)."""
+    """What a join task found: samples, padding shape, outputs for unknown samples, how
+    many samples first appear in each stretch of the input (``stretches``: the
+    stretches' numbers, ``counts``: their samples), and the node that holds its columns
+    (where they are scored)."""
 
     samples: int
     shape: Shape
@@ -95,6 +96,7 @@ class Bucket:
     stretches: IntArray
     counts: IntArray
     nbytes: int
+    node: str = ""
     problems: tuple[tuple[Problem, ...], tuple[Problem, ...]] = ((), ())  # samples', outputs'
 
 
@@ -163,7 +165,7 @@ def join_bucket(
             problems.append(error.problems)
     if any(problems):
         none = np.zeros(0, dtype=np.int64)
-        return Bucket(0, Shape(), (), none, none, 0, (problems[0], problems[1])), None
+        return Bucket(0, Shape(), (), none, none, 0, problems=(problems[0], problems[1])), None
     columns, outputs_columns = made
     first = sharded.first_rows(own)
     lines = list(canonical_lines(columns))
@@ -175,8 +177,16 @@ def join_bucket(
         pa.concat_arrays(lines) if lines else pa.array([], pa.string()),
     )
     nbytes = joined.table.nbytes + _nbytes(joined.docs) + found.lines.nbytes
-    bucket = Bucket(len(joined), Shape.of(joined), tuple(unknown), stretches, counts, nbytes)
+    bucket = Bucket(
+        len(joined), Shape.of(joined), tuple(unknown), stretches, counts, nbytes, _node()
+    )
     return bucket, found
+
+
+def _node() -> str:
+    import ray
+
+    return str(ray.get_runtime_context().get_node_id())
 
 
 def _nbytes(docs: pa.Array | pa.ChunkedArray) -> int:
@@ -254,6 +264,13 @@ def _got(ray: Any, refs: Any) -> Any:
         raise
 
 
+def _on(ray: Any, node: str) -> Any:
+    """Run on ``node`` (where the task's input is) while it is alive."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id=node, soft=True)
+
+
 def _returns(ref: Any, count: int) -> list[Any]:
     return [ref] if count == 1 else list(ref)
 
@@ -312,10 +329,12 @@ def evaluate_sharded(
     chunks = len(positions) - 1
     scored = [
         _returns(
-            score.options(num_returns=chunks).remote(refs[1], plan, shape, bounds, chunk_size),
+            score.options(num_returns=chunks, scheduling_strategy=_on(ray, bucket.node)).remote(
+                refs[1], plan, shape, bounds, chunk_size
+            ),
             chunks,
         )
-        for refs in joins
+        for bucket, refs in zip(made, joins, strict=True)
     ]
     del joins
     gathering = Gathering(
