@@ -145,12 +145,12 @@ def read_shard(long: Long, index: int, buckets: int) -> tuple[Any, ...]:
         pieces = sharded.bucketed(sharded.rows(long, index), buckets)
     except InputError as error:
         return (Read(0, 0, error.problems), *[None] * buckets)
-    found = Read(sum(p.num_rows for p in pieces), sum(p.nbytes for p in pieces))
+    found = Read(sum(len(p) for p in pieces), sum(p.nbytes for p in pieces))
     return (found, *pieces)
 
 
 def join_bucket(
-    samples: Long, outputs: Long, shift: int, *pieces: pa.Table
+    samples: Long, outputs: Long, shift: int, *pieces: sharded.Rows
 ) -> tuple[Bucket, Joined | None]:
     """Join one bucket: ``pieces`` are its rows from every shard of ``samples`` (first,
     in order), then of ``outputs``."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import attrs
 import numpy as np
@@ -35,6 +34,7 @@ from engine.io.shards import Shard, Spec, resolve, split
 
 __all__ = [
     "Long",
+    "Rows",
     "bucketed",
     "columns",
     "empty",
@@ -90,11 +90,56 @@ def _described(found: Sequence[Shard]) -> str:
     return names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more files"
 
 
-def rows(long: Long, index: int) -> pa.Table:
-    """The long rows of shard ``index``, with ``at``: each row's number."""
+@attrs.frozen
+class Rows:
+    """Long rows (of a shard, or of a bucket of shards' rows): per row the document and
+    the numbers (``table``); per run of rows of one query numbered one after the other,
+    the query (``queries``, dictionary-encoded, each id in order of first appearance),
+    the number of the run's first row and its length. A query's lines, together in a
+    file as they usually are, cost nothing per row to ship."""
+
+    table: pa.Table
+    queries: pa.DictionaryArray
+    starts: IntArray
+    lengths: IntArray
+
+    @classmethod
+    def of(cls, table: pa.Table) -> Rows:
+        """The rows of a table of ``query_id``, ``at`` and the other columns."""
+        queries = Coded.of(table.column("query_id"))
+        at = table.column("at").to_numpy().astype(np.int64, copy=False)
+        cut = np.flatnonzero((queries.codes[1:] != queries.codes[:-1]) | (at[1:] != at[:-1] + 1))
+        first = np.concatenate(([0], cut + 1)) if at.size else _NONE
+        lengths = np.diff(np.append(first, at.size))
+        runs = pa.DictionaryArray.from_arrays(pa.array(queries.codes[first]), queries.ids)
+        return cls(table.drop_columns(["query_id", "at"]), runs, at[first], lengths)
+
+    def __len__(self) -> int:
+        return int(self.table.num_rows)
+
+    @property
+    def nbytes(self) -> int:
+        return int(
+            self.table.nbytes + self.queries.nbytes + self.starts.nbytes + self.lengths.nbytes
+        )
+
+    def expanded(self) -> pa.Table:
+        """The rows with their ``query_id`` and ``at`` (each row's number)."""
+        run = np.repeat(np.arange(self.lengths.size), self.lengths)
+        offset = np.arange(run.size) - np.repeat(
+            np.cumsum(self.lengths) - self.lengths, self.lengths
+        )
+        codes = self.queries.indices.to_numpy(zero_copy_only=False)[run].astype(np.int32)
+        query = pa.DictionaryArray.from_arrays(pa.array(codes), self.queries.dictionary)
+        table = self.table.add_column(0, "query_id", query)
+        return table.append_column("at", pa.array(self.starts[run] + offset, pa.int64()))
+
+
+def rows(long: Long, index: int) -> Rows:
+    """The long rows of shard ``index``."""
     shard = long.shards[index]
     found = trec.shard_rows(shard, long.kind) if long.trec else frames.shard_table(shard, long.kind)
-    return _numbered(found, index, 0)
+    return Rows.of(_numbered(found, index, 0))
 
 
 def _numbered(table: pa.Table, shard: int, first: int) -> pa.Table:
@@ -102,38 +147,39 @@ def _numbered(table: pa.Table, shard: int, first: int) -> pa.Table:
     return table.append_column("at", pa.array(at, pa.int64()))
 
 
-def bucketed(table: pa.Table, count: int) -> list[pa.Table]:
-    """The rows of ``table`` in ``count`` buckets by the fingerprint of their query id
-    (the same bucket in every process), each keeping its rows' order and holding buffers
-    of its own (so that shipping one ships no other's rows)."""
-    queries = Coded.of(table.column("query_id"))
-    bucket = (fingerprints(queries.ids) % np.uint64(count)).astype(np.int64)
-    of_row = bucket[queries.codes]
-    order = np.argsort(of_row, kind="stable")
-    bounds = np.searchsorted(of_row[order], np.arange(count + 1))
-    found = []
+def bucketed(found: Rows, count: int) -> list[Rows]:
+    """The rows in ``count`` buckets by the fingerprint of their query id (the same
+    bucket in every process), each keeping its rows' order and holding buffers of its
+    own (so that shipping one ships no other's rows)."""
+    ids = found.queries.dictionary
+    codes = found.queries.indices.to_numpy(zero_copy_only=False)
+    of_run = (fingerprints(ids) % np.uint64(count)).astype(np.int64)[codes]
+    order = np.argsort(of_run, kind="stable")
+    bounds = np.searchsorted(of_run[order], np.arange(count + 1))
+    ends = np.cumsum(found.lengths)
+    pieces = []
     for first, last in itertools.pairwise(bounds):
-        taken = order[first:last]
-        piece = table.take(pa.array(taken))
-        found.append(_own_queries(piece, queries.ids, queries.codes[taken]))
-    return found
+        runs = order[first:last]
+        lengths = found.lengths[runs]
+        start = np.repeat(ends[runs] - lengths, lengths)
+        taken = start + np.arange(start.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        kept, seen = np.unique(codes[runs], return_index=True)
+        kept = kept[np.argsort(seen, kind="stable")]  # the bucket's ids in order of appearance
+        local = np.empty(len(ids), dtype=np.int32)
+        local[kept] = np.arange(kept.size, dtype=np.int32)
+        queries = pa.DictionaryArray.from_arrays(
+            pa.array(local[codes[runs]]), ids.take(pa.array(kept))
+        )
+        table = found.table.take(pa.array(taken))
+        pieces.append(Rows(table, queries, found.starts[runs], lengths))
+    return pieces
 
 
-def _own_queries(table: pa.Table, ids: pa.Array, codes: npt.NDArray[Any]) -> pa.Table:
-    """``table`` with its query column coded by ``codes`` into the ids its rows name (of
-    ``ids``), in their order of first appearance."""
-    kept, first = np.unique(codes, return_index=True)
-    kept = kept[np.argsort(first, kind="stable")]
-    local = np.empty(len(ids), dtype=np.int32)
-    local[kept] = np.arange(kept.size, dtype=np.int32)
-    column = pa.DictionaryArray.from_arrays(pa.array(local[codes]), ids.take(pa.array(kept)))
-    return table.set_column(0, "query_id", column)
-
-
-def columns(long: Long, pieces: Sequence[pa.Table]) -> Columns:
+def columns(long: Long, pieces: Sequence[Rows]) -> Columns:
     """The columns of the rows of ``pieces`` (in the input's order: rows of earlier shards
     first), as one file of those lines makes them; problems name each row's file."""
-    table = pa.concat_tables(pieces, promote_options="permissive") if pieces else empty(long)
+    tables = [piece.expanded() for piece in pieces]
+    table = pa.concat_tables(tables, promote_options="permissive") if tables else empty(long)
     at = table.column("at").to_numpy().astype(np.int64, copy=False) if table.num_rows else _NONE
     table = table.drop_columns(["at"])
     where = long.where(at)
@@ -161,16 +207,15 @@ def empty(long: Long) -> pa.Table:
     )
 
 
-def first_rows(pieces: Sequence[pa.Table]) -> IntArray:
+def first_rows(pieces: Sequence[Rows]) -> IntArray:
     """The number of the first row of each query of ``pieces`` (as :func:`columns` orders
     the samples: by first appearance)."""
     if not pieces:
         return _NONE
-    table = pa.concat_tables([piece.select(["query_id", "at"]) for piece in pieces])
-    queries = Coded.of(table.column("query_id"))
-    at = table.column("at").to_numpy()
+    queries = Coded.of(pa.chunked_array([piece.queries for piece in pieces]))
+    starts = np.concatenate([piece.starts for piece in pieces])
     first = np.full(len(queries.ids), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(first, queries.codes, at)
+    np.minimum.at(first, queries.codes, starts)
     return first
 
 
@@ -192,10 +237,10 @@ def stream(long: Long) -> Iterator[Columns]:
                 table = pa.concat_tables([held, table], promote_options="permissive")
             cut = _last_query(table)
             if cut:
-                yield columns(long, [_recoded(table.slice(0, cut))])
+                yield columns(long, [Rows.of(_recoded(table.slice(0, cut)))])
             held = _recoded(table.slice(cut))
     if held is not None and held.num_rows:
-        yield columns(long, [held])
+        yield columns(long, [Rows.of(held)])
 
 
 def _recoded(table: pa.Table) -> pa.Table:
