@@ -121,6 +121,22 @@ class Piece:
     scores: ChunkScores
     lines: pa.Array
 
+    @property
+    def nbytes(self) -> int:
+        scores = self.scores
+        arrays = [*scores.values.values(), scores.duplicates, scores.has_output]
+        arrays += [scores.no_relevant, *(a for pair in scores.judged.values() for a in pair)]
+        found = self.first.nbytes + self.ids.nbytes + self.metadata.nbytes + self.lines.nbytes
+        return int(found + sum(array.nbytes for array in arrays))
+
+
+@attrs.frozen
+class Hashed:
+    """A chunk's lines of the content hash, and the bytes of the pieces it was made of."""
+
+    lines: bytes
+    received: int
+
 
 # -- the tasks --------------------------------------------------------------------------------
 
@@ -231,17 +247,18 @@ def _no_scores() -> ChunkScores:
     return ChunkScores({}, {}, {}, np.zeros(0, dtype=np.int64), none, none)
 
 
-def sum_chunk(gathering: Gathering, position: int, *pieces: Piece) -> tuple[bytes, Summed]:
-    """One chunk of the dataset from each bucket's piece of it: its samples in dataset
-    order (by first row), summed from dataset position ``position``; and their lines of
-    the content hash."""
+def sum_chunk(gathering: Gathering, position: int, *pieces: Piece) -> tuple[Hashed, Summed]:
+    """One chunk of the dataset from each bucket's piece of it: its lines of the content
+    hash, and its samples in dataset order (by first row) summed from dataset position
+    ``position``."""
     first = np.concatenate([piece.first for piece in pieces])
     order = np.argsort(first, kind="stable")
     ids = pa.concat_arrays([piece.ids for piece in pieces]).take(pa.array(order))
     metadata = pa.concat_arrays([piece.metadata for piece in pieces]).take(pa.array(order))
     scores = ChunkScores.concat([piece.scores for piece in pieces], gathering.labels).take(order)
     lines = pa.concat_arrays([piece.lines for piece in pieces]).take(pa.array(order))
-    return bytes(string_bytes(lines)), summed(ids, metadata, scores, gathering, position)
+    hashed = Hashed(bytes(string_bytes(lines)), sum(piece.nbytes for piece in pieces))
+    return hashed, summed(ids, metadata, scores, gathering, position)
 
 
 # -- the driver -------------------------------------------------------------------------------
@@ -345,20 +362,15 @@ def evaluate_sharded(
         for c in range(chunks)
     ]
     del scored
-    digest = ContentHash()
-    for lines in sums:
-        digest.update_lines(_got(ray, lines[0]))
+    digest, scored_bytes, driver_bytes = ContentHash(), 0, 0
+    for refs in sums:
+        hashed: Hashed = _got(ray, refs[0])
+        digest.update_lines(hashed.lines)
+        scored_bytes += hashed.received
+        driver_bytes += len(hashed.lines)
     unknown = sorted(i for bucket in made for i in bucket.unknown)
     source = Source(name, digest.hexdigest(), count, unknown)
-    log.info(
-        "evaluation.sharded",
-        shards=len(samples.shards) + len(outputs.shards),
-        buckets=buckets,
-        chunks=chunks,
-        read_bytes=sum(r.nbytes for r in found),
-        joined_bytes=sum(bucket.nbytes for bucket in made),
-    )
-    return _merged(
+    results, merged_bytes = _merged(
         plan,
         source,
         gathering,
@@ -373,6 +385,17 @@ def evaluate_sharded(
             "missing_outputs": missing,
         },
     )
+    log.info(  # what went through the object stores, in bytes: the shuffle, then per chunk
+        "evaluation.sharded",
+        shards=len(samples.shards) + len(outputs.shards),
+        buckets=buckets,
+        chunks=chunks,
+        read_to_join=sum(r.nbytes for r in found),
+        joined=sum(bucket.nbytes for bucket in made),
+        scored_to_summed=scored_bytes,
+        summed_to_driver=driver_bytes + merged_bytes,
+    )
+    return results
 
 
 def _merged(
@@ -384,15 +407,18 @@ def _merged(
     sink: Sink | None,
     progress: bool | None,
     provenance: Mapping[str, Any],
-) -> Results:
-    """Merge the chunks' sums in dataset order into results (rows to ``sink``)."""
+) -> tuple[Results, int]:
+    """Merge the chunks' sums in dataset order into results (rows to ``sink``), and the
+    bytes of the sums."""
     collected = _Collected(plan, gathering)
+    received = 0
     try:
         if sink is not None:
             sink.start(document_header(source.name, source.digest, source.samples, plan.records))  # type: ignore[arg-type]
         with _Progress(progress, source.samples) as advance:
             for ref in sums:
                 part = _got(ray, ref)
+                received += _size(part)
                 rows = collected.merge(part)
                 if rows is not None and sink is not None:
                     sink.write(rows)
@@ -408,7 +434,18 @@ def _merged(
         if sink is not None:
             sink.abort()
         raise
-    return results
+    return results, received
+
+
+def _size(part: Summed) -> int:
+    """About the bytes of a chunk's sums: their arrays."""
+    arrays = []
+    if part.resampled is not None:
+        arrays += [part.resampled.head, part.resampled.sums, part.resampled.tail]
+    if part.rows is not None:
+        arrays += [*part.rows.values.values()]
+    found = sum(array.nbytes for array in arrays)
+    return int(found + (part.rows.ids.nbytes if part.rows is not None else 0))
 
 
 def _refuse(problems: Sequence[Problem], long: Long) -> None:
