@@ -2,30 +2,34 @@
 two, side by side in the same run.
 
     python benchmarks/cluster.py [--queries 100000,1000000] [--nodes 1,2] [--shards 8]
-                                 [--modes sharded] [--out benchmarks/CLUSTER.md]
+                                 [--modes shards,files,memory,threads] [--folder DIR]
 
 The cluster is Ray's ``ray.cluster_utils.Cluster`` on this machine: a head node with no
 CPU for tasks (the driver's node) and ``--nodes`` worker nodes of one CPU each, every node
-with its own raylet and object store. The driver is a fresh process connected to it
-(``RAY_ADDRESS``); it scores nDCG@10, AP, RR, R@100 and P@10 with CIs (the summary, no
-per-sample rows) and reports its wall time, its CPU time and its peak RSS. This process
-samples the CPU time of every process of the cluster meanwhile: Ray's workers (processes
-named ``ray::...``) and its daemons (raylets, GCS) apart.
+with its own raylet and object store (2 GiB). The driver is a fresh process connected to
+it (``RAY_ADDRESS``); it scores nDCG@10, AP, RR, R@100 and P@10 with CIs and reports its
+wall time, its CPU time, its peak RSS and what went through the object stores. It first
+scores a small input the same way, so that each node has a worker that imported slotwise
+(a warm cluster, as a long-running one is). This process samples the CPU time of every
+process of the cluster meanwhile: Ray's workers (processes named ``ray::...``) and its
+daemons (raylets, GCS, agents) apart. Run it with another checkout's interpreter to
+measure that code (the cluster's workers run the interpreter that runs this file).
 
 Data (benchmarks/corpus.py): ids from MS MARCO's 8,841,823 passages, 100 documents a
-query, sparse qrels, as TREC files; for the sharded modes the qrels are cut into 2 files
-and the run into ``--shards`` files at line boundaries that ignore queries (a query's
-lines may span two files).
+query, sparse qrels, as TREC files; for ``shards`` the qrels are cut into 2 files and the
+run into ``--shards`` files at line boundaries that ignore queries (a query's lines may
+be in two files).
 
 Modes:
 
-- ``sharded``: ``Engine(executor="ray").evaluate_stream(qrels=DIR, run=DIR)``: the
-  workers read their shards;
-- ``stream``: the same with one qrels file and one run file read by the driver, as
-  before issue 53 (each chunk shipped to a worker);
-- ``memory``: ``evaluate_trec(QRELS, RUN)`` in memory, chunks shipped to the workers;
-- ``threads``: ``evaluate_trec`` on ``Engine(executor="threads")`` in a fresh process on
-  two cores, no Ray (the yardstick of ``memory``).
+- ``shards``: ``Engine(executor="ray").evaluate_stream(qrels=DIR, run=DIR)`` (summary,
+  no per-sample rows);
+- ``files``: the same with one qrels file and one run file (before issue 53 the driver
+  read them and shipped each chunk to a worker; since, the workers read byte ranges);
+- ``memory``: samples and outputs already in the driver's memory (read before the clock
+  starts), ``Dataset.evaluate`` on Ray: chunks shipped to the workers;
+- ``threads``: the same in a fresh process on ``Engine(executor="threads")``, no Ray (the
+  yardstick of ``memory``).
 """
 
 from __future__ import annotations
@@ -52,8 +56,8 @@ METRICS = [
     "retrieval-recall-at-k@100",
     "retrieval-precision-at-k@10",
 ]
-MODES = ("sharded", "stream", "memory", "threads")
-_OBJECT_STORE = 1 << 30  # bytes of object store per node
+MODES = ("shards", "files", "memory", "threads")
+_OBJECT_STORE = 2 << 30  # bytes of object store per node
 
 
 # -- the data --------------------------------------------------------------------------------
@@ -63,7 +67,10 @@ def data(folder: Path, queries: int, shards: int) -> dict[str, Path]:
     """The TREC files of ``queries`` queries, and the same cut into shard folders."""
     from corpus import write_files
 
-    qrels, run = folder / f"sparse-8841823-{queries}.qrels", folder / f"sparse-8841823-{queries}.run"
+    qrels, run = (
+        folder / f"sparse-8841823-{queries}.qrels",
+        folder / f"sparse-8841823-{queries}.run",
+    )
     if not (qrels.exists() and run.exists()):
         qrels, run = write_files(folder, queries, 100)
     found = {"qrels": qrels, "run": run}
@@ -181,9 +188,8 @@ def measure(mode: str, files: dict[str, Path], nodes: int) -> dict[str, Any]:
 
 
 def drive(spec: dict[str, str]) -> dict[str, Any]:
-    """Score the data as ``spec["mode"]`` says; the driver's own seconds, CPU and memory.
-    On Ray, the same mode first scores a small input, so that every node has a worker
-    that imported slotwise (a warm cluster, as a long-running one is)."""
+    """Score the data as ``spec["mode"]`` says (on Ray, after a small input the same way);
+    the driver's own seconds, CPU and memory, and the traffic it logged."""
     import logging
     import resource
 
@@ -193,15 +199,20 @@ def drive(spec: dict[str, str]) -> dict[str, Any]:
     eng = engine.Engine(config={}, executor="threads" if mode == "threads" else "ray")
     if mode != "threads":
         score(eng, mode, {k[5:]: v for k, v in spec.items() if k.startswith("warm_")})
+    inputs = read(spec) if mode in ("memory", "threads") else None
     events: list[logging.LogRecord] = []
     catch = logging.Handler(logging.INFO)
     catch.emit = events.append  # type: ignore[method-assign]
     logging.getLogger("slotwise").addHandler(catch)
     logging.getLogger("slotwise").setLevel(logging.INFO)
     started, cpu = time.perf_counter(), time.process_time()
-    results = score(eng, mode, spec)
+    results = score(eng, mode, spec, inputs)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     traffic = next((e.fields for e in events if e.event == "evaluation.sharded"), None)  # type: ignore[attr-defined]
+    head = subprocess.run(
+        ["git", "-C", str(Path(engine.__file__).parent), "rev-parse", "--short", "HEAD"],
+        capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
     return {
         "seconds": seconds,
         "driver": cpu,
@@ -210,17 +221,26 @@ def drive(spec: dict[str, str]) -> dict[str, Any]:
         "hash": results.dataset_hash,
         "ndcg": results.summary()["retrieval-ndcg-at-k@10"]["mean"],
         "traffic": traffic,
+        "commit": head,
     }
 
 
-def score(eng: Any, mode: str, spec: dict[str, str]) -> Any:
+def read(spec: dict[str, str]) -> tuple[Any, Any]:
+    from engine.io import trec
+
+    return trec.read_qrels(spec["qrels"]), trec.read_run(spec["run"])
+
+
+def score(eng: Any, mode: str, spec: dict[str, str], inputs: tuple[Any, Any] | None = None) -> Any:
     if mode in ("memory", "threads"):
-        return eng.evaluate_trec(spec["qrels"], spec["run"], METRICS)
-    sharded = mode == "sharded"
+        samples, outputs = inputs or read(spec)
+        evaluation = eng.dataset(samples=samples).with_metrics(METRICS)
+        return evaluation.evaluate(outputs, missing="empty")
+    shards = mode == "shards"
     return eng.evaluate_stream(
         METRICS,
-        qrels=spec["qrels_shards" if sharded else "qrels"],
-        run=spec["run_shards" if sharded else "run"],
+        qrels=spec["qrels_shards" if shards else "qrels"],
+        run=spec["run_shards" if shards else "run"],
         chunk_size=16384,
     )
 
@@ -233,7 +253,7 @@ def main() -> None:
     parser.add_argument("--queries", default="100000,1000000")
     parser.add_argument("--nodes", default="1,2")
     parser.add_argument("--shards", type=int, default=8)
-    parser.add_argument("--modes", default="sharded")
+    parser.add_argument("--modes", default="shards,files,memory,threads")
     parser.add_argument("--folder", type=Path, default=Path("/tmp/slotwise-cluster"))
     parser.add_argument("--driver", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -241,26 +261,41 @@ def main() -> None:
         print(json.dumps(drive(json.loads(args.driver))))
         return
     args.folder.mkdir(parents=True, exist_ok=True)
-    print("| queries | mode | worker nodes | seconds | queries/s | queries/s per worker CPU-s "
-          "| driver CPU-s | workers CPU-s | daemons CPU-s | driver share | driver peak RSS (MiB) |")  # fmt: skip
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| queries | mode | slotwise | worker nodes | seconds | queries/s | driver CPU-s "
+        "| workers CPU-s | Ray daemons CPU-s | driver share | queries per CPU-s "
+        "| driver peak RSS (MiB) | MiB shuffled | KiB per chunk: to sum, to driver |"
+    )
+    print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    warm = data(args.folder, 2000, args.shards)
     for queries in map(int, args.queries.split(",")):
-        files = data(args.folder, queries, args.shards)
-        warm = data(args.folder, 2000, args.shards)
+        files = {**data(args.folder, queries, args.shards)}
         files.update({f"warm_{key}": path for key, path in warm.items()})
         for mode in args.modes.split(","):
             for nodes in map(int, args.nodes.split(",")) if mode != "threads" else [0]:
                 found = measure(mode, files, nodes)
-                total = found["driver"] + found["workers"] + found["daemons"]
-                print(
-                    f"| {queries:,} | {mode} | {nodes} | {found['seconds']:.1f} "
-                    f"| {queries / found['seconds']:,.0f} "
-                    f"| {queries / max(found['workers'], 1e-9):,.0f} "
-                    f"| {found['driver']:.1f} | {found['workers']:.1f} | {found['daemons']:.1f} "
-                    f"| {found['driver'] / total:.1%} | {found['max_rss'] / 2**20:,.0f} |",
-                    flush=True,
-                )
+                print(row(queries, mode, nodes, found), flush=True)
                 print(f"    {json.dumps(found)}", file=sys.stderr, flush=True)
+
+
+def row(queries: int, mode: str, nodes: int, found: dict[str, Any]) -> str:
+    total = found["driver"] + found["workers"] + found["daemons"]
+    traffic = found.get("traffic") or {}
+    chunks = traffic.get("chunks") or 0
+    shuffled = f"{traffic['read_to_join'] / 2**20:,.0f}" if traffic else ""
+    per_chunk = (
+        f"{traffic['scored_to_summed'] / chunks / 2**10:,.0f}, "
+        f"{traffic['summed_to_driver'] / chunks / 2**10:,.0f}"
+        if chunks
+        else ""
+    )
+    return (
+        f"| {queries:,} | {mode} | {found.get('commit', '')} | {nodes or '-'} "
+        f"| {found['seconds']:.1f} | {queries / found['seconds']:,.0f} "
+        f"| {found['driver']:.1f} | {found['workers']:.1f} | {found['daemons']:.1f} "
+        f"| {found['driver'] / total:.1%} | {queries / total:,.0f} "
+        f"| {found['max_rss'] / 2**20:,.0f} | {shuffled} | {per_chunk} |"
+    )
 
 
 if __name__ == "__main__":

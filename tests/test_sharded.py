@@ -4,6 +4,7 @@ workers of a Ray cluster of two nodes (issue 53)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import random
@@ -163,13 +164,20 @@ class TestShards:
 
 
 class TestInProcess:
-    def test_trec_shards_equal_one_file(self, files: dict[str, Any]) -> None:
-        """Qrels and a run cut into files anywhere (a query's lines in several) give the
-        numbers of the one file, bit for bit, on every in-process executor."""
+    def test_trec_shards_equal_one_file(self, files: dict[str, Any], tmp_path: Path) -> None:
+        """Qrels and a run cut into files anywhere (a query's lines in several; a file
+        compressed, a file empty) give the numbers of the one file, bit for bit, on every
+        in-process executor."""
         expected = _local(files["qrels"], files["run"])
+        run = sorted(files["run_dir"].iterdir())
+        packed = tmp_path / f"{run[2].name}.gz"
+        packed.write_bytes(gzip.compress(run[2].read_bytes()))
+        empty = _write(tmp_path / "empty.trec", [])
         for executor in ("local", "threads"):
             eng = engine.Engine(config={}, executor=executor)
-            got = eng.evaluate_trec(files["qrels_dir"], sorted(files["run_dir"].iterdir()), METRICS)
+            got = eng.evaluate_trec(
+                files["qrels_dir"], [*run[:2], packed, empty, *run[3:]], METRICS
+            )
             _same(got, expected)
 
     def test_stream_of_shards(self, files: dict[str, Any], tmp_path: Path) -> None:
@@ -362,9 +370,14 @@ class TestRay:
         )
         _same(got, expected)
 
-    def test_problems_named_from_workers(self, cluster: str, tmp_path: Path) -> None:
+    def test_problems_named_from_workers(
+        self, cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """A bad line read by a worker (in a byte range of a file) and a repeat across
         shards found by another are named by file and line, as in one process."""
+        from engine.io import sharded
+
+        monkeypatch.setattr(sharded, "RANGE_BYTES", 2048)  # the run in 5 ranges
         lines = [f"q{i % 3} Q0 d{i} {i} {i} t" for i in range(400)]
         lines[301] = "q1 Q0 d301 301 nan t"
         _write(tmp_path / "r" / "b.trec", lines)

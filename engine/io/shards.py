@@ -208,7 +208,7 @@ def open_stream(shard: Shard) -> Any:
     system, _ = filesystem(shard.root)
     codec = COMPRESSIONS.get(PurePosixPath(shard.path).suffix.lower())
     try:
-        raw = system.open_input_stream(shard.path)
+        raw = system.open_input_stream(shard.path, compression=None)
         if codec is None:
             return raw
         if codec == "xz":  # not an Arrow codec: Python's lzma behind Arrow's file interface
