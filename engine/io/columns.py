@@ -241,7 +241,7 @@ class Columns:
         into ``docs``."""
         table = self.table
         for index, name in enumerate(table.column_names):
-            if name in DOC_COLUMNS:
+            if name in DOC_COLUMNS and table.column(name).null_count < len(table):
                 column = _map_codes(table.column(name).combine_chunks(), remap)
                 table = table.set_column(index, name, column)
         return Columns(table, docs)
@@ -249,34 +249,50 @@ class Columns:
     def compact(self) -> Columns:
         """The same rows with ``docs`` cut down to the ids they use, taken from each piece
         of a joined vocabulary apart, and every column with buffers of its own: a slice of
-        a large table, shipped to another process, ships its own rows alone."""
+        a large table, shipped to another process, ships its own rows alone. Of a piece,
+        the stretch from the first id used to the last is kept whole when most of it is
+        used (the rows' own ids, in order, as runs and qrels code them: no gather)."""
         codes = [_codes(self.column(name)) for name in DOC_COLUMNS if self.has(name)]
         used = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int32)
         pieces = chunks_of(self.docs)
         starts = offsets_of([len(piece) for piece in pieces]).tolist()
-        taken, spans, count = [], [], 0  # spans: (first code, new code of each code from it)
+        taken: list[pa.Array] = []
+        spans: list[tuple[int, int, Any]] = []  # first code, new code of it, new codes or None
+        count = 0
         for piece, (start, end) in zip(pieces, itertools.pairwise(starts), strict=True):
             mine = used[(used >= start) & (used < end)]
             if not mine.size:
                 continue
-            low = int(
-                mine.min()
-            )  # a bitmap over the codes' span: the chunk's, not the vocabulary's
-            seen = np.zeros(int(mine.max()) - low + 1, dtype=np.bool_)
+            low = int(mine.min())
+            span = int(mine.max()) - low + 1
+            if span <= max(2 * mine.size, _WHOLE_STRETCH):
+                taken.append(pa.concat_arrays([piece.slice(low - start, span)]))  # own buffers
+                spans.append((low, count, None))
+                count += span
+                continue
+            seen = np.zeros(span, dtype=np.bool_)  # the codes' span: the chunk's, not the piece's
             seen[mine - low] = True
             kept = np.flatnonzero(seen)
             taken.append(piece.take(pa.array(kept + (low - start))))
-            spans.append((low, np.cumsum(seen, dtype=np.int32) + np.int32(count - 1)))
+            spans.append((low, count, np.cumsum(seen, dtype=np.int32) - 1))
             count += kept.size
+        lows = np.array([low for low, _, _ in spans], dtype=np.int64)
 
         def remap(found: npt.NDArray[Any]) -> npt.NDArray[Any]:
-            new = np.empty(found.shape, dtype=np.int32)
-            for low, ranks in spans:
-                inside = (found >= low) & (found < low + ranks.size)
-                new[inside] = ranks[found[inside] - low]
+            which = np.searchsorted(lows, found, side="right") - 1
+            shifts = np.array([base - low for low, base, _ in spans], dtype=np.int64)
+            new = (found + shifts[which]).astype(np.int32)
+            for index, (low, base, ranks) in enumerate(spans):
+                if ranks is not None:
+                    inside = which == index
+                    new[inside] = ranks[found[inside] - low] + np.int32(base)
             return new
 
-        docs = pa.concat_arrays(taken) if taken else pa.array([], pa.string())
+        docs = (
+            (pa.chunked_array(taken) if len(taken) > 1 else taken[0])
+            if taken
+            else pa.array([], pa.string())
+        )
         recoded = self.recoded(docs, remap)
         own = [pa.concat_arrays(column.chunks) for column in recoded.table.columns]
         return Columns(pa.Table.from_arrays(own, schema=recoded.table.schema), docs)
@@ -369,6 +385,8 @@ def _map_codes(column: pa.Array, remap: Remap) -> pa.Array:
     return list_array(offsets, entries, mask)
 
 
+#: A stretch of a vocabulary this short is kept whole by :meth:`Columns.compact`.
+_WHOLE_STRETCH = 1 << 12
 #: About how many ids (labelled and output) are matched at a time: a block's labelled ids
 #: are hashed together, in a table small enough to stay in the CPU's cache.
 _MATCH_BLOCK = 1 << 16
