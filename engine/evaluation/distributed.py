@@ -35,10 +35,9 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from engine.cores import limited
 from engine.errors import InputError, Problem, SlotwiseError
 from engine.evaluation.batch import Shape
-from engine.evaluation.executors import RayExecutor
+from engine.evaluation.executors import RayExecutor, on_its_cpus
 from engine.evaluation.pipeline import (
     ChunkScores,
     ChunkTask,
@@ -139,20 +138,6 @@ class Hashed:
 
 
 # -- the tasks --------------------------------------------------------------------------------
-
-
-def _on_worker(work: Callable[..., Any]) -> Callable[..., Any]:
-    """``work`` on the CPUs Ray gave the task (not a thread per CPU of its node)."""
-
-    @functools.wraps(work)
-    def task(*args: Any) -> Any:
-        import ray
-
-        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1)
-        with limited(max(1, math.floor(cpus))):
-            return work(*args)
-
-    return task
 
 
 def read_shard(long: Long, index: int, buckets: int) -> tuple[Any, ...]:
@@ -268,7 +253,7 @@ def sum_chunk(gathering: Gathering, position: int, *pieces: Piece) -> tuple[Hash
 def _remote(work: Callable[..., Any]) -> Any:
     import ray
 
-    return ray.remote(_on_worker(work))
+    return ray.remote(on_its_cpus(work))
 
 
 def _got(ray: Any, refs: Any) -> Any:

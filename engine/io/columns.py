@@ -279,7 +279,9 @@ class Columns:
         lows = np.array([low for low, _, _ in spans], dtype=np.int64)
 
         def remap(found: npt.NDArray[Any]) -> npt.NDArray[Any]:
-            which = np.searchsorted(lows, found, side="right") - 1
+            which = np.zeros(found.shape, dtype=np.intp)  # the span of each code (a few)
+            for low in lows[1:]:
+                which += found >= low
             shifts = np.array([base - low for low, base, _ in spans], dtype=np.int64)
             new = (found + shifts[which]).astype(np.int32)
             for index, (low, base, ranks) in enumerate(spans):
