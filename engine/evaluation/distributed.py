@@ -66,9 +66,9 @@ IntArray = npt.NDArray[np.int64]
 
 #: Bytes of input per bucket (at least two buckets per CPU of the cluster).
 BUCKET_BYTES = 1 << 28
-#: Samples a chunk's piece of a bucket holds at the least (a smaller object would be
-#: kept in the driver's memory by Ray, which keeps objects under 100 KiB with their owner).
-PIECE_SAMPLES = 1024
+#: Samples a chunk's piece of a bucket holds at the least: about 250 KiB of scores (Ray
+#: keeps an object under 100 KiB in its owner's memory: the driver's).
+PIECE_SAMPLES = 2048
 #: About how many stretches of the input the driver counts first appearances in.
 STRETCHES = 1 << 12
 
@@ -297,7 +297,7 @@ def evaluate_sharded(
     ``sink`` as they are merged and stay in memory when ``keep``."""
     ray = executor.init()
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    size = sum(shard.size or 0 for shard in (*samples.shards, *outputs.shards))
+    size = sum(shard.nbytes for shard in (*samples.shards, *outputs.shards))
     buckets = max(2 * cpus, -(-size // BUCKET_BYTES))
     read, join, score, sum_ = (
         _remote(work) for work in (read_shard, join_bucket, score_bucket, sum_chunk)

@@ -65,6 +65,11 @@ class Shard:
         return f"{scheme}://{self.path.lstrip('/')}" if scheme else self.path
 
     @property
+    def nbytes(self) -> int:
+        """The bytes it covers (0 when the file's size is unknown)."""
+        return (self.end if self.end is not None else self.size or 0) - self.start
+
+    @property
     def compressed(self) -> bool:
         return PurePosixPath(self.path).suffix.lower() in COMPRESSIONS
 
