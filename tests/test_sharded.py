@@ -237,6 +237,53 @@ def _tables(files: dict[str, Any], folder: Path, rows: int) -> None:
             pq.write_table(table.slice(start, rows), folder / name / f"{part:03d}.parquet")
 
 
+class TestPlan:
+    @pytest.mark.parametrize("buckets", [1, 3])
+    @pytest.mark.usefixtures("small_parts")
+    def test_the_plan_is_what_one_process_finds(
+        self, files: dict[str, Any], tmp_path: Path, buckets: int
+    ) -> None:
+        """What the workers' plan finds from the shards' runs alone (no rows): the padding
+        shape, the samples, the outputs for unknown samples and the chunks' starts, as one
+        process finds them in the joined columns of the one file (TREC files, and label
+        tables of two kinds)."""
+        from engine.evaluation.batch import Shape
+        from engine.evaluation.distributed import plan_chunks, read_shard
+        from engine.evaluation.pipeline import aligned
+        from engine.io import sharded, sources
+
+        grades = tmp_path / "grades"
+        lines = [line.split() for line in files["qrels"].read_text().splitlines()]
+        table = pa.table(
+            {
+                "query_id": [line[0] for line in lines],
+                "doc_id": [line[2] for line in lines],
+                "relevance": [float(line[3]) if i % 3 else None for i, line in enumerate(lines)],
+                "grades": [
+                    float(line[3]) + 1 if i % 3 != 1 else None for i, line in enumerate(lines)
+                ],
+            }
+        )
+        grades.mkdir()
+        for part, start in enumerate(range(0, table.num_rows, 1000)):
+            pq.write_table(table.slice(start, 1000), grades / f"{part}.parquet")
+        for samples in (
+            sharded.Long.of(files["qrels_dir"], "qrels", trec=True),
+            sharded.Long.of(grades, "labels", trec=False),
+        ):
+            outputs = sharded.Long.of(files["run_dir"], "run", trec=True, ranges=True)
+            runs = [
+                read_shard(long, index, buckets)[1]
+                for long in (samples, outputs)
+                for index in range(len(long.shards))
+            ]
+            planned = plan_chunks(len(samples.shards), buckets, 64, *runs)
+            joined, unknown = aligned(sharded.read(samples), sources.read_run(files["run"]))
+            assert planned.shape == Shape.of(joined)
+            assert (planned.samples, planned.unknown) == (len(joined), tuple(unknown))
+            assert planned.positions == (*range(0, len(joined), 64), len(joined))
+
+
 class TestProblems:
     def test_a_bad_line_names_its_file_and_line(self, tmp_path: Path) -> None:
         """A malformed line in one shard is named by that file and its own line number,

@@ -4,29 +4,32 @@ merges.
 Four rounds of tasks, each a worker's, with only small objects for the driver:
 
 1. **read**: a task per shard (or byte range of a large TREC file) reads and checks its
-   lines and cuts its rows into buckets by query (:func:`engine.io.sharded.bucketed`);
-2. **join**: a task per bucket makes the bucket's samples and outputs of every shard's
+   lines, cuts its rows into buckets by query (:func:`engine.io.sharded.bucketed`), and
+   sums up its runs of rows without the rows (:class:`engine.io.sharded.Runs`);
+2. **plan**: one task reads every shard's runs and finds what scoring needs of the whole
+   dataset: the padding shape (the longest ranking and label list of a sample; the
+   largest label), each sample's place (by its first line), the outputs for unknown
+   samples, and so where each chunk of samples starts;
+3. **join**: a task per bucket makes the bucket's samples and outputs of every shard's
    rows (a document labelled or ranked twice is found whichever shards hold the two
-   lines), puts each output beside its sample, and reports the padding shape, the
-   outputs for unknown samples, and how many samples first appear in each stretch of the
-   input (the bucket's columns stay in the object store, on the node that made them);
-3. **score**: a task per bucket, on that node, scores its samples padded to the dataset's
-   shape and cuts the scores at the dataset positions where the driver's chunks start;
-4. **sum**: a task per chunk orders its samples as the input does (each by its first
-   line) and sums them (:func:`~engine.evaluation.pipeline.summed`): exact tallies, the
-   bootstrap's block sums, the lines of the content hash, and the rows when wanted.
+   lines), puts each output beside its sample, scores the samples padded to the
+   dataset's shape, and cuts the scores into the dataset's chunks;
+4. **sum**: a task per chunk orders its samples from every bucket as the input does (each
+   by its first line) and sums them (:func:`~engine.evaluation.pipeline.summed`): exact
+   tallies, the bootstrap's block sums, the lines of the content hash, and the rows when
+   wanted.
 
 The driver merges the chunks in order: the numbers are those of one process reading the
 same lines, bit for bit, whatever the sharding, the buckets and the nodes. A sample's
 values depend on its row and the dataset's shape alone (every metric is computed row by
-row), and every summary is summed in dataset order or exactly.
+row), the chunks start at the dataset positions a single process's chunks start at, and
+every summary is summed in dataset order or exactly.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -34,9 +37,10 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.errors import InputError, Problem, SlotwiseError
-from engine.evaluation.batch import Shape
+from engine.evaluation.batch import PADDED, Shape
 from engine.evaluation.executors import RayExecutor, on_its_cpus
 from engine.evaluation.pipeline import (
     ChunkScores,
@@ -56,7 +60,8 @@ from engine.evaluation.pipeline import (
 from engine.evaluation.results import Results, document_header
 from engine.io import sharded
 from engine.io.columns import Columns, ContentHash, canonical_lines, string_bytes
-from engine.io.sharded import Long
+from engine.io.frames import Coded
+from engine.io.sharded import Long, Runs
 from engine.io.sinks import Sink
 from engine.logs import log
 
@@ -69,8 +74,6 @@ BUCKET_BYTES = 1 << 28
 #: Samples a chunk's piece of a bucket holds at the least: about 250 KiB of scores (Ray
 #: keeps an object under 100 KiB in its owner's memory: the driver's).
 PIECE_SAMPLES = 2048
-#: About how many stretches of the input the driver counts first appearances in.
-STRETCHES = 1 << 12
 
 
 @attrs.frozen
@@ -83,30 +86,26 @@ class Read:
 
 
 @attrs.frozen
-class Bucket:
-    """What a join task found: samples, padding shape, outputs for unknown samples, how
-    many samples first appear in each stretch of the input (``stretches``: the
-    stretches' numbers, ``counts``: their samples), and the node that holds its columns
-    (where they are scored)."""
+class Planned:
+    """What scoring needs of the whole dataset: its samples, padding shape and outputs for
+    unknown samples; where each chunk starts (``bounds``: the first row numbers of the
+    chunks' first samples, then one past every row) and its dataset position."""
 
     samples: int
     shape: Shape
     unknown: tuple[str, ...]
-    stretches: IntArray
-    counts: IntArray
-    nbytes: int
-    node: str = ""
-    problems: tuple[tuple[Problem, ...], tuple[Problem, ...]] = ((), ())  # samples', outputs'
+    bounds: IntArray
+    positions: tuple[int, ...]
 
 
 @attrs.frozen
 class Joined:
-    """A bucket's samples with their outputs beside them, each sample's first row, and
-    each sample's line of the content hash."""
+    """What a join task found: its samples, the bytes of its pieces, and its problems
+    (the samples', the outputs')."""
 
-    columns: Columns
-    first: IntArray
-    lines: pa.Array
+    samples: int
+    nbytes: int
+    problems: tuple[tuple[Problem, ...], tuple[Problem, ...]] = ((), ())
 
 
 @attrs.frozen
@@ -141,20 +140,70 @@ class Hashed:
 
 
 def read_shard(long: Long, index: int, buckets: int) -> tuple[Any, ...]:
-    """Read shard ``index`` of ``long``: what was found, then its rows of each bucket."""
+    """Read shard ``index`` of ``long``: what was found, its runs, then its rows of each
+    bucket."""
     try:
-        pieces = sharded.bucketed(sharded.rows(long, index), buckets)
+        found = sharded.rows(long, index)
+        pieces = sharded.bucketed(found, buckets)
     except InputError as error:
-        return (Read(0, 0, error.problems), *[None] * buckets)
-    found = Read(sum(len(p) for p in pieces), sum(p.nbytes for p in pieces))
-    return (found, *pieces)
+        return (Read(0, 0, error.problems), None, *[None] * buckets)
+    read = Read(len(found), sum(piece.nbytes for piece in pieces))
+    return (read, found.runs(), *pieces)
+
+
+def plan_chunks(count: int, buckets: int, chunk: int, *runs: Runs) -> Planned:
+    """The dataset's shape, samples and chunks from every shard's runs: ``count`` are the
+    samples' shards' (first), the rest the outputs'."""
+    own, theirs = runs[:count], runs[count:]
+    samples, first = _totals(own, "starts")
+    outputs, rows = _totals(theirs, "lengths")
+    known = pc.is_in(outputs.ids, value_set=samples.ids).to_numpy(zero_copy_only=False)
+    widths = dict.fromkeys(PADDED, 0)
+    widths["retrieved"] = int(rows[known].max(initial=0))
+    for kind in ("relevance", "grades"):
+        if any(kind in part.labelled for part in own):
+            labelled = _labelled(own, kind, samples, len(samples.ids))
+            widths[kind] = int(labelled.max(initial=0))
+    tops = [part.top for part in own if part.top is not None]
+    shape = Shape(widths, max(tops) if tops else 0.0)
+    unknown = tuple(sorted(outputs.ids.filter(pa.array(~known)).to_pylist()))
+    ordered = np.sort(first)
+    size = max(chunk, PIECE_SAMPLES * buckets)
+    starts = list(range(0, ordered.size, size))
+    bounds = np.append(ordered[starts], np.iinfo(np.int64).max)
+    return Planned(ordered.size, shape, unknown, bounds, (*starts, ordered.size))
+
+
+def _totals(runs: Sequence[Runs], what: str) -> tuple[Coded, IntArray]:
+    """The queries of ``runs`` coded, and per query the smallest start (``"starts"``: its
+    first row) or the sum of the lengths (``"lengths"``: its rows)."""
+    queries = Coded.of(pa.chunked_array([part.queries for part in runs], _QUERIES))
+    values = np.concatenate([getattr(part, what) for part in runs] or [_NONE])
+    if what == "starts":
+        found = np.full(len(queries.ids), np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(found, queries.codes, values)
+        return queries, found
+    return queries, np.bincount(queries.codes, values, len(queries.ids)).astype(np.int64)
+
+
+def _labelled(runs: Sequence[Runs], kind: str, samples: Coded, count: int) -> IntArray:
+    """Per sample, its labels of ``kind`` (coded as ``samples``: the same runs in order)."""
+    counts = np.concatenate(
+        [part.labelled.get(kind, np.zeros(part.lengths.size, np.int64)) for part in runs]
+    )
+    return np.bincount(samples.codes, counts, count).astype(np.int64)
+
+
+_QUERIES = pa.dictionary(pa.int32(), pa.string())
+_NONE = np.zeros(0, dtype=np.int64)
 
 
 def join_bucket(
-    samples: Long, outputs: Long, shift: int, *pieces: sharded.Rows
-) -> tuple[Bucket, Joined | None]:
-    """Join one bucket: ``pieces`` are its rows from every shard of ``samples`` (first,
-    in order), then of ``outputs``."""
+    samples: Long, outputs: Long, plan: Plan, planned: Planned, chunk: int, *pieces: Any
+) -> tuple[Any, ...]:
+    """Join and score one bucket: ``pieces`` are its rows from every shard of ``samples``
+    (first, in order), then of ``outputs``. What was found, then the bucket's piece of
+    each chunk of the dataset."""
     own, theirs = pieces[: len(samples.shards)], pieces[len(samples.shards) :]
     made: list[Columns] = []
     problems: list[tuple[Problem, ...]] = []
@@ -164,62 +213,31 @@ def join_bucket(
             problems.append(())
         except InputError as error:
             problems.append(error.problems)
+    chunks = len(planned.positions) - 1
     if any(problems):
-        none = np.zeros(0, dtype=np.int64)
-        return Bucket(0, Shape(), (), none, none, 0, problems=(problems[0], problems[1])), None
+        return (Joined(0, 0, (problems[0], problems[1])), *[None] * chunks)
     columns, outputs_columns = made
     first = sharded.first_rows(own)
-    lines = list(canonical_lines(columns))
-    joined, unknown = aligned(columns, outputs_columns)
-    stretches, counts = np.unique(first >> shift, return_counts=True)
-    found = Joined(
-        joined,
-        first,
-        pa.concat_arrays(lines) if lines else pa.array([], pa.string()),
-    )
-    nbytes = joined.table.nbytes + _nbytes(joined.docs) + found.lines.nbytes
-    bucket = Bucket(
-        len(joined), Shape.of(joined), tuple(unknown), stretches, counts, nbytes, _node()
-    )
-    return bucket, found
-
-
-def _node() -> str:
-    import ray
-
-    return str(ray.get_runtime_context().get_node_id())
-
-
-def _nbytes(docs: pa.Array | pa.ChunkedArray) -> int:
-    return int(docs.nbytes)
-
-
-def score_bucket(
-    joined: Joined, plan: Plan, shape: Shape, bounds: IntArray, chunk: int
-) -> Piece | tuple[Piece, ...]:
-    """Score a bucket's samples padded to ``shape``, ``chunk`` at a time; its pieces of
-    each chunk of the dataset (``bounds``: the first row numbers where chunks start)."""
-    columns = joined.columns
+    lines = pa.concat_arrays(list(canonical_lines(columns)) or [pa.array([], pa.string())])
+    joined, _ = aligned(columns, outputs_columns)
     parts = [
-        score_chunk(ChunkTask(columns.slice(start, chunk), plan, shape))
-        for start in range(0, len(columns), chunk)
+        score_chunk(ChunkTask(joined.slice(start, chunk), plan, planned.shape))
+        for start in range(0, len(joined), chunk)
     ]
-    scores = ChunkScores.concat(parts, plan.labels) if parts else None
-    cuts = np.searchsorted(joined.first, bounds).tolist()
-    metadata = columns.column("metadata")
-    found = []
-    for start, end in itertools.pairwise(cuts):
-        rows = np.arange(start, end, dtype=np.int64)
-        found.append(
-            Piece(
-                joined.first[start:end],
-                _own(columns.ids.slice(start, end - start)),
-                _own(metadata.slice(start, end - start)),
-                scores.take(rows) if scores is not None else _no_scores(),
-                _own(joined.lines.slice(start, end - start)),
-            )
+    scores = ChunkScores.concat(parts, plan.labels) if parts else _no_scores()
+    metadata = joined.column("metadata")
+    cuts = np.searchsorted(first, planned.bounds).tolist()
+    found = [
+        Piece(
+            first[start:end],
+            _own(joined.ids.slice(start, end - start)),
+            _own(metadata.slice(start, end - start)),
+            scores.take(np.arange(start, end, dtype=np.int64)),
+            _own(lines.slice(start, end - start)),
         )
-    return found[0] if len(found) == 1 else tuple(found)  # (one return: the object itself)
+        for start, end in itertools.pairwise(cuts)
+    ]
+    return (Joined(len(joined), sum(piece.nbytes for piece in found)), *found)
 
 
 def _own(array: pa.Array) -> pa.Array:
@@ -266,17 +284,6 @@ def _got(ray: Any, refs: Any) -> Any:
         raise
 
 
-def _on(ray: Any, node: str) -> Any:
-    """Run on ``node`` (where the task's input is) while it is alive."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    return NodeAffinitySchedulingStrategy(node_id=node, soft=True)
-
-
-def _returns(ref: Any, count: int) -> list[Any]:
-    return [ref] if count == 1 else list(ref)
-
-
 def evaluate_sharded(
     plan: Plan,
     samples: Long,
@@ -299,62 +306,54 @@ def evaluate_sharded(
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     size = sum(shard.nbytes for shard in (*samples.shards, *outputs.shards))
     buckets = max(2 * cpus, -(-size // BUCKET_BYTES))
-    read, join, score, sum_ = (
-        _remote(work) for work in (read_shard, join_bucket, score_bucket, sum_chunk)
+    read, planner, join, sum_ = (
+        _remote(work) for work in (read_shard, plan_chunks, join_bucket, sum_chunk)
     )
     inputs = [ray.put(samples), ray.put(outputs)]
     reads = [
-        _returns(
-            read.options(num_returns=buckets + 1).remote(inputs[side], i, buckets), buckets + 1
-        )
+        read.options(num_returns=buckets + 2).remote(inputs[side], i, buckets)
         for side, long in enumerate((samples, outputs))
         for i in range(len(long.shards))
     ]
     found: list[Read] = _got(ray, [refs[0] for refs in reads])
-    _refuse([p for r in found[: len(samples.shards)] for p in r.problems], samples)
-    _refuse([p for r in found[len(samples.shards) :] for p in r.problems], outputs)
-    rows = sum(r.rows for r in found[: len(samples.shards)])
-    shift = max(0, math.ceil(math.log2(max(rows, 1) / STRETCHES)))
+    count = len(samples.shards)
+    _refuse([p for r in found[:count] for p in r.problems], samples)
+    _refuse([p for r in found[count:] for p in r.problems], outputs)
+    runs = [refs[1] for refs in reads]
+    planned: Planned = _got(ray, planner.remote(count, buckets, chunk_size, *runs))
+    if not planned.samples:
+        raise InputError([Problem("the dataset has no samples")], summary="invalid dataset")
+    chunks = len(planned.positions) - 1
     joins = [
-        join.options(num_returns=2).remote(*inputs, shift, *[refs[1 + b] for refs in reads])
+        _returns(
+            join.options(num_returns=chunks + 1).remote(
+                *inputs, plan, planned, chunk_size, *[refs[2 + b] for refs in reads]
+            ),
+            chunks + 1,
+        )
         for b in range(buckets)
     ]
-    del reads  # each bucket's rows are freed once joined
-    made: list[Bucket] = _got(ray, [refs[0] for refs in joins])
+    del reads, runs  # each shard's rows are freed once joined
+    made: list[Joined] = _got(ray, [refs[0] for refs in joins])
     for side, long in enumerate((samples, outputs)):
         _refuse([p for bucket in made for p in bucket.problems[side]], long)
-    count = sum(bucket.samples for bucket in made)
-    if not count:
-        raise InputError([Problem("the dataset has no samples")], summary="invalid dataset")
-    shape = functools.reduce(Shape.merge, (bucket.shape for bucket in made), Shape())
-    bounds, positions = _chunks(made, shift, chunk_size, buckets)
-    chunks = len(positions) - 1
-    scored = [
-        _returns(
-            score.options(num_returns=chunks, scheduling_strategy=_on(ray, bucket.node)).remote(
-                refs[1], plan, shape, bounds, chunk_size
-            ),
-            chunks,
-        )
-        for bucket, refs in zip(made, joins, strict=True)
-    ]
-    del joins
     gathering = Gathering(
         plan.labels, pa.array([], pa.string()), missing, strict, keep, keep or sink is not None
     )
     sums = [
-        sum_.options(num_returns=2).remote(gathering, positions[c], *[refs[c] for refs in scored])
+        sum_.options(num_returns=2).remote(
+            gathering, planned.positions[c], *[refs[1 + c] for refs in joins]
+        )
         for c in range(chunks)
     ]
-    del scored
-    digest, scored_bytes, driver_bytes = ContentHash(), 0, 0
+    del joins
+    digest, driver_bytes = ContentHash(), 0
+    scored_bytes = sum(bucket.nbytes for bucket in made)
     for refs in sums:
         hashed: Hashed = _got(ray, refs[0])
         digest.update_lines(hashed.lines)
-        scored_bytes += hashed.received
         driver_bytes += len(hashed.lines)
-    unknown = sorted(i for bucket in made for i in bucket.unknown)
-    source = Source(name, digest.hexdigest(), count, unknown)
+    source = Source(name, digest.hexdigest(), planned.samples, planned.unknown)
     results, merged_bytes = _merged(
         plan,
         source,
@@ -370,17 +369,20 @@ def evaluate_sharded(
             "missing_outputs": missing,
         },
     )
-    log.info(  # what went through the object stores, in bytes: the shuffle, then per chunk
+    log.info(  # what went through the object stores, in bytes: the shuffle, then the chunks
         "evaluation.sharded",
         shards=len(samples.shards) + len(outputs.shards),
         buckets=buckets,
         chunks=chunks,
         read_to_join=sum(r.nbytes for r in found),
-        joined=sum(bucket.nbytes for bucket in made),
-        scored_to_summed=scored_bytes,
+        joined_to_summed=scored_bytes,
         summed_to_driver=driver_bytes + merged_bytes,
     )
     return results
+
+
+def _returns(ref: Any, count: int) -> list[Any]:
+    return [ref] if count == 1 else list(ref)
 
 
 def _merged(
@@ -436,26 +438,3 @@ def _size(part: Summed) -> int:
 def _refuse(problems: Sequence[Problem], long: Long) -> None:
     if problems:
         raise sharded.refused(problems, long)
-
-
-def _chunks(
-    made: Sequence[Bucket], shift: int, chunk_size: int, buckets: int
-) -> tuple[IntArray, list[int]]:
-    """Where the dataset's chunks start (row numbers: a chunk holds the samples whose
-    first row is from its start to the next one's; the first is 0, the last past every
-    row) and the dataset position of each chunk's first sample (and the total last):
-    whole stretches of about ``chunk_size`` samples, and enough for each bucket's piece of
-    a chunk to hold about :data:`PIECE_SAMPLES` samples."""
-    stretches = np.concatenate([bucket.stretches for bucket in made])
-    counts = np.concatenate([bucket.counts for bucket in made])
-    numbers, where = np.unique(stretches, return_inverse=True)
-    per = np.bincount(where, counts, minlength=numbers.size).astype(np.int64)
-    ends = np.cumsum(per)
-    total = int(ends[-1])
-    size = max(chunk_size, PIECE_SAMPLES * buckets)
-    marks = np.arange(size, total, size)
-    cuts = np.unique(np.searchsorted(ends, marks, side="left") + 1)
-    cuts = cuts[cuts < numbers.size]
-    starts = [0, *(numbers[cuts] << np.int64(shift)).tolist(), np.iinfo(np.int64).max]
-    positions = [0, *ends[cuts - 1].tolist(), total]
-    return np.asarray(starts, dtype=np.int64), positions

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from engine.errors import InputError, Problem
 from engine.io import frames, trec
-from engine.io.columns import Columns
+from engine.io.columns import LABEL_KINDS, Columns
 from engine.io.fingerprints import fingerprints
 from engine.io.frames import SHARD_SHIFT, Coded, Spread
 from engine.io.shards import Shard, Spec, resolve, split
@@ -35,6 +35,7 @@ from engine.io.shards import Shard, Spec, resolve, split
 __all__ = [
     "Long",
     "Rows",
+    "Runs",
     "bucketed",
     "columns",
     "empty",
@@ -91,6 +92,19 @@ def _described(found: Sequence[Shard]) -> str:
 
 
 @attrs.frozen
+class Runs:
+    """The runs of a shard's rows (see :class:`Rows`), without the rows: each run's query,
+    first row number and length; for labels, per kind the rows of each run that have a
+    label of that kind, and the largest relevance label (None: none)."""
+
+    queries: pa.DictionaryArray
+    starts: IntArray
+    lengths: IntArray
+    labelled: dict[str, IntArray]
+    top: float | None
+
+
+@attrs.frozen
 class Rows:
     """Long rows (of a shard, or of a bucket of shards' rows): per row the document and
     the numbers (``table``); per run of rows of one query numbered one after the other,
@@ -122,6 +136,22 @@ class Rows:
         return int(
             self.table.nbytes + self.queries.nbytes + self.starts.nbytes + self.lengths.nbytes
         )
+
+    def runs(self) -> Runs:
+        """What the runs of these rows tell without the rows: each run's query, first
+        row number and length; per label kind, the rows of each run with a label of that
+        kind; the largest relevance label."""
+        bounds = np.cumsum(self.lengths) - self.lengths
+        labelled, top = {}, None
+        for kind in LABEL_KINDS:
+            if kind not in self.table.column_names:
+                continue
+            present = self.table.column(kind).is_valid().to_numpy(zero_copy_only=False)
+            counts = np.add.reduceat(present.astype(np.int64), bounds) if bounds.size else _NONE
+            labelled[kind] = np.where(self.lengths > 0, counts, 0)
+            if kind == "relevance" and present.any():
+                top = float(pc.max(self.table.column(kind)).as_py())
+        return Runs(self.queries, self.starts, self.lengths, labelled, top)
 
     def expanded(self) -> pa.Table:
         """The rows with their ``query_id`` and ``at`` (each row's number)."""
