@@ -6,7 +6,7 @@ two, side by side in the same run.
 
 The cluster is Ray's ``ray.cluster_utils.Cluster`` on this machine: a head node with no
 CPU for tasks (the driver's node) and ``--nodes`` worker nodes of one CPU each, every node
-with its own raylet and object store (2 GiB). The driver is a fresh process connected to
+with its own raylet and object store (3 GiB). The driver is a fresh process connected to
 it (``RAY_ADDRESS``); it scores nDCG@10, AP, RR, R@100 and P@10 with CIs and reports its
 wall time, its CPU time, its peak RSS and what went through the object stores. It first
 scores a small input the same way, so that each node has a worker that imported slotwise
@@ -58,7 +58,7 @@ METRICS = [
     "retrieval-precision-at-k@10",
 ]
 MODES = ("shards", "files", "memory", "threads")
-_OBJECT_STORE = 2 << 30  # bytes of object store per node
+_OBJECT_STORE = 3 << 30  # bytes of object store per node
 
 
 # -- the data --------------------------------------------------------------------------------
@@ -239,10 +239,14 @@ def drive(spec: dict[str, str]) -> dict[str, Any]:
         ["git", "-C", str(Path(engine.__file__).parent), "rev-parse", "--short", "HEAD"],
         capture_output=True, text=True,
     ).stdout.strip()  # fmt: skip
+    status = dict(
+        line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines()
+    )
     return {
         "seconds": seconds,
         "driver": cpu,
         "max_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "rss_now": {k: status[k].strip() for k in ("VmRSS", "RssAnon", "RssFile", "RssShmem")},
         "samples": results.samples,
         "hash": results.dataset_hash,
         "ndcg": results.summary()["retrieval-ndcg-at-k@10"]["mean"],
@@ -320,7 +324,7 @@ def row(queries: int, mode: str, nodes: int, found: dict[str, Any]) -> str:
     chunks = traffic.get("chunks") or 0
     shuffled = f"{traffic['read_to_join'] / 2**20:,.0f}" if traffic else ""
     per_chunk = (
-        f"{traffic['scored_to_summed'] / chunks / 2**10:,.0f}, "
+        f"{traffic['joined_to_summed'] / chunks / 2**10:,.0f}, "
         f"{traffic['summed_to_driver'] / chunks / 2**10:,.0f}"
         if chunks
         else ""

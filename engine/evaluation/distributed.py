@@ -58,6 +58,7 @@ from engine.evaluation.pipeline import (
     summed,
 )
 from engine.evaluation.results import Results, document_header
+from engine.evaluation.statistics import Bootstrap, Resampled
 from engine.io import sharded
 from engine.io.columns import Columns, ContentHash, canonical_lines, string_bytes
 from engine.io.frames import Coded
@@ -129,11 +130,12 @@ class Piece:
 
 
 @attrs.frozen
-class Hashed:
-    """A chunk's lines of the content hash, and the bytes of the pieces it was made of."""
+class Folded:
+    """What the chunks' sums fold into, in dataset order, where they are: the content hash
+    and the bootstrap's sums (None when values are kept: their intervals come from them)."""
 
-    lines: bytes
-    received: int
+    digest: str
+    bootstrap: Bootstrap | None
 
 
 # -- the tasks --------------------------------------------------------------------------------
@@ -250,18 +252,36 @@ def _no_scores() -> ChunkScores:
     return ChunkScores({}, {}, {}, np.zeros(0, dtype=np.int64), none, none)
 
 
-def sum_chunk(gathering: Gathering, position: int, *pieces: Piece) -> tuple[Hashed, Summed]:
-    """One chunk of the dataset from each bucket's piece of it: its lines of the content
-    hash, and its samples in dataset order (by first row) summed from dataset position
-    ``position``."""
+def sum_chunk(
+    gathering: Gathering, position: int, *pieces: Piece
+) -> tuple[bytes, Resampled | None, Summed]:
+    """One chunk of the dataset from each bucket's piece of it, its samples in dataset
+    order (by first row) from dataset position ``position``: their lines of the content
+    hash, the bootstrap's part of them, and the rest of their sums."""
     first = np.concatenate([piece.first for piece in pieces])
     order = np.argsort(first, kind="stable")
     ids = pa.concat_arrays([piece.ids for piece in pieces]).take(pa.array(order))
     metadata = pa.concat_arrays([piece.metadata for piece in pieces]).take(pa.array(order))
     scores = ChunkScores.concat([piece.scores for piece in pieces], gathering.labels).take(order)
     lines = pa.concat_arrays([piece.lines for piece in pieces]).take(pa.array(order))
-    hashed = Hashed(bytes(string_bytes(lines)), sum(piece.nbytes for piece in pieces))
-    return hashed, summed(ids, metadata, scores, gathering, position)
+    part = summed(ids, metadata, scores, gathering, position)
+    return bytes(string_bytes(lines)), part.resampled, attrs.evolve(part, resampled=None)
+
+
+def fold_chunks(labels: int, *parts: Any) -> Folded:
+    """The chunks' lines of the content hash and bootstrap parts (``parts``: each chunk's
+    lines, then each chunk's part, in dataset order) folded in that order."""
+    chunks = len(parts) // 2
+    digest = ContentHash()
+    for lines in parts[:chunks]:
+        digest.update_lines(lines)
+    resampled = [part for part in parts[chunks:] if part is not None]
+    if not resampled:
+        return Folded(digest.hexdigest(), None)
+    bootstrap = Bootstrap(labels)
+    for part in resampled:
+        bootstrap.merge(part)
+    return Folded(digest.hexdigest(), bootstrap)
 
 
 # -- the driver -------------------------------------------------------------------------------
@@ -306,8 +326,8 @@ def evaluate_sharded(
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     size = sum(shard.nbytes for shard in (*samples.shards, *outputs.shards))
     buckets = max(2 * cpus, -(-size // BUCKET_BYTES))
-    read, planner, join, sum_ = (
-        _remote(work) for work in (read_shard, plan_chunks, join_bucket, sum_chunk)
+    read, planner, join, sum_, fold = (
+        _remote(work) for work in (read_shard, plan_chunks, join_bucket, sum_chunk, fold_chunks)
     )
     inputs = [ray.put(samples), ray.put(outputs)]
     reads = [
@@ -341,24 +361,21 @@ def evaluate_sharded(
         plan.labels, pa.array([], pa.string()), missing, strict, keep, keep or sink is not None
     )
     sums = [
-        sum_.options(num_returns=2).remote(
+        sum_.options(num_returns=3).remote(
             gathering, planned.positions[c], *[refs[1 + c] for refs in joins]
         )
         for c in range(chunks)
     ]
     del joins
-    digest, driver_bytes = ContentHash(), 0
-    scored_bytes = sum(bucket.nbytes for bucket in made)
-    for refs in sums:
-        hashed: Hashed = _got(ray, refs[0])
-        digest.update_lines(hashed.lines)
-        driver_bytes += len(hashed.lines)
-    source = Source(name, digest.hexdigest(), planned.samples, planned.unknown)
-    results, merged_bytes = _merged(
+    folded = fold.remote(len(plan.labels), *[refs[0] for refs in sums], *[refs[1] for refs in sums])
+    found_fold: Folded = _got(ray, folded)
+    source = Source(name, found_fold.digest, planned.samples, planned.unknown)
+    results, received = _merged(
         plan,
         source,
         gathering,
-        [refs[1] for refs in sums],
+        [refs[2] for refs in sums],
+        found_fold.bootstrap,
         ray,
         sink,
         progress,
@@ -375,8 +392,8 @@ def evaluate_sharded(
         buckets=buckets,
         chunks=chunks,
         read_to_join=sum(r.nbytes for r in found),
-        joined_to_summed=scored_bytes,
-        summed_to_driver=driver_bytes + merged_bytes,
+        joined_to_summed=sum(bucket.nbytes for bucket in made),
+        summed_to_driver=received,
     )
     return results
 
@@ -390,14 +407,16 @@ def _merged(
     source: Source,
     gathering: Gathering,
     sums: list[Any],
+    bootstrap: Bootstrap | None,
     ray: Any,
     sink: Sink | None,
     progress: bool | None,
     provenance: Mapping[str, Any],
 ) -> tuple[Results, int]:
-    """Merge the chunks' sums in dataset order into results (rows to ``sink``), and the
-    bytes of the sums."""
+    """Merge the chunks' sums in dataset order into results (rows to ``sink``), with the
+    bootstrap they folded into; and the bytes of the sums."""
     collected = _Collected(plan, gathering)
+    collected.bootstrap = bootstrap
     received = 0
     try:
         if sink is not None:
@@ -425,14 +444,10 @@ def _merged(
 
 
 def _size(part: Summed) -> int:
-    """About the bytes of a chunk's sums: their arrays."""
-    arrays = []
-    if part.resampled is not None:
-        arrays += [part.resampled.head, part.resampled.sums, part.resampled.tail]
-    if part.rows is not None:
-        arrays += [*part.rows.values.values()]
-    found = sum(array.nbytes for array in arrays)
-    return int(found + (part.rows.ids.nbytes if part.rows is not None else 0))
+    """About the bytes of a chunk's sums: its rows' (the rest is a few numbers and ids)."""
+    if part.rows is None:
+        return 0
+    return int(part.rows.ids.nbytes + sum(v.nbytes for v in part.rows.values.values()))
 
 
 def _refuse(problems: Sequence[Problem], long: Long) -> None:
