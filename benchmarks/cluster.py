@@ -239,9 +239,7 @@ def drive(spec: dict[str, str]) -> dict[str, Any]:
         ["git", "-C", str(Path(engine.__file__).parent), "rev-parse", "--short", "HEAD"],
         capture_output=True, text=True,
     ).stdout.strip()  # fmt: skip
-    status = dict(
-        line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines()
-    )
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
     return {
         "seconds": seconds,
         "driver": cpu,
@@ -322,9 +320,9 @@ def row(queries: int, mode: str, nodes: int, found: dict[str, Any]) -> str:
     total = found["driver"] + found["workers"] + found["daemons"]
     traffic = found.get("traffic") or {}
     chunks = traffic.get("chunks") or 0
-    shuffled = f"{traffic['read_to_join'] / 2**20:,.0f}" if traffic else ""
+    shuffled = f"{traffic['read'] / 2**20:,.0f}" if traffic else ""
     per_chunk = (
-        f"{traffic['joined_to_summed'] / chunks / 2**10:,.0f}, "
+        f"{traffic['scored'] / chunks / 2**10:,.0f}, "
         f"{traffic['summed_to_driver'] / chunks / 2**10:,.0f}"
         if chunks
         else ""

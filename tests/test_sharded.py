@@ -238,15 +238,14 @@ def _tables(files: dict[str, Any], folder: Path, rows: int) -> None:
 
 
 class TestPlan:
-    @pytest.mark.parametrize("buckets", [1, 3])
-    @pytest.mark.usefixtures("small_parts")
+    @pytest.mark.parametrize("size", [1 << 12, 1 << 30])
     def test_the_plan_is_what_one_process_finds(
-        self, files: dict[str, Any], tmp_path: Path, buckets: int
+        self, files: dict[str, Any], tmp_path: Path, size: int
     ) -> None:
         """What the workers' plan finds from the shards' runs alone (no rows): the padding
         shape, the samples, the outputs for unknown samples and the chunks' starts, as one
         process finds them in the joined columns of the one file (TREC files, and label
-        tables of two kinds)."""
+        tables of two kinds), whatever the run's ranges."""
         from engine.evaluation.batch import Shape
         from engine.evaluation.distributed import plan_chunks, read_shard
         from engine.evaluation.pipeline import aligned
@@ -271,13 +270,13 @@ class TestPlan:
             sharded.Long.of(files["qrels_dir"], "qrels", trec=True),
             sharded.Long.of(grades, "labels", trec=False),
         ):
-            outputs = sharded.Long.of(files["run_dir"], "run", trec=True, ranges=True)
+            outputs = sharded.Long.of(files["run_dir"], "run", trec=True).ranged(size)
             runs = [
-                read_shard(long, index, buckets)[1]
+                read_shard(long, index)[1]
                 for long in (samples, outputs)
                 for index in range(len(long.shards))
             ]
-            planned = plan_chunks(len(samples.shards), buckets, 64, *runs)
+            planned = plan_chunks(len(samples.shards), 64, *runs)[0]
             joined, unknown = aligned(sharded.read(samples), sources.read_run(files["run"]))
             assert planned.shape == Shape.of(joined)
             assert (planned.samples, planned.unknown) == (len(joined), tuple(unknown))
@@ -356,9 +355,8 @@ def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
     from engine.evaluation import distributed
     from engine.io import sharded
 
-    monkeypatch.setattr(sharded, "RANGE_BYTES", 1 << 16)
-    monkeypatch.setattr(distributed, "BUCKET_BYTES", 1 << 16)
-    monkeypatch.setattr(distributed, "PIECE_SAMPLES", 8)
+    monkeypatch.setattr(sharded, "RANGE_BYTES", 1 << 15)
+    monkeypatch.setattr(distributed, "LEAST_RANGE", 1 << 12)
 
 
 @pytest.fixture

@@ -276,8 +276,8 @@ class Engine:
         the dataset (default: the qrels file's name), ``chunk_size`` as for
         :meth:`Evaluation.evaluate`."""
         if _files(qrels) and _files(run) and isinstance(self.executor, RayExecutor):
-            samples = Long.of(qrels, "qrels", trec=True, ranges=True)
-            ranked = Long.of(run, "run", trec=True, ranges=True)
+            samples = Long.of(qrels, "qrels", trec=True)
+            ranked = Long.of(run, "run", trec=True)
             return self._sharded(
                 self.plan(metrics),
                 samples,
@@ -354,10 +354,8 @@ class Engine:
         output_path = outputs if outputs is not None else run
         dataset_source = _source_of(data_path) if dataset is not None else None
         if isinstance(self.executor, RayExecutor):  # files the workers can read
-            samples = sources.long_input(
-                data_path, "labels", trec_file=qrels is not None, ranges=True
-            )
-            ranked = sources.long_input(output_path, "run", trec_file=run is not None, ranges=True)
+            samples = sources.long_input(data_path, "labels", trec_file=qrels is not None)
+            ranked = sources.long_input(output_path, "run", trec_file=run is not None)
             if samples is not None and ranked is not None:
                 return self._sharded(
                     plan,

@@ -1,22 +1,20 @@
 """Sharded inputs of long rows (TREC qrels and runs, labels and run tables): each shard
-read into rows, the rows cut into buckets by query, and the rows of a bucket (of every
-shard) made into columns.
+read into rows, and rows of every shard made into columns.
 
 One process reads an input as one bucket: its shards in order, their rows one after the
 other, so the columns are those of one file holding every shard's lines (a query may
 span shards). On a cluster (:mod:`engine.evaluation.distributed`) a worker reads each
-shard and cuts its rows into buckets, and a worker makes each bucket's columns: the rows
-of a query all land in its bucket, so a document labelled (or ranked) twice for it is
-found whichever shards hold the two lines, and every problem names the file and the line
-(or the row of a table). Each row is numbered by its shard and its place there
-(:data:`~engine.io.frames.SHARD_SHIFT`), which orders the rows of a bucket as the input
-orders them and each sample by its first row.
+shard, and a worker makes the columns of the rows of some queries gathered from every
+shard, so a document labelled (or ranked) twice for a query is found whichever shards
+hold the two lines, and every problem names the file and the line (or the row of a
+table). Each row is numbered by its shard and its place there
+(:data:`~engine.io.frames.SHARD_SHIFT`), which orders gathered rows as the input orders
+them and each sample by its first row.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Iterator, Sequence
 
 import attrs
@@ -28,7 +26,6 @@ import pyarrow.compute as pc
 from engine.errors import InputError, Problem
 from engine.io import frames, trec
 from engine.io.columns import LABEL_KINDS, Columns
-from engine.io.fingerprints import fingerprints
 from engine.io.frames import SHARD_SHIFT, Coded, Spread
 from engine.io.shards import Shard, Spec, resolve, split
 
@@ -36,7 +33,6 @@ __all__ = [
     "Long",
     "Rows",
     "Runs",
-    "bucketed",
     "columns",
     "empty",
     "first_rows",
@@ -48,7 +44,7 @@ __all__ = [
 
 IntArray = npt.NDArray[np.int64]
 
-#: Bytes of an uncompressed TREC file read by one task on a cluster.
+#: Bytes of an uncompressed TREC file read by one task on a cluster, at the most.
 RANGE_BYTES = 1 << 26
 
 
@@ -62,11 +58,14 @@ class Long:
     trec: bool
 
     @classmethod
-    def of(cls, spec: Spec, kind: str, *, trec: bool, ranges: bool = False) -> Long:
-        """The input ``spec`` names; with ``ranges``, large uncompressed TREC files cut
-        into byte ranges (:data:`RANGE_BYTES`), one task each."""
-        found = resolve(spec)
-        return cls(split(found, RANGE_BYTES) if ranges and trec else found, kind, trec)
+    def of(cls, spec: Spec, kind: str, *, trec: bool) -> Long:
+        """The input ``spec`` names."""
+        return cls(resolve(spec), kind, trec)
+
+    def ranged(self, size: int = RANGE_BYTES) -> Long:
+        """The same input with its uncompressed TREC files cut into byte ranges of about
+        ``size`` bytes (a worker's task each)."""
+        return attrs.evolve(self, shards=split(self.shards, size)) if self.trec else self
 
     @property
     def what(self) -> str:
@@ -137,6 +136,32 @@ class Rows:
             self.table.nbytes + self.queries.nbytes + self.starts.nbytes + self.lengths.nbytes
         )
 
+    def only(self, codes: npt.ArrayLike) -> Rows:
+        """The rows of the queries ``codes`` name (codes into ``queries``' dictionary), with
+        buffers of their own (shipping them ships no other rows)."""
+        return self._kept(np.isin(self.queries.indices.to_numpy(zero_copy_only=False), codes))
+
+    def without(self, codes: npt.ArrayLike) -> Rows:
+        """The rows of the other queries than ``codes`` name (itself when there is none)."""
+        found = np.isin(self.queries.indices.to_numpy(zero_copy_only=False), codes)
+        return self._kept(~found) if found.any() else self
+
+    def _kept(self, keep: npt.NDArray[np.bool_]) -> Rows:
+        """The rows of the runs ``keep`` marks, in order; the query dictionary cut down to
+        their queries, in order of first appearance."""
+        runs = np.flatnonzero(keep)
+        lengths = self.lengths[runs]
+        first = np.repeat(np.cumsum(self.lengths)[runs] - lengths, lengths)
+        taken = first + np.arange(first.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        ids = self.queries.dictionary
+        codes = self.queries.indices.to_numpy(zero_copy_only=False)[runs]
+        kept, seen = np.unique(codes, return_index=True)
+        kept = kept[np.argsort(seen, kind="stable")]
+        local = np.empty(len(ids), dtype=np.int32)
+        local[kept] = np.arange(kept.size, dtype=np.int32)
+        queries = pa.DictionaryArray.from_arrays(pa.array(local[codes]), ids.take(pa.array(kept)))
+        return Rows(self.table.take(pa.array(taken)), queries, self.starts[runs], lengths)
+
     def runs(self) -> Runs:
         """What the runs of these rows tell without the rows: each run's query, first
         row number and length; per label kind, the rows of each run with a label of that
@@ -175,34 +200,6 @@ def rows(long: Long, index: int) -> Rows:
 def _numbered(table: pa.Table, shard: int, first: int) -> pa.Table:
     at = (np.int64(shard) << np.int64(SHARD_SHIFT)) + first + np.arange(table.num_rows)
     return table.append_column("at", pa.array(at, pa.int64()))
-
-
-def bucketed(found: Rows, count: int) -> list[Rows]:
-    """The rows in ``count`` buckets by the fingerprint of their query id (the same
-    bucket in every process), each keeping its rows' order and holding buffers of its
-    own (so that shipping one ships no other's rows)."""
-    ids = found.queries.dictionary
-    codes = found.queries.indices.to_numpy(zero_copy_only=False)
-    of_run = (fingerprints(ids) % np.uint64(count)).astype(np.int64)[codes]
-    order = np.argsort(of_run, kind="stable")
-    bounds = np.searchsorted(of_run[order], np.arange(count + 1))
-    ends = np.cumsum(found.lengths)
-    pieces = []
-    for first, last in itertools.pairwise(bounds):
-        runs = order[first:last]
-        lengths = found.lengths[runs]
-        start = np.repeat(ends[runs] - lengths, lengths)
-        taken = start + np.arange(start.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        kept, seen = np.unique(codes[runs], return_index=True)
-        kept = kept[np.argsort(seen, kind="stable")]  # the bucket's ids in order of appearance
-        local = np.empty(len(ids), dtype=np.int32)
-        local[kept] = np.arange(kept.size, dtype=np.int32)
-        queries = pa.DictionaryArray.from_arrays(
-            pa.array(local[codes[runs]]), ids.take(pa.array(kept))
-        )
-        table = found.table.take(pa.array(taken))
-        pieces.append(Rows(table, queries, found.starts[runs], lengths))
-    return pieces
 
 
 def columns(long: Long, pieces: Sequence[Rows]) -> Columns:

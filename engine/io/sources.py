@@ -91,12 +91,12 @@ def first_file(spec: Any) -> str:
     return shards.resolve(spec)[0].path
 
 
-def long_input(spec: Any, kind: str, *, trec_file: bool, ranges: bool = False) -> Long | None:
+def long_input(spec: Any, kind: str, *, trec_file: bool) -> Long | None:
     """The input ``spec`` names as long rows (TREC files when ``trec_file``, else labels or
     run tables), for workers to read; None when its files are documents (JSON, YAML,
     JSONL), which are read whole."""
     if trec_file:
-        return Long.of(spec, "qrels" if kind == "labels" else "run", trec=True, ranges=ranges)
+        return Long.of(spec, "qrels" if kind == "labels" else "run", trec=True)
     found = shards.resolve([spec] if isinstance(spec, str | os.PathLike) else spec)
     if _format_of(found) not in TABLE_SUFFIXES:
         return None
