@@ -196,7 +196,7 @@ class TestVocabularies:
         if reverse:
             count = len(samples.docs)
             flipped = np.arange(count)[::-1]
-            samples = samples.recoded(samples.docs.take(pa.array(flipped)), flipped)
+            samples = samples.recoded(samples.docs.take(pa.array(flipped)), flipped.__getitem__)
         assert len(samples.docs) > len(set(samples.docs.to_pylist()))  # ids in many rows
         outputs = run_from_dicts(run)
         position = {q: i for i, q in enumerate(outputs.ids.to_pylist())}

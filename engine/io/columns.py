@@ -277,12 +277,16 @@ class Columns:
             spans.append((low, count, np.cumsum(seen, dtype=np.int32) - 1))
             count += kept.size
         lows = np.array([low for low, _, _ in spans], dtype=np.int64)
+        shifts = np.array([base - low for low, base, _ in spans], dtype=np.int64)
+        stretches = all(ranks is None for _, _, ranks in spans)
 
         def remap(found: npt.NDArray[Any]) -> npt.NDArray[Any]:
+            if stretches and len(spans) == 2:  # a sample's ids, then its outputs' own
+                moved = found + np.int32(shifts[0])
+                return np.where(found >= np.int32(lows[1]), found + np.int32(shifts[1]), moved)
             which = np.zeros(found.shape, dtype=np.intp)  # the span of each code (a few)
             for low in lows[1:]:
                 which += found >= low
-            shifts = np.array([base - low for low, base, _ in spans], dtype=np.int64)
             new = (found + shifts[which]).astype(np.int32)
             for index, (low, base, ranks) in enumerate(spans):
                 if ranks is not None:
@@ -295,8 +299,15 @@ class Columns:
             if taken
             else pa.array([], pa.string())
         )
-        recoded = self.recoded(docs, remap)
-        own = [pa.concat_arrays(column.chunks) for column in recoded.table.columns]
+        recoded = self.recoded(docs, remap)  # its document columns with codes are new arrays
+        own = [
+            column
+            if name in DOC_COLUMNS and column.null_count < len(column)
+            else pa.chunked_array(
+                [pa.concat_arrays(column.chunks)] if column.num_chunks else [], column.type
+            )
+            for name, column in zip(recoded.table.column_names, recoded.table.columns, strict=True)
+        ]
         return Columns(pa.Table.from_arrays(own, schema=recoded.table.schema), docs)
 
     def beside(self, other: Columns) -> Columns:
@@ -367,7 +378,7 @@ def _codes(column: pa.Array) -> CodeArray:
             flat = flat.field("doc")
         else:
             flat = pc.list_flatten(flat.field("docs"))
-    return flat.to_numpy(zero_copy_only=False).astype(np.int32)
+    return flat.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
 
 
 def _map_codes(column: pa.Array, remap: Remap) -> pa.Array:
@@ -378,7 +389,7 @@ def _map_codes(column: pa.Array, remap: Remap) -> pa.Array:
     mask = column.is_null().to_numpy(zero_copy_only=False)
     if pa.types.is_integer(flat.type):
         codes = flat.to_numpy(zero_copy_only=False)
-        return list_array(offsets, pa.array(remap(codes).astype(np.int32), CODE), mask)
+        return list_array(offsets, pa.array(remap(codes).astype(np.int32, copy=False), CODE), mask)
     if flat.type.get_field_index("doc") >= 0:
         codes = flat.field("doc").to_numpy(zero_copy_only=False)
         return label_lists(offsets, remap(codes), flat.field("label"), mask)
