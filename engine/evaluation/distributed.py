@@ -444,8 +444,12 @@ def evaluate_sharded(
     ]
     found: list[Read] = _got(ray, [refs[0] for refs in reads])
     count = len(samples.shards)
-    _refuse([p for r in found[:count] for p in r.problems], samples)
-    _refuse([p for r in found[count:] for p in r.problems], outputs)
+    hint = (
+        "on Ray the workers read the files: put them where every node reaches them "
+        "(the same path on each node, or a URI such as s3://...)"
+    )
+    _refuse([p for r in found[:count] for p in r.problems], samples, hint)
+    _refuse([p for r in found[count:] for p in r.problems], outputs, hint)
     homes = len(outputs.shards)
     planning = planner.options(num_returns=1 + len(reads)).remote(
         count, chunk_size, *[refs[1] for refs in reads]
@@ -573,6 +577,9 @@ def _size(part: Summed) -> int:
     return int(part.rows.ids.nbytes + sum(v.nbytes for v in part.rows.values.values()))
 
 
-def _refuse(problems: Sequence[Problem], long: Long) -> None:
+def _refuse(problems: Sequence[Problem], long: Long, unread: str = "") -> None:
+    """Raise the problems of ``long``'s shards, if any, with ``unread`` as a hint when a
+    file could not be read."""
     if problems:
-        raise sharded.refused(problems, long)
+        hint = unread if any(p.message.startswith("cannot read") for p in problems) else ""
+        raise sharded.refused(problems, long, hint)

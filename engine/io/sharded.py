@@ -294,8 +294,9 @@ def _last_query(table: pa.Table) -> int:
     return int(others[-1]) + 1 if others.size else 0
 
 
-def refused(problems: Sequence[Problem], long: Long) -> InputError:
+def refused(problems: Sequence[Problem], long: Long, hint: str = "") -> InputError:
     """One error for the problems of every shard of an input, in file and line order."""
     order = {name: place for place, name in enumerate(long.names)}
     ordered = sorted(problems, key=lambda p: (order.get(p.source or "", -1), p.line or 0))
-    return InputError(ordered, summary=f"invalid {long.kind} {_described(long.shards)}")
+    summary = f"invalid {long.kind} {_described(long.shards)}"
+    return InputError(ordered, summary=summary, hint=hint)
