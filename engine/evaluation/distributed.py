@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -55,14 +55,12 @@ from engine.evaluation.pipeline import (
     Plan,
     Source,
     Summed,
-    _Collected,
-    _Progress,
-    _results,
     aligned,
+    gather,
     score_chunk,
     summed,
 )
-from engine.evaluation.results import Results, document_header
+from engine.evaluation.results import Results
 from engine.evaluation.statistics import Bootstrap, Resampled
 from engine.io import sharded
 from engine.io.columns import Columns, ContentHash, canonical_lines, string_bytes
@@ -501,21 +499,28 @@ def evaluate_sharded(
     folded = fold.remote(len(plan.labels), *[refs[0] for refs in sums], *[refs[1] for refs in sums])
     found_fold: Folded = _got(ray, folded)
     source = Source(name, found_fold.digest, planned.samples, planned.unknown)
-    results, received = _merged(
+    received = [0]
+
+    def parts() -> Iterator[Summed]:
+        for refs in sums:
+            part: Summed = _got(ray, refs[2])
+            received[0] += _size(part)
+            yield part
+
+    results = gather(
         plan,
         source,
         gathering,
-        [refs[2] for refs in sums],
-        found_fold.bootstrap,
-        ray,
-        sink,
-        progress,
-        {
+        parts(),
+        sink=sink,
+        progress=progress,
+        provenance={
             **(provenance or {}),
             "chunk_size": chunk_size,
             "executor": executor.name,
             "missing_outputs": missing,
         },
+        folded=found_fold.bootstrap,
     )
     log.info(  # what the tasks produced, in bytes: rows read, pieces scored, sums for here
         "evaluation.sharded",
@@ -524,50 +529,9 @@ def evaluate_sharded(
         chunks=len(planned.chunk_homes),
         read=sum(r.nbytes for r in found),
         scored=sum(bucket.nbytes for bucket in made),
-        summed_to_driver=received,
+        summed_to_driver=received[0],
     )
     return results
-
-
-def _merged(
-    plan: Plan,
-    source: Source,
-    gathering: Gathering,
-    sums: list[Any],
-    bootstrap: Bootstrap | None,
-    ray: Any,
-    sink: Sink | None,
-    progress: bool | None,
-    provenance: Mapping[str, Any],
-) -> tuple[Results, int]:
-    """Merge the chunks' sums in dataset order into results (rows to ``sink``), with the
-    bootstrap they folded into; and the bytes of the sums."""
-    collected = _Collected(plan, gathering)
-    collected.bootstrap = bootstrap
-    received = 0
-    try:
-        if sink is not None:
-            sink.start(document_header(source.name, source.digest, source.samples, plan.records))  # type: ignore[arg-type]
-        with _Progress(progress, source.samples) as advance:
-            for ref in sums:
-                part = _got(ray, ref)
-                received += _size(part)
-                rows = collected.merge(part)
-                if rows is not None and sink is not None:
-                    sink.write(rows)
-                advance(part.count)
-        unknown = list(source.unknown)  # type: ignore[arg-type]
-        collected.raise_problems(gathering.strict, unknown)
-        results = _results(
-            plan, source, collected, source.digest, unknown, gathering.keep, provenance
-        )
-        if sink is not None:
-            sink.finish(results.trailer(), plan.labels)
-    except BaseException:
-        if sink is not None:
-            sink.abort()
-        raise
-    return results, received
 
 
 def _size(part: Summed) -> int:

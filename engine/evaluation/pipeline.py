@@ -79,6 +79,7 @@ __all__ = [
     "default_chunk_size",
     "evaluate",
     "first_pass",
+    "gather",
     "prefetched",
     "score_batch",
     "score_chunk",
@@ -547,11 +548,6 @@ class _Collected:
         self.failed = dict.fromkeys(plan.labels, 0)  # per label: samples NA from a failure
         self.judged = {k: [0, 0] for k in plan.judged_cutoffs}  # k -> [judged, slots]
 
-    def add(self, columns: Columns, scores: ChunkScores) -> RowChunk | None:
-        """Take one chunk's scores; returns its rows (None when it had input problems)."""
-        part = summed(columns.ids, columns.column("metadata"), scores, self.gathering, self.rows)
-        return self.merge(part)
-
     def merge(self, part: Summed) -> RowChunk | None:
         """Take what the next chunk in dataset order adds; returns its rows (None when it
         had input problems, or rows are not wanted)."""
@@ -638,8 +634,7 @@ def evaluate(
     to ``sink`` as they are scored and stay in memory when ``keep``. A sample with no
     output (and no error of ``source``) is as ``missing`` says."""
     errors = pa.array(list(source.errors), pa.string())
-    wanted = keep or sink is not None
-    collected = _Collected(plan, Gathering(plan.labels, errors, missing, strict, keep, wanted))
+    gathering = Gathering(plan.labels, errors, missing, strict, keep, keep or sink is not None)
     remote = executor.name not in IN_PROCESS
     held: deque[Columns] = deque()
 
@@ -648,21 +643,51 @@ def evaluate(
             held.append(chunk)  # until its scores come back: bounded by the executor
             yield ChunkTask(chunk.compact() if remote else chunk, plan, shape)
 
+    def parts() -> Iterator[Summed]:
+        position = 0
+        for scores in executor.map(score_chunk, tasks()):
+            chunk = held.popleft()
+            yield summed(chunk.ids, chunk.column("metadata"), scores, gathering, position)
+            position += len(chunk)
+
+    return gather(
+        plan, source, gathering, parts(), sink=sink, progress=progress, provenance=provenance
+    )
+
+
+def gather(
+    plan: Plan,
+    source: Source,
+    gathering: Gathering,
+    parts: Iterable[Summed],
+    *,
+    sink: Sink | None = None,
+    progress: bool | None = False,
+    provenance: Mapping[str, Any] | None = None,
+    folded: Bootstrap | None = None,
+) -> Results:
+    """The results of what each chunk adds (``parts``, in dataset order); rows go to
+    ``sink`` as they come. ``folded``: the bootstrap the parts' block sums were folded
+    into already (where the parts were made), instead of the parts'."""
+    collected = _Collected(plan, gathering)
+    if folded is not None:
+        collected.bootstrap = folded
     digest = source.digest
     try:
         if sink is not None:
             digest = digest() if callable(digest) else digest
             sink.start(document_header(source.name, digest, source.samples, plan.records))
         with _Progress(progress, source.samples) as advance:
-            for scores in executor.map(score_chunk, tasks()):
-                chunk = held.popleft()
-                rows = collected.add(chunk, scores)
+            for part in parts:
+                rows = collected.merge(part)
                 if rows is not None and sink is not None:
                     sink.write(rows)
-                advance(len(chunk))
+                advance(part.count)
         unknown = list(source.unknown() if callable(source.unknown) else source.unknown)
-        collected.raise_problems(strict, unknown)
-        results = _results(plan, source, collected, digest, unknown, keep, provenance or {})
+        collected.raise_problems(gathering.strict, unknown)
+        results = _results(
+            plan, source, collected, digest, unknown, gathering.keep, provenance or {}
+        )
         if sink is not None:
             sink.finish(results.trailer(), plan.labels)
     except BaseException:

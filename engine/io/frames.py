@@ -228,10 +228,6 @@ class Where:
 SHARD_SHIFT = 40
 
 
-def _no_lines(shard: int) -> IntArray | None:
-    return None
-
-
 @attrs.frozen
 class Spread(Where):
     """Where rows come from when they come from several files (the shards of an input):
@@ -241,7 +237,7 @@ class Spread(Where):
 
     names: tuple[str, ...] = ()
     at: IntArray = attrs.field(factory=lambda: _NO_ROWS)
-    lines_of: Callable[[int], IntArray | None] = _no_lines
+    lines_of: Callable[[int], IntArray | None] = attrs.field(default=lambda shard: None)
     _lines: dict[int, IntArray | None] = attrs.field(init=False, factory=dict, eq=False)
 
     def _located(self, row: int) -> tuple[str, int | None, int]:

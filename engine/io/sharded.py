@@ -68,21 +68,18 @@ class Long:
         return attrs.evolve(self, shards=split(self.shards, size)) if self.trec else self
 
     @property
-    def what(self) -> str:
-        return "samples" if self.kind in ("qrels", "labels") else "outputs"
-
-    @property
     def names(self) -> tuple[str, ...]:
         return tuple(shard.name for shard in self.shards)
 
     def where(self, at: IntArray) -> Spread:
         """Where rows numbered ``at`` come from (lines of TREC files read when asked)."""
-        lines = functools.partial(_lines, self) if self.trec else frames._no_lines
+        lines = functools.partial(_lines, self)
         return Spread(_described(self.shards), names=self.names, at=at, lines_of=lines)
 
 
 def _lines(long: Long, shard: int) -> IntArray | None:
-    return trec.shard_lines(long.shards[shard], long.kind)
+    """The line of each row of a shard (None for a table: its rows are counted)."""
+    return trec.shard_lines(long.shards[shard], long.kind) if long.trec else None
 
 
 def _described(found: Sequence[Shard]) -> str:
