@@ -301,7 +301,7 @@ def main() -> None:
     print(
         "| queries | mode | slotwise | worker nodes | seconds | queries/s | driver CPU-s "
         "| workers CPU-s | Ray daemons CPU-s | driver share | queries per CPU-s "
-        "| driver peak RSS (MiB) | MiB shuffled | KiB per chunk: to sum, to driver |"
+        "| driver peak RSS (MiB) | MiB read | KiB per chunk: scored, to the driver |"
     )
     print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     warm = data(args.folder, 2000, args.shards)
@@ -320,7 +320,7 @@ def row(queries: int, mode: str, nodes: int, found: dict[str, Any]) -> str:
     total = found["driver"] + found["workers"] + found["daemons"]
     traffic = found.get("traffic") or {}
     chunks = traffic.get("chunks") or 0
-    shuffled = f"{traffic['read'] / 2**20:,.0f}" if traffic else ""
+    read = f"{traffic['read'] / 2**20:,.0f}" if traffic else ""
     per_chunk = (
         f"{traffic['scored'] / chunks / 2**10:,.0f}, "
         f"{traffic['summed_to_driver'] / chunks / 2**10:,.0f}"
@@ -332,7 +332,7 @@ def row(queries: int, mode: str, nodes: int, found: dict[str, Any]) -> str:
         f"| {found['seconds']:.1f} | {queries / found['seconds']:,.0f} "
         f"| {found['driver']:.1f} | {found['workers']:.1f} | {found['daemons']:.1f} "
         f"| {found['driver'] / total:.1%} | {queries / total:,.0f} "
-        f"| {found['max_rss'] / 2**20:,.0f} | {shuffled} | {per_chunk} |"
+        f"| {found['max_rss'] / 2**20:,.0f} | {read} | {per_chunk} |"
     )
 
 
