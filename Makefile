@@ -4,22 +4,27 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-PIP := $(BIN)/python -m pip install --quiet -c constraints.txt
+PIP := $(BIN)/python -m pip install -c constraints.txt
+# pip's output (setuptools' notes on the build included) goes to $(VENV)/pip.log, printed
+# only when an install fails: `make demo` shows the demo's own output.
+LOGGED := > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
 SLOTWISE := ../../$(BIN)/slotwise
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test quick lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(BIN)/python -m pip install --upgrade pip $(LOGGED)
 
 $(VENV)/.core: pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP) -e .
-	touch $@
+	@echo "installing slotwise into $(VENV) (pip's output: $(VENV)/pip.log)"
+	@$(PIP) -e . $(LOGGED)
+	@touch $@
 
 $(VENV)/.test: pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP) -e '.[test]'
-	touch $(VENV)/.core $@
+	@echo "installing slotwise and its test extras into $(VENV) (pip's output: $(VENV)/pip.log)"
+	@$(PIP) -e '.[test]' $(LOGGED)
+	@touch $(VENV)/.core $@
 
 # The demo: both systems' summary tables (classic metrics, RA-nWG, PROC, %PROC, Harm and
 # the retrieval-vs-selection diagnosis), then each scored at K = 1, 3, 5, 10 into
@@ -35,11 +40,19 @@ demo: $(VENV)/.core
 	$(BIN)/slotwise compare out/bm25.json out/hybrid-rerank.json --metrics $(COMPARED)
 	$(BIN)/slotwise report out/bm25.json out/hybrid-rerank.json --metrics $(COMPARED) --output out/report.html
 
+# Every test, on a worker per core (pytest-xdist), each test file on one worker (so its
+# module fixtures, such as a fresh install or a Ray cluster, are made once); `make quick`
+# leaves out the tests marked slow.
+TESTS := $(BIN)/python -m pytest -n auto --dist loadfile
+
 test: $(VENV)/.test
-	$(BIN)/python -m pytest
+	$(TESTS)
 	$(BIN)/ruff check engine metrics_plugins tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+quick: $(VENV)/.test
+	$(TESTS) -m "not slow"
 
 lint: $(VENV)/.test
 	$(BIN)/ruff check engine metrics_plugins tests

@@ -100,11 +100,18 @@ def split(path: Path, folder: Path, parts: int) -> None:
 
 @contextlib.contextmanager
 def cluster(nodes: int) -> Iterator[str]:
-    """A head node without CPUs and ``nodes`` worker nodes of one CPU each; its address."""
+    """A head node without CPUs and ``nodes`` worker nodes of one CPU each; its address.
+    (Ray's ``Cluster`` would write its address to /tmp/ray/ray_current_cluster, where any
+    ``ray.init()`` of this machine would find it, and find it stale once it is shut down:
+    it is not written, and the driver is given the address.)"""
+    from unittest import mock
+
+    import ray._private.utils
     from ray.cluster_utils import Cluster
 
     head = {"num_cpus": 0, "object_store_memory": _OBJECT_STORE, "include_dashboard": False}
-    simulated = Cluster(initialize_head=True, head_node_args=head)
+    with mock.patch.object(ray._private.utils, "write_ray_address", lambda *_, **__: None):
+        simulated = Cluster(initialize_head=True, head_node_args=head)
     try:
         for _ in range(nodes):
             simulated.add_node(num_cpus=1, object_store_memory=_OBJECT_STORE)
@@ -219,7 +226,7 @@ def drive(spec: dict[str, str]) -> dict[str, Any]:
     if mode == "memory":
         import ray
 
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     if mode != "threads":  # in chunks of 256 queries: work for every worker
         score(eng, mode, {k[5:]: v for k, v in spec.items() if k.startswith("warm_")}, 256)
     if mode in ("memory", "threads"):

@@ -80,7 +80,10 @@ class UnknownMetricError(SlotwiseError, LookupError):
         self.available = tuple(available)
         self.suggestions = tuple(suggestions)
         hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
-        super().__init__(f"Unknown metric {alias!r}.{hint} Available: {', '.join(available)}")
+        super().__init__(
+            f"Unknown metric {alias!r}.{hint} `slotwise metrics` lists the installed metrics "
+            "(engine.metrics() in Python)."
+        )
 
     def __str__(self) -> str:
         return str(self.args[0])

@@ -11,14 +11,15 @@ import (with rich's) is some 40 ms of a fresh process."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Collection, Iterator, MutableMapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-__all__ = ["configure", "log"]
+__all__ = ["configure", "log", "muted", "say"]
 
 _LOGGER = logging.getLogger("slotwise")
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
@@ -92,6 +93,41 @@ class _Formatter(logging.Formatter):
         if record.exc_info:
             event["exception"] = self.formatException(record.exc_info)
         return str(self.render(None, level, event))
+
+
+@contextlib.contextmanager
+def muted(events: Collection[str]) -> Iterator[None]:
+    """Drop these events while the block runs: for the CLI, where the results it prints
+    say the same (a warning said once, not twice)."""
+
+    def kept(record: logging.LogRecord) -> bool:
+        return getattr(record, "event", None) not in events
+
+    _LOGGER.addFilter(kept)
+    try:
+        yield
+    finally:
+        _LOGGER.removeFilter(kept)
+
+
+def say(event: str, text: str, **fields: Any) -> None:
+    """Tell the command line's user something whatever the level (CLI only): ``text`` on
+    stderr, or, with JSON logs (:func:`configure`), the event and its fields as a JSON
+    object like the other events."""
+    rendered = [
+        handler
+        for handler in _LOGGER.handlers
+        if isinstance(handler.formatter, _Formatter) and handler.formatter.fmt == "json"
+    ]
+    if not rendered:
+        print(text, file=sys.stderr)
+        return
+    record = logging.makeLogRecord(
+        {"name": _LOGGER.name, "levelno": logging.INFO, "levelname": "INFO", "msg": event}
+    )
+    record.event, record.fields = event, fields
+    for handler in rendered:
+        handler.handle(record)
 
 
 def configure(fmt: Literal["console", "json"] = "console", level: int = logging.WARNING) -> None:

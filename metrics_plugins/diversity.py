@@ -121,7 +121,8 @@ def _subtopics(batch: Batch, ties: str, subtopic_order: str, judged_only: bool) 
     ranked_keys = np.arange(rows)[:, None] * span + codes
     at = np.minimum(np.searchsorted(doc_keys, ranked_keys), max(doc_keys.size - 1, 0))
     hit = (codes >= 0) & (doc_keys[at] == ranked_keys) if doc_keys.size else codes < -1
-    flat = np.concatenate([judged.reshape(-1, width), np.zeros((1, width), np.bool_)])
+    flat = judged.reshape(rows * judged.shape[1], width)  # (no -1: there may be no subtopic)
+    flat = np.concatenate([flat, np.zeros((1, width), np.bool_)])
     ranked = flat[np.where(hit, doc_rows[at] if doc_keys.size else 0, len(flat) - 1)]
     if judged_only:  # pyndeval's: documents with a label, or in a group, stay
         kept = ~np.isnan(view.ranked_labels) | ranked.any(axis=2)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import ClassVar
 
 import attrs
@@ -13,6 +13,7 @@ import numpy.typing as npt
 from engine import (
     Batch,
     MetricBase,
+    Problem,
     bounded_number,
     choice,
     finite_number,
@@ -40,7 +41,10 @@ def _gain_kind() -> str:
 
 def _gain(labels: FloatArray, kind: str) -> FloatArray:
     """Gain of non-negative labels: the label (``linear``) or ``2^label - 1`` (``exponential``)."""
-    return labels if kind == "linear" else np.exp2(labels) - 1.0
+    if kind == "linear":
+        return labels
+    with np.errstate(over="ignore"):  # an infinite gain is refused by the metrics' check
+        return np.exp2(labels) - 1.0
 
 
 class GainMap(tuple[tuple[float, float], ...]):
@@ -108,7 +112,8 @@ def _running_dcg(
             values = _ideal_gains(batch, kind, gains, levels)
         else:
             values = _ranked_gains(batch, kind, gains, levels)
-        running: FloatArray = (values * _discount(values.shape[1])).cumsum(axis=1)
+        with np.errstate(over="ignore"):  # an infinite DCG is refused by the metrics' check
+            running: FloatArray = (values * _discount(values.shape[1])).cumsum(axis=1)
         running.flags.writeable = False
         return running
 
@@ -142,6 +147,35 @@ def _dcg(
 ) -> FloatArray:
     """DCG over the top k of each sample's ranking."""
     return batch.at_k(_running_dcg(batch, kind, gains, levels=levels), k)
+
+
+#: 2^x fits a float64 for x below this: an exponential gain of a larger label overflows.
+EXPONENT_LIMIT = 1024
+
+
+def _overflowed(batch: Batch, sums: FloatArray, what: str) -> Iterator[Problem]:
+    """A problem per sample whose ``sums`` (a DCG, a total gain) overflowed a float64,
+    naming the sample's largest relevance label and ``what`` it is too large for: an
+    error, not an infinite value or a silent NA."""
+    rows = np.flatnonzero(~np.isfinite(sums))
+    if not rows.size:
+        return
+    owners, codes, labels = batch.labels("relevance")
+    for row in rows.tolist():
+        mine = np.flatnonzero(owners == row)
+        top = int(mine[np.argmax(labels[mine])])
+        yield Problem(
+            f"label {labels[top]:g} is too large for {what}: the sum overflows a float64",
+            sample_id=batch.sample_ids[row],
+            pointer=batch.label_pointer(row, "relevance", batch.doc_ids([codes[top]])[0]),
+        )
+
+
+def _gain_named(alias: str, gain: str) -> str:
+    """What a DCG's labels may be too large for (with the exponential gain's bound)."""
+    if gain == "exponential":
+        return f"{alias}'s gain=exponential (2^label - 1; labels below {EXPONENT_LIMIT} fit)"
+    return f"{alias}'s gain={gain}"
 
 
 def _found_within(batch: Batch, threshold: float, cutoffs: IntArray | None) -> IntArray:
@@ -398,6 +432,10 @@ class DCGAtK(_Ranked):
     def __attrs_post_init__(self) -> None:
         _linear_for_trec_eval(self.levels, self.gain)
 
+    def check(self, batch: Batch) -> Iterator[Problem]:
+        dcg = _dcg(batch, self.k, self.gain, self.gains, self.levels)
+        return _overflowed(batch, dcg, _gain_named(self.alias, self.gain))
+
     def score(self, batch: Batch) -> FloatArray:
         return _dcg(batch, self.k, self.gain, self.gains, self.levels)
 
@@ -422,6 +460,10 @@ class NDCGAtK(_Ranked):
     def __attrs_post_init__(self) -> None:
         _linear_for_trec_eval(self.levels, self.gain)
 
+    def check(self, batch: Batch) -> Iterator[Problem]:
+        ideal = _running_dcg(batch, self.gain, self.gains, ideal=True, levels=self.levels)
+        return _overflowed(batch, batch.at_k(ideal, self.k), _gain_named(self.alias, self.gain))
+
     def score(self, batch: Batch) -> FloatArray:
         batch = batch.view(judged_only=self.judged_only)
         ideal = _running_dcg(batch, self.gain, self.gains, ideal=True, levels=self.levels)
@@ -443,6 +485,39 @@ class ERRAtK(_Ranked):
         validator=attrs.validators.optional(bounded_number(0, exclusive_minimum=True)),
         kw_only=True,
     )
+
+    def __attrs_post_init__(self) -> None:
+        if self.mapping == "exponential" and (self.max_grade or 0) >= EXPONENT_LIMIT:
+            raise ValueError(
+                f"max_grade must be below {EXPONENT_LIMIT} with mapping=exponential (2^max_grade "
+                f"overflows a float64), got {self.max_grade!r}"
+            )
+
+    def check(self, batch: Batch) -> Iterator[Problem]:
+        """With mapping=exponential and no max_grade, a problem per relevance label of
+        the batch at or above :data:`EXPONENT_LIMIT` (2^label overflows a float64), or
+        one for the dataset when its largest label is in another chunk."""
+        if self.mapping != "exponential" or self.max_grade is not None:
+            return
+        if batch.max_label < EXPONENT_LIMIT:
+            return
+        what = (
+            f"{self.alias}'s mapping=exponential: 2^label overflows a float64 (labels below "
+            f"{EXPONENT_LIMIT} fit; or mapping=linear, or a max_grade)"
+        )
+        owners, codes, labels = batch.labels("relevance")
+        large = np.flatnonzero(labels >= EXPONENT_LIMIT).tolist()
+        for index in large:
+            row, doc = int(owners[index]), batch.doc_ids([codes[index]])[0]
+            yield Problem(
+                f"label {labels[index]:g} is too large for {what}",
+                sample_id=batch.sample_ids[row],
+                pointer=batch.label_pointer(row, "relevance", doc),
+            )
+        if not large:
+            yield Problem(
+                f"the dataset's largest label, {batch.max_label:g}, is too large for {what}"
+            )
 
     def score(self, batch: Batch) -> FloatArray:
         top = max(self.max_grade if self.max_grade is not None else batch.max_label, 0.0)

@@ -127,15 +127,6 @@ def _in_top_k(batch: Batch, labels: Graded, k: int | None, table: npt.NDArray[An
     return row_sums(np.where(batch.top_k(k), _at(table, labels.ranked), 0.0))
 
 
-def _pointer(batch: Batch, row: int, kind: str, doc: str) -> str:
-    """JSON pointer to one label in ``expected_output`` (the long form for grades, and for
-    relevance when the sample has another label kind beside it)."""
-    token = doc.replace("~", "~0").replace("/", "~1")
-    others = ("utility", "grades", "answers", "groups")
-    long_form = kind != "relevance" or any(batch.has(other)[row] for other in others)
-    return f"/expected_output/{kind}/{token}" if long_form else f"/expected_output/{token}"
-
-
 class _SetBased(MetricBase):
     """Shared by the family: grades 1..5 (``expected_output.grades``, else the relevance
     labels, which must then be grades), and ``k``."""
@@ -156,7 +147,7 @@ class _SetBased(MetricBase):
                 yield Problem(
                     f"set-based metrics need integer grades 1..5; got {labels[index]:g}",
                     sample_id=batch.sample_ids[row],
-                    pointer=_pointer(batch, row, kind, doc),
+                    pointer=batch.label_pointer(row, kind, doc),
                 )
         outside = batch.top_k(self.k) & ~batch.member("pool") & batch.has("pool")[:, None]
         cutoffs = batch.cutoffs(self.k)

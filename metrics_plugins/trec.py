@@ -10,12 +10,13 @@ three apart; every other measure counts all three as non-relevant.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import ClassVar
 
 import attrs
 import numpy as np
 
-from engine import Batch, bounded_number, choice, finite_number, optional_k, row_sums
+from engine import Batch, Problem, bounded_number, choice, finite_number, optional_k, row_sums
 from metrics_plugins.retrieval import (
     _JUDGED_ONLY,
     _LEVELS,
@@ -30,6 +31,7 @@ from metrics_plugins.retrieval import (
     _found_within,
     _gain_map,
     _ideal_gains,
+    _overflowed,
     _Ranked,
     _ranked_gains,
     _relevant_within,
@@ -342,8 +344,30 @@ def _gain_arrays(batch: Batch, gains: GainMap | None, levels: str) -> tuple[Floa
     )
 
 
+class _Gained(_Ranked):
+    """trec_eval's measures over a gain per label (ndcg_rel, Rndcg, G): a sample whose
+    ideal gains sum beyond a float64 is an error naming its largest label, not a NaN or
+    a silent 0."""
+
+    gains: GainMap | None
+    levels: str
+
+    def check(self, batch: Batch) -> Iterator[Problem]:
+        largest = max([batch.max_label, *(abs(gain) for _, gain in self.gains or ())])
+        if largest * max(batch.label_values.shape[1], 1) < _SUMS_FIT:
+            return iter(())  # (the common case: no sum of these can overflow)
+        _, ideal = _gain_arrays(batch, self.gains, self.levels)
+        with np.errstate(over="ignore"):  # (an overflow is what this looks for)
+            total = row_sums(ideal)
+        return _overflowed(batch, total, f"{self.alias}'s gains")
+
+
+#: Gains whose sum over a sample's labels stays below this fit a float64, with room.
+_SUMS_FIT = 1e300
+
+
 @attrs.frozen
-class NDCGRel(_Ranked):
+class NDCGRel(_Gained):
     """nDCG averaged over the documents with gain > 0: nDCG at the rank of each one
     retrieved, DCG / IDCG of the whole ranking for each one missed (trec_eval ndcg_rel)."""
 
@@ -366,7 +390,7 @@ class NDCGRel(_Ranked):
 
 
 @attrs.frozen
-class RNDCG(_Ranked):
+class RNDCG(_Gained):
     """nDCG averaged over the R levels (each rank where the ideal gain drops, R counting
     gains > 0) and the end of a ranking longer than R + 1; 0 when no label reaches the
     threshold (trec_eval Rndcg)."""
@@ -415,7 +439,7 @@ class BinG(_Ranked):
 
 
 @attrs.frozen
-class G(_Ranked):
+class G(_Gained):
     """Gain of each retrieved document discounted by log2(2 + ideal cost - gain so far),
     summed over the ideal total gain (trec_eval G)."""
 

@@ -18,6 +18,14 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files that hold slow tests first, each file's tests in their order: on a worker
+    per core (``make test``, a file to a worker) a long file begun last would keep one
+    worker busy while the other waits."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
 @pytest.fixture
 def reference_data() -> Path:
     """``tests/data``: trec_eval's test files and the UDCG reference fixture."""
@@ -118,3 +126,14 @@ def server_factory() -> Iterator[Callable[..., StandIn]]:
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[None]:
+    """A local Ray of two CPUs of its own (address="local": never another worker's)."""
+    ray = pytest.importorskip("ray")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()

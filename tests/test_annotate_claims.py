@@ -391,6 +391,7 @@ def _rows(cache: Path) -> int:
 
 
 class TestKillAndResume:
+    @pytest.mark.slow
     def test_sigkill_then_resume(self, server_factory: Any, tmp_path: Path) -> None:
         """SIGKILL during the support task keeps the judged pairs; the rerun judges only
         the rest and writes the same links as an uninterrupted run."""
@@ -485,6 +486,7 @@ class TestTinyModel:
     """The transformers annotator runs both tasks: what it writes is what a greedy decode
     of the same prompts, computed here from scratch, reads as."""
 
+    @pytest.mark.slow
     def test_claims_and_support_equal_a_direct_decode(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:

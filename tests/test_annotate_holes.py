@@ -84,6 +84,7 @@ class TestPool:
         assert pooled.unknown == 1
         assert pooled.texts(np.array([d == "y" for d in pooled.docs.to_pylist()])) == ["Y"]
 
+    @pytest.mark.slow
     def test_pooling_100k_queries(self) -> None:
         """100,000 queries x 3 runs x 20 retrieved passages with texts, depth 10: every
         pair once, the labelled ones marked. The runs are built as columns directly."""
@@ -190,13 +191,22 @@ class TestFillHoles:
         assert server.stats()["requests"] == requests
         assert json.loads(files["labelled"].read_text())["samples"] == first["samples"]
 
-    def test_every_pooled_pair_without_holes(self, server_factory: object, tmp_path: Path) -> None:
+    def test_every_pooled_pair_without_holes(
+        self, server_factory: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
         """Without --holes every pooled pair is judged (PPI's predictions): the person's
-        label of q1/d2 is replaced by the judge's, with the judge as its source."""
+        label of q1/d2 is replaced by the judge's, with the judge as its source; what it
+        prints speaks of the pool, not of holes."""
         server = server_factory("--mode", "logprobs")  # type: ignore[operator]
         files = _write(tmp_path)
         assert _annotate(files, server.url) == 0
         assert server.stats()["requests"] == len(_pairs(2))
+        said = capsys.readouterr().err.splitlines()
+        assert [line.split(":")[0] for line in said if line.startswith(("holes", "pool"))] == [
+            "pool",
+            "pool",
+        ]
+        assert f"pool: {len(_pairs(2))} labels written, source {SOURCE}" in said
         written = {s["id"]: s for s in json.loads(files["labelled"].read_text())["samples"]}
         assert written["q1"]["expected_output"]["relevance"]["d2"] == 0
         assert written["q1"]["metadata"]["label_sources"]["d2"] == SOURCE
@@ -392,6 +402,7 @@ def _command(files: dict[str, Path], *extra: str) -> list[str]:
 
 
 class TestKillAndResume:
+    @pytest.mark.slow
     def test_sigkill_then_resume(self, server_factory: object, tmp_path: Path) -> None:
         """SIGKILL while the 6 holes are judged (0.4 s a call, one at a time): the rerun's
         plan counts the cached judgements, asks only for the rest, and the labels are the
@@ -432,6 +443,7 @@ class TestKillAndResume:
 
 
 class TestTransformers:
+    @pytest.mark.slow
     def test_tiny_local_model_fills_the_holes(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:

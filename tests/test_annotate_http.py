@@ -302,6 +302,7 @@ class TestJudges:
 
 
 class TestKillAndResume:
+    @pytest.mark.slow
     def test_sigkill_then_resume_then_free(
         self, server_factory: object, files: dict[str, Path]
     ) -> None:
@@ -358,6 +359,7 @@ class TestKillAndResume:
         assert "0 computed with 0 model calls" in third.stderr
         assert server.stats()["requests"] == stats["requests"]
 
+    @pytest.mark.slow
     def test_ctrl_c_says_how_to_resume(
         self, server_factory: object, files: dict[str, Path]
     ) -> None:

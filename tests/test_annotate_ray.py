@@ -8,7 +8,6 @@ from __future__ import annotations
 import pickle
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,16 +33,6 @@ from test_annotate_http import (  # noqa: E402
 __all__ = ["files"]  # a fixture used below
 
 
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-
-
 def _stats_line(err: str) -> str:
     return next(line for line in err.splitlines() if line.endswith("s") and "annotations:" in line)
 
@@ -64,6 +53,7 @@ def test_pickles_as_constructor_arguments(monkeypatch: pytest.MonkeyPatch) -> No
     copy.close()
 
 
+@pytest.mark.slow
 class TestRay:
     def test_cli_identical_to_local_then_cached(
         self,

@@ -173,6 +173,21 @@ class TestOtherCommands:
         assert main(["validate", name]) == 0
         assert f"valid {kind}" in capsys.readouterr().out
 
+    def test_validate_help_names_every_kind(self, capsys):
+        """`slotwise --help` and `slotwise validate --help` name every kind of file that
+        validate checks (its --kind choices)."""
+        assert main(["--help"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("    validate "))
+        ends = [i for i, line in enumerate(lines) if i > start and not line.startswith(" " * 8)]
+        listed = " ".join(lines[start : ends[0]])
+        assert main(["validate", "--help"]) == 0
+        page = capsys.readouterr().out.split("\n\n", 1)[1]  # after the usage line
+        described = page.split("options:")[0]
+        for text in (listed, described):
+            for kind in ("dataset", "outputs", "config", "results", "qrels", "run"):
+                assert kind in text, (kind, text)
+
     def test_validate_results(self, project, capsys):
         """A results file written by `run` validates against the results schema."""
         assert main(["run", "tiny", "--format", "json", "--output", "results.json"]) == 0

@@ -187,6 +187,35 @@ class TestCompareAPI:
         same = comparison.row("retrieval-map", "a", "c")
         assert same.difference == 0 and same.p == 1.0 and not same.significant
 
+    def test_names(self, quickstart_results):
+        """Systems are named by names=, or by the keys of a mapping, else "system 1",
+        "system 2" in order; names= beside a mapping is an error."""
+        bm25, hybrid = quickstart_results
+        assert compare({"bm25": bm25, "hybrid": hybrid}).systems == ("bm25", "hybrid")
+        assert compare([bm25, hybrid], names=["b", "h"]).systems == ("b", "h")
+        assert compare([bm25, hybrid]).systems == ("system 1", "system 2")
+        with pytest.raises(ValueError, match="mapping"):
+            compare({"bm25": bm25, "hybrid": hybrid}, names=["b", "h"])
+
+    def test_prints_as_the_cli_does(self, quickstart_results, files, capsys):
+        """print(comparison) shows the table and the notes `slotwise compare` prints
+        (judged@k, pairs left out, the samples that moved most); its repr says in one
+        line what was compared and how it came out."""
+        bm25, hybrid = quickstart_results
+        comparison = engine.compare({"bm25": bm25, "hybrid-rerank": hybrid})
+        assert main(["compare", *map(str, files)]) == 0
+        printed = capsys.readouterr().out.splitlines()
+        text = str(comparison).splitlines()
+        body = [line for line in printed if line.startswith("│")]
+        assert body and [line for line in text if line.startswith("│")] == body
+        assert text[-len(comparison.notes()) :] == comparison.notes()
+        assert comparison.notes()[-4:] == printed[-4:]  # the samples that moved most
+        assert "moved most (b - a):" in text
+        assert repr(comparison) == (
+            "<Comparison quickstart: bm25 → hybrid-rerank; 4 metric(s), 4 better, 0 worse "
+            "at alpha = 0.05 (Holm)>"
+        )
+
     def test_renderers(self, quickstart_results):
         """to_dict, Markdown, LaTeX and the rich table all name every metric."""
         bm25, hybrid = quickstart_results

@@ -272,3 +272,57 @@ def test_chunks_give_the_same_bits() -> None:
     whole, chunked = evaluation.evaluate(run), evaluation.evaluate(run, chunk_size=3)
     for label in whole.labels:
         assert whole.values(label).tobytes() == chunked.values(label).tobytes(), label
+
+
+#: ir_measures names of every diversity measure (pyndeval computes each).
+PYNDEVAL_NAMES = [
+    "alpha_nDCG@20",
+    "alpha_DCG@5",
+    "ERR_IA@5",
+    "nERR_IA@5",
+    "NRBP",
+    "nNRBP",
+    "AP_IA",
+    "P_IA@5",
+    "StRecall@5",
+]
+
+
+def test_no_query_with_a_relevant_subtopic_gives_pyndevals_values(tmp_path: Path) -> None:
+    """A qrels file in which no query has a relevant subtopic (every label 0 or below):
+    pyndeval, run by ir_measures, gives 0 for every measure and NaN for nNRBP; so do the
+    command line and Python. Before: every measure FAILED on a reshape of an empty array."""
+    ir_measures = pytest.importorskip("ir_measures")
+    pytest.importorskip("pyndeval")
+    qrels = [("q1", "s1", "d1", 0), ("q1", "s2", "d2", 0), ("q2", "s1", "d3", -1)]
+    run = [("q1", "d1", 2.0), ("q1", "d2", 1.0), ("q2", "d3", 1.0), ("q2", "d9", 1.0)]
+    (tmp_path / "div.qrels").write_text("".join(f"{q} {s} {d} {r}\n" for q, s, d, r in qrels))
+    (tmp_path / "div.run").write_text(
+        "".join(f"{q} Q0 {d} {i} {s} r\n" for i, (q, d, s) in enumerate(run, 1))
+    )
+    expected = {}
+    for name in PYNDEVAL_NAMES:
+        found = ir_measures.pyndeval.iter_calc(
+            [ir_measures.parse_measure(name)],
+            [ir_measures.Qrel(q, d, r, s) for q, s, d, r in qrels],
+            [ir_measures.ScoredDoc(q, d, s) for q, d, s in run],
+        )
+        expected[name] = {m.query_id: m.value for m in found}
+    assert expected["alpha_nDCG@20"] == {"q1": 0.0, "q2": 0.0}  # what pyndeval says
+    assert all(math.isnan(v) for v in expected["nNRBP"].values())
+    dataset = engine.Engine(config={}).dataset(trec.read_subtopic_qrels(tmp_path / "div.qrels"))
+    results = dataset.with_metrics(PYNDEVAL_NAMES).evaluate(trec.read_run(tmp_path / "div.run"))
+    assert not results.failed
+    out = tmp_path / "rows.jsonl"
+    argv = ["run", "--qrels", str(tmp_path / "div.qrels"), "--subtopics"]
+    argv += ["--run", str(tmp_path / "div.run"), "--metrics", ",".join(PYNDEVAL_NAMES)]
+    assert main([*argv, "--format", "jsonl", "--output", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    for name, label in zip(PYNDEVAL_NAMES, results.labels, strict=True):
+        python = dict(zip(results.ids.to_pylist(), results.values(label).tolist(), strict=True))
+        cli = {row["id"]: row["scores"][label] for row in rows}
+        for query, value in expected[name].items():
+            if math.isnan(value):
+                assert math.isnan(python[query]) and cli[query] is None, (name, query)
+            else:
+                assert python[query] == value == cli[query], (name, query)

@@ -135,6 +135,7 @@ def _prepare(document: str, folder: str, tmp_path: Path) -> Path:
     return here
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("document", list(DOCUMENTS))
 def test_python_blocks_run_as_written(document, tmp_path):
     folder, uncompared = DOCUMENTS[document]

@@ -28,7 +28,7 @@ HARNESS = textwrap.dedent(
     scorer = evaluation.scorer()
     scorer.add("q0", ["d0"])
     scorer.results(partial=True)
-    engine.compare([evaluation.evaluate({}), evaluation.evaluate({"q1": ["d1"]})])
+    engine.compare([evaluation.evaluate({"q0": ["x"]}), evaluation.evaluate({"q1": ["d1"]})])
     assert logging.getLogger().handlers == [], "configured the root logger"
     assert logging.getLogger("slotwise").handlers == [], "configured its own logger"
     assert not structlog.is_configured(), "configured structlog"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -106,16 +105,7 @@ class TestThreads:
             list(ThreadExecutor(2).map(fail, range(5)))
 
 
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[None]:
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-
-
+@pytest.mark.slow
 class TestRay:
     def test_in_memory_identical(self, ray_cluster: None, tmp_path: Path) -> None:
         """Partitions scored on Ray give the local executor's per-sample values and aggregates."""

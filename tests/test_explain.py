@@ -86,7 +86,7 @@ class TestData:
                 assert view.k == k and len(view.slots) == k and view.pool == len(output["pool"])
                 for slot, item in zip(view.slots, output["retrieved"], strict=False):
                     assert slot.id == item["id"]
-                    assert slot.snippet == _snippet(item["text"])
+                    assert slot.snippet == _snippet(item["text"]) and slot.text == item["text"]
                     assert slot.pool_rank == output["pool"].index(item["id"]) + 1
                     assert slot.in_pool
                     relevance = expected["relevance"]
@@ -162,6 +162,8 @@ class TestData:
             "pool_rank": 6,
             "snippet": "Archived (2023): The developer API allows 100 requests per minute per key on al…",
             "source": None,  # the quickstart records no label sources
+            "text": "Archived (2023): The developer API allows 100 requests per minute per key "
+            "on all plans.",
         }
         assert second["diagnosis"]["verdict"] == "fine"
 
@@ -403,6 +405,7 @@ class TestCommand:
         again = engine.Engine(config="slotwise.yaml").dataset("quickstart").evaluate(kept)
         assert again.aggregates == kept.aggregates
 
+    @pytest.mark.slow
     def test_report_of_kept_outputs(self, tmp_path, monkeypatch, capsys):
         """`slotwise report` of results that kept their outputs embeds the sample view
         from any working directory (the results record their dataset's path), and when it

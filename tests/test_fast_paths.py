@@ -122,8 +122,11 @@ class TestTrecReaders:
         assert run_of(trec.read_run(path)) == {"q": ["d2", "d9", "d10"]}
 
     def test_empty_files(self, tmp_path: Path) -> None:
+        """A file without a query scores nothing: refused, naming the file (as trec_eval)."""
         (tmp_path / "e").write_text("")
-        assert len(trec.read_run(tmp_path / "e")) == 0 and len(trec.read_qrels(tmp_path / "e")) == 0
+        for read, kind in ((trec.read_run, "run"), (trec.read_qrels, "qrels")):
+            with pytest.raises(InputError, match=f"e /: no {kind} line: the file holds no query"):
+                read(tmp_path / "e")
 
     def test_qrels_judging_twice_is_reported(self, tmp_path: Path) -> None:
         path = tmp_path / "twice.qrels"
@@ -215,6 +218,7 @@ class TestEvaluateTrec:
 
 
 class TestPeerObjects:
+    @pytest.mark.slow
     def test_ranx_qrels_and_run_give_pytrec_evals_numbers(self) -> None:
         """ranx's Qrels and Run are read as the dicts they hold (ties included)."""
         ranx = pytest.importorskip("ranx")

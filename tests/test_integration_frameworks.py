@@ -44,6 +44,8 @@ from engine.integrations.haystack import HaystackAdapter
 from engine.integrations.langchain import LangChainAdapter
 from engine.integrations.llamaindex import LlamaIndexAdapter
 
+pytestmark = pytest.mark.slow  # LangChain, LlamaIndex and Haystack at work
+
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "examples" / "quickstart"
 METRICS = ["retrieval-ndcg-at-k@10", "retrieval-mrr", "pct-proc-at-k"]

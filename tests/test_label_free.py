@@ -316,6 +316,7 @@ class TestFlakyEndpoint:
                 QUESTIONS[sid], PASSAGES[doc]
             )
 
+    @pytest.mark.slow
     def test_kill_and_resume(self, server_factory: Any, files: dict[str, Path]) -> None:
         """SIGKILL mid-run: the re-run asks only for what was not cached, and the labels
         equal an uninterrupted run's."""

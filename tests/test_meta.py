@@ -235,6 +235,18 @@ class TestFit:
         with pytest.raises(engine.InputError, match="different outcomes"):
             fit_udcg_theta(eng.dataset(samples=samples), outputs, 2)
 
+    def test_correlate_and_calibrate_need_only_the_core(self, monkeypatch, capsys):
+        """Without scikit-learn (the `meta` extra), `slotwise correlate` and `calibrate`
+        run: only fitting UDCG_theta needs it (the README's table of extras)."""
+        from engine.cli import main
+
+        for name in ["sklearn", *(m for m in sys.modules if m.startswith("sklearn."))]:
+            monkeypatch.setitem(sys.modules, name, None)  # even if imported before: unimportable
+        metrics = ["--metrics", "udcg,retrieval-ndcg-at-k"]
+        assert main(["correlate", str(EXAMPLE), *metrics]) == 0
+        assert main(["calibrate", "udcg", str(EXAMPLE), "--seed", "0"]) == 0
+        assert "best gamma" in capsys.readouterr().out
+
     def test_missing_scikit_learn_names_the_extra(self, eng, monkeypatch):
         """Without scikit-learn, fitting says how to install it."""
         monkeypatch.setitem(sys.modules, "sklearn.svm", None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,8 @@ class Venv:
     root: Path
     workdir: Path
     sources: Path
+    installed: str = ""
+    """What ``pip install --quiet`` printed."""
 
     def bin(self, name: str) -> Path:
         return self.root / "bin" / name
@@ -151,7 +154,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
         timeout=900,
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    return env
+    return attrs.evolve(env, installed=installed.stdout + installed.stderr)
 
 
 def _metrics_listing(venv: Venv) -> dict[str, dict[str, Any]]:
@@ -224,6 +227,35 @@ class TestInstalledPlugin:
         assert ran.returncode == 0, ran.stdout + ran.stderr
         assert " passed" in ran.stdout
         assert "failed" not in ran.stdout
+
+
+class TestInstalledSlotwise:
+    """slotwise installed from its sources (a wheel built by setuptools) is whole."""
+
+    def test_build_warns_of_nothing(self, venv: Venv) -> None:
+        """Building slotwise raises no Python warning (pip prints those of setuptools even
+        with --quiet): e.g. none that a folder of package data is missing from setuptools'
+        packages. pip's own notes (``WARNING: ...``, about its index configuration) are
+        not the build's."""
+        raised = re.findall(r"\b\w+Warning: .*", venv.installed)
+        assert raised == [], venv.installed
+
+    def test_report_inlines_its_assets(self, venv: Venv) -> None:
+        """The installed `slotwise report` writes a page with report.css and report.js
+        (package data) inlined as the checkout has them."""
+        dataset, outputs = _write_inputs(venv)
+        results, page = venv.workdir / "results.json", venv.workdir / "report.html"
+        ran = venv.run(
+            *(venv.bin("slotwise"), "run", dataset, "--outputs", outputs),
+            *("--metrics", "retrieval-hit-at-k", "--format", "json", "--output", results),
+        )
+        assert ran.returncode == 0, ran.stderr
+        ran = venv.run(venv.bin("slotwise"), "report", results, "--output", page)
+        assert ran.returncode == 0, ran.stderr
+        text = page.read_text(encoding="utf-8")
+        assets = ROOT / "engine" / "analysis" / "report_assets"
+        assert f"<style>{(assets / 'report.css').read_text(encoding='utf-8')}</style>" in text
+        assert f"<script>{(assets / 'report.js').read_text(encoding='utf-8')}</script>" in text
 
 
 class TestBrokenPlugin:

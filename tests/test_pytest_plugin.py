@@ -59,6 +59,7 @@ def test_max_drop_catches_a_small_drop():
         assert_no_regression(_results(28), _results(29), max_drop=0.01)
 
 
+@pytest.mark.slow
 def test_installed_plugin_in_a_users_suite(pytester):
     """In a user's project: the slotwise_engine fixture reads its slotwise.yaml, and a
     regression fails the test with the gate's message."""
@@ -91,6 +92,7 @@ def test_installed_plugin_in_a_users_suite(pytester):
     )
 
 
+@pytest.mark.slow
 def test_pytest_fixture_finds_the_config_upward(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:

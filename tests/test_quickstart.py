@@ -87,3 +87,20 @@ def test_demo_run_prints_the_diagnosis(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "ra-nwg-at-k" in out and "pct-proc-at-k" in out
     assert "counts: fine=" in out and "selection=" in out
+
+
+def test_readme_run_excerpts_are_printed(capsys, monkeypatch):
+    """Every line of the README's excerpts of `slotwise run quickstart` (the header with
+    its errors column, the rows, the diagnosis counts) is a line the command prints."""
+    readme = (QUICKSTART.parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```console\n", 1)[1].split("```", 1)[0]
+    commands = [part.splitlines() for part in block.split("$ ")[1:]]
+    excerpts = [(c[0].split("#")[0].split(), c[1:]) for c in commands if "run quickstart" in c[0]]
+    assert len(excerpts) == 2 and all(lines for _, lines in excerpts)
+    monkeypatch.chdir(QUICKSTART)
+    for command, lines in excerpts:
+        assert command[:3] == ["slotwise", "run", "quickstart"]
+        assert main(command[1:]) == 0
+        printed = capsys.readouterr().out.splitlines()
+        for line in lines:
+            assert line in printed, line

@@ -36,12 +36,16 @@ def values(results: Results, label: str | None = None) -> list[float | None]:
 def score_one(
     eng: engine.Engine, expected: Any, actual: Any, metric: str, metadata: Any = None
 ) -> float | None:
-    """The value of ``metric`` for a single sample."""
+    """The value of ``metric`` for a single sample (``actual`` None: q1 has no output,
+    beside a sample q0 with an empty one, since a run of no output is refused)."""
     sample: dict[str, Any] = {"id": "q1", "expected_output": expected}
     if metadata is not None:
         sample["metadata"] = metadata
-    outputs = {} if actual is None else {"q1": actual}
-    return values(evaluate(eng, [sample], outputs, [metric]))[0]
+    if actual is not None:
+        return values(evaluate(eng, [sample], {"q1": actual}, [metric]))[0]
+    other = {"id": "q0", "expected_output": expected}
+    empty = {"retrieved": [], "cited": []}
+    return values(evaluate(eng, [sample, other], {"q0": empty}, [metric]))[0]
 
 
 def passages(*texts: str, prefix: str = "d") -> list[dict[str, str]]:
@@ -238,11 +242,14 @@ class TestCoverageRecall:
         )
         assert values(results) == [pytest.approx(2 / 2)]
 
-    @pytest.mark.parametrize("outputs", [{}, {"q1": []}], ids=["no-output", "empty-ranking"])
+    @pytest.mark.parametrize(
+        "outputs", [{"q0": ["d1"]}, {"q0": ["d1"], "q1": []}], ids=["no-output", "empty-ranking"]
+    )
     def test_no_output_scores_zero(self, eng: engine.Engine, outputs: dict[str, Any]) -> None:
         """A missing output is an empty ranking: no group is covered, 0 (not NA)."""
-        results = evaluate(eng, [grouped({"a": ["d1"]})], outputs, ["coverage-recall-at-k"])
-        assert values(results) == [0.0]
+        samples = [grouped({"a": ["d1"]}), grouped({"a": ["d1"]}, "q0")]
+        results = evaluate(eng, samples, outputs, ["coverage-recall-at-k"])
+        assert values(results) == [0.0, 1.0]
 
     def test_samples_do_not_share_rankings(self, eng: engine.Engine) -> None:
         """d1 retrieved for q2 does not cover q1's group, and vice versa."""
@@ -458,8 +465,9 @@ class TestAnswerContainment:
 
     def test_no_output_scores_zero(self, eng: engine.Engine) -> None:
         """A missing output is an empty ranking: nothing contains the answer, 0."""
-        got = containment(eng, [answer_sample("x")], {}, "answer-containment-at-k")
-        assert got == [(0.0, None)]
+        samples = [answer_sample("x"), answer_sample("x", "q0")]
+        got = containment(eng, samples, {"q0": passages("x")}, "answer-containment-at-k")
+        assert got == [(0.0, None), (1.0, 1)]
 
     def test_whitespace_only_answer_never_matches(self, eng: engine.Engine) -> None:
         """An answer that collapses to the empty string is not contained in everything."""
@@ -560,6 +568,7 @@ def _rag_values(
     return float(coverage), float(attribution)
 
 
+@pytest.mark.slow
 class TestProperties:
     """Invariants over random rankings, citations and groups."""
 

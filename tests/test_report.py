@@ -21,7 +21,7 @@ import pytest
 
 import engine
 from engine.analysis.explain import Explanation, explain, labels_at
-from engine.analysis.report import build_report
+from engine.analysis.report import COLORS, build_report
 from engine.cli import main
 from engine.evaluation.results import Diagnostics, MetricRecord, Results
 
@@ -229,8 +229,8 @@ class TestBuild:
         assert len(ex["docs"]) == len(set(ex["docs"])) == len(ex["texts"])
         index = data["ids"].index("q-21")
         hybrid = ex["views"][1][index]
-        k, retrieved, pool, has_output, slots, missed, diagnosis = hybrid
-        assert (k, retrieved, pool, has_output) == (5, 10, 30, 1)
+        k, retrieved, pool, has_output, slots, missed, diagnosis, error = hybrid
+        assert (k, retrieved, pool, has_output, error) == (5, 10, 30, 1, None)
         assert [ex["docs"][slot[0]] for slot in slots] == [
             s.id for s in explanations[index].systems[1].slots
         ]
@@ -275,6 +275,7 @@ class TestBuild:
         assert code == 2 and "different dataset" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 class TestAgreesWithCli:
     """The report and the CLI agree on every number and verdict (issue 23, item 9): the
     quickstart demo's files, as `make demo` writes them, reported and compared."""
@@ -389,28 +390,33 @@ class TestErrorsAndAssets:
 
     def test_axis_per_scale(self):
         """Metrics in [0, 1] share the column's axis; DCG@10 (means 1.73 and 2.13 on the
-        quickstart) gets an axis of its own, 0 to 3, labelled under its row."""
+        quickstart) gets an axis of its own, 0 to 3, and so does harm@5 (means 0.02 and
+        0.03, CIs up to 0.05: flat at 0 on the shared axis), 0 to 0.06, each labelled
+        under its row."""
         dataset = engine.Engine(config=QUICKSTART / "slotwise.yaml").dataset("quickstart")
-        evaluation = dataset.with_metrics(["retrieval-dcg-at-k@10", "harm-at-k"])
+        evaluation = dataset.with_metrics(
+            ["retrieval-dcg-at-k@10", "harm-at-k", "retrieval-recall-at-k"]
+        )
         results = [evaluation.evaluate(QUICKSTART / "outputs" / f"{n}.json") for n in SYSTEMS]
         page = build_report(results, names=SYSTEMS)
         charts = re.findall(r'<svg class="cibar( own)?".*?</svg>', page, flags=re.S)
-        assert charts == [" own", ""]
-        own = re.search(r'<svg class="cibar own".*?</svg>', page)
-        assert own is not None
-        assert re.findall(r'class="tick"[^>]*>([^<]*)<', own.group(0)) == ["0", "1", "2", "3"]
+        assert charts == [" own", " own", ""]
+        own = re.findall(r'<svg class="cibar own".*?</svg>', page)
+        ticks = [re.findall(r'class="tick"[^>]*>([^<]*)<', chart) for chart in own]
+        assert ticks == [["0", "1", "2", "3"], ["0", "0.02", "0.04", "0.06"]]
         assert re.findall(r'<th class="chart">95% CI, axis 0 to 1', page)
 
     def test_assets_are_package_data(self):
-        """report.js and report.css are package data of engine.analysis (so a wheel ships
-        them), and the page inlines them as they are."""
+        """report.js and report.css are package data of engine.analysis.report_assets, a
+        package of its own in the setuptools configuration (so a wheel ships them and its
+        build warns of nothing), and the page inlines them as they are."""
         config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-        assert "engine.analysis" in config["packages"]
-        globs = config["package-data"]["engine.analysis"]
+        assert "engine.analysis.report_assets" in config["packages"]
+        globs = config["package-data"]["engine.analysis.report_assets"]
         assets = sorted(p.name for p in ASSETS.iterdir())
         assert assets == ["report.css", "report.js"]
         for name in assets:
-            assert any(fnmatch.fnmatch(f"report_assets/{name}", g) for g in globs), name
+            assert any(fnmatch.fnmatch(name, g) for g in globs), name
         page = build_report([_setbased(0)])
         css, js = ((ASSETS / name).read_text(encoding="utf-8") for name in assets)
         assert "</style" not in css.lower() and "</script" not in js.lower()
@@ -462,6 +468,7 @@ def browser():
     driver.quit()
 
 
+@pytest.mark.slow
 class TestInChromium:
     def test_report_works_end_to_end(self, systems, browser, tmp_path):
         """Loads without console errors, charts have size, sorting and filtering work."""
@@ -578,10 +585,12 @@ class TestInChromium:
         assert not [url for url in loaded if url.startswith(("http:", "https:"))]
 
     def test_demo_report_at_1280(self, demo, browser, tmp_path):
-        """The demo report in a 1280 px window (issue 25): every stylesheet rule parses;
-        the Summary draws each system in its legend colour on one axis for the metrics in
-        [0, 1] (harm ~0.02 narrow, hit@1 wide); every By-stratum column is on screen; the
-        per-sample table opens on the main metric; a sample's view opens whole."""
+        """The demo report in a 1280 px window (issues 25 and 50): every stylesheet rule
+        parses; the Summary draws each system in its legend colour on one axis for the
+        metrics in [0, 1], except harm (all its values below 0.2), which gets an axis of
+        its own under its row so that its interval is not flat at 0; every By-stratum
+        column is on screen; the per-sample table opens on the main metric; a sample's
+        view opens whole."""
         from selenium.webdriver.common.by import By
         from selenium.webdriver.support.ui import Select
 
@@ -602,6 +611,10 @@ class TestInChromium:
             .map(function (tr) {
               var svg = tr.querySelector('svg.cibar');
               return [tr.querySelector('th').textContent, svg.classList.contains('own'),
+                Array.from(svg.querySelectorAll('text.tick')).map(function (t) {
+                  var r = t.getBoundingClientRect();
+                  return [t.textContent, r.left + r.width / 2];
+                }),
                 Array.from(svg.querySelectorAll('g.system')).map(function (g) {
                   var dot = g.querySelector('circle').getBoundingClientRect();
                   var lines = Array.from(g.querySelectorAll('line'));
@@ -619,22 +632,33 @@ class TestInChromium:
             " return [t.textContent, r.left + r.width / 2]; })"
         )
         assert [t[0] for t in ticks] == ["0", "0.25", "0.5", "0.75", "1"]
-        x0, x1 = ticks[0][1], ticks[-1][1]
         with open(demo["paths"][0], encoding="utf-8") as file:
             first = json.load(file)["summary"]
         with open(demo["paths"][1], encoding="utf-8") as file:
             summaries = [first, json.load(file)["summary"]]
         widths = {}
         assert len(charts) == len(first)
-        for label, own, systems in charts:
-            assert not own  # the demo's metrics all lie in [0, 1]
+        for label, own, own_ticks, systems in charts:
+            values = [v for s in summaries for v in [s[label]["mean"], *s[label]["ci"]]]
+            # the demo's metrics all lie in [0, 1]; harm's below 0.2 (at K = 1: all 0)
+            assert own == (0 < max(values) <= 0.2), label
+            axis = own_ticks if own else ticks
+            (low, x0), (high, x1) = (
+                (float(axis[0][0]), axis[0][1]),
+                (float(axis[-1][0]), axis[-1][1]),
+            )
+            assert low <= min(values) and max(values) <= high
             assert [s[0] for s in systems] == [0, 1]
             for index, fill, strokes, centre, width in systems:
                 assert fill == legend[index] and set(strokes) == {legend[index]}
                 mean = summaries[index][label]["mean"]
-                assert centre == pytest.approx(x0 + mean * (x1 - x0), abs=1.0)
-                widths[label, index] = width
-        assert widths["harm-at-k@5", 0] < widths["retrieval-hit-at-k@1", 0] / 4
+                assert centre == pytest.approx(
+                    x0 + (mean - low) / (high - low) * (x1 - x0), abs=1.0
+                )
+                widths[label, index] = width / (x1 - x0)
+        harm = next(chart for chart in charts if chart[0] == "harm-at-k@5")
+        assert [t[0] for t in harm[2]] == ["0", "0.02", "0.04", "0.06"]
+        assert widths["harm-at-k@5", 0] > 0.5  # [0.0053, 0.0417]: a 25th of the shared axis
 
         strata = browser.execute_script(
             """var box = document.querySelector('#strata .scroll');
@@ -652,8 +676,8 @@ class TestInChromium:
             == (COMPARED[0])
         )
         row = browser.find_element(By.CSS_SELECTOR, '#sample-table tr[data-index="20"]')
-        browser.execute_script("arguments[0].scrollIntoView()", row)
-        row.click()
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", row)
+        row.click()  # centred: at the box's top the sticky header would take the click
         box, panel, view = browser.execute_script(
             """var panel = document.querySelector('tr.explain-row');
             var box = panel.closest('.tall').getBoundingClientRect();
@@ -670,6 +694,127 @@ class TestInChromium:
         )
         assert browser.get_log("browser") == []
         browser.save_screenshot(str(tmp_path / "demo-explain.png"))
+
+    def test_demo_curves_at_1280(self, demo, browser, tmp_path):
+        """The demo's Metric@K charts in a 1280 px window (issue 50): each axis fits the
+        values it draws (means and CIs at K = 1, 3, 5, 10) and is stated beside the title,
+        so harm (about 0.02) fills its chart and its systems' points stand apart instead of
+        lying flat on 0 to 1; where both systems have the same mean, a note says at which
+        K, and on PROC@K (one pool, the same means everywhere) both lines show in their
+        colours on the screenshot."""
+        from PIL import Image
+        from selenium.webdriver.common.by import By
+
+        browser.set_window_size(1280, 1000)
+        browser.get(demo["report"].as_uri())
+        figures = browser.execute_script(
+            """function middle(e) { var r = e.getBoundingClientRect(); return (r.top + r.bottom) / 2; }
+            return Array.from(document.querySelectorAll('#curves figure')).map(function (f) {
+              var svg = f.querySelector('svg.curve');
+              var drawn = Array.from(svg.querySelectorAll('polygon.band, circle.mean'))
+                .map(function (e) { return e.getBoundingClientRect(); });
+              return [f.querySelector('figcaption').firstChild.textContent.trim(),
+                f.querySelector('figcaption .scale').textContent,
+                Array.from(svg.querySelectorAll('text.tick[text-anchor="end"]'))
+                  .map(function (t) { return [Number(t.textContent), middle(t)]; }),
+                Math.min.apply(null, drawn.map(function (r) { return r.top; })),
+                Math.max.apply(null, drawn.map(function (r) { return r.bottom; })),
+                Array.from(svg.querySelectorAll('g.system')).map(function (g) {
+                  return Array.from(g.querySelectorAll('circle.mean')).map(middle);
+                }),
+                Array.from(f.querySelectorAll('p.overlap')).map(function (p) { return p.textContent; })];
+            });"""
+        )
+        summaries = []
+        for path in demo["paths"]:
+            with open(path, encoding="utf-8") as file:
+                summaries.append(json.load(file)["summary"])
+        ks = (1, 3, 5, 10)
+        names = [figure[0] for figure in figures]
+        assert "harm-at-k@K" in names and "proc-at-k@K" in names
+        for name, scale, ticks, top, bottom, points, overlaps in figures:
+            metric = name.removesuffix("@K")
+            entries = [[s[f"{metric}@{k}"] for k in ks] for s in summaries]
+            values = [v for system in entries for e in system for v in [e["mean"], *e["ci"]]]
+            (low, y_low), (high, y_high) = ticks[0], ticks[-1]
+            assert scale == f"axis {low:g} to {high:g}"
+            assert low <= min(values) and max(values) <= high, name
+            assert high - low <= 2 * (max(values) - min(values)), name  # fitted, not 0 to 1
+            assert y_high - 5 <= top and bottom <= y_low + 5, name  # drawn inside the axis
+            assert bottom - top >= (y_low - y_high) / 2, name  # over half of it
+            same = [
+                k
+                for k, a, b in zip(ks, *entries, strict=True)
+                if f"{a['mean']:.4f}" == f"{b['mean']:.4f}"
+            ]
+            where = "every K" if same == list(ks) else "K = " + ", ".join(map(str, same))
+            note = f"hybrid-rerank and bm25 have the same mean at {where}: their lines coincide"
+            assert overlaps == ([note] if same else []), name
+            pixels = [
+                [y_low - (v["mean"] - low) / (high - low) * (y_low - y_high) for v in system]
+                for system in entries
+            ]
+            assert points == [pytest.approx(p, abs=1.0) for p in pixels], name
+        harm = figures[names.index("harm-at-k@K")]
+        assert harm[1] == "axis 0 to 0.06"
+        assert abs(harm[5][0][2] - harm[5][1][2]) > 10  # K = 5: 0.0217 and 0.0261
+
+        figure = browser.find_elements(By.CSS_SELECTOR, "#curves svg.curve")[
+            names.index("proc-at-k@K")
+        ]
+        browser.execute_script("arguments[0].scrollIntoView()", figure)
+        shot = tmp_path / "proc-at-k.png"
+        figure.screenshot(str(shot))
+        with Image.open(shot) as image:
+            rgb = np.asarray(image.convert("RGB"), dtype=np.int32)
+        for color in COLORS[:2]:
+            target = np.array([int(color[i : i + 2], 16) for i in (1, 3, 5)])
+            near = (np.abs(rgb - target).sum(axis=2) < 60).sum()
+            assert near > 50, f"{color}: {near} pixels"  # hidden under the other: 0
+        browser.find_element(By.ID, "curves").screenshot(str(tmp_path / "curves.png"))
+        assert browser.get_log("browser") == []
+
+    def test_sample_table_at_1280(self, demo, browser, tmp_path):
+        """In a 1280 px window the per-sample table fills its box and keeps its width and
+        columns when a row opens (issue 50); every passage text of the opened view is the
+        outputs file's whole text, wrapped inside the box, none of it cut or hidden."""
+        from selenium.webdriver.common.by import By
+
+        browser.set_window_size(1280, 1000)
+        browser.get(demo["report"].as_uri())
+        measure = """var box = document.querySelector('#samples .tall');
+            var table = document.getElementById('sample-table');
+            return [box.clientWidth, box.scrollWidth, table.getBoundingClientRect().width,
+              Array.from(table.tHead.querySelectorAll('th')).map(function (th) {
+                var r = th.getBoundingClientRect(); return [r.left, r.width]; })];"""
+        closed = browser.execute_script(measure)
+        client, scrolled, width, columns = closed
+        assert width == pytest.approx(client, abs=1.0) and scrolled <= client
+        row = browser.find_element(By.CSS_SELECTOR, '#sample-table tr[data-index="20"]')
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", row)
+        row.click()  # centred: at the box's top the sticky header would take the click
+        opened = browser.execute_script(measure)
+        assert opened[:3] == [client, scrolled, pytest.approx(width, abs=0.5)]
+        assert opened[3] == [[pytest.approx(v, abs=0.5) for v in c] for c in columns]
+        texts = browser.execute_script(
+            """var box = document.querySelector('#samples .tall').getBoundingClientRect();
+            return Array.from(document.querySelectorAll('tr.explain-row div.system')).map(
+              function (system) {
+                return Array.from(system.querySelectorAll('table.slots tbody tr')).map(function (tr) {
+                  var cell = tr.lastElementChild, r = cell.getBoundingClientRect();
+                  return [cell.textContent, cell.scrollWidth <= cell.clientWidth,
+                    cell.scrollHeight <= cell.clientHeight, r.left >= box.left && r.right <= box.right];
+                });
+              });"""
+        )
+        for name, shown in zip(SYSTEMS, texts, strict=True):
+            output = json.loads((QUICKSTART / "outputs" / f"{name}.json").read_text())["q-21"]
+            whole = [item["text"] for item in output["retrieved"][:5]]
+            assert [t[0] for t in shown] == whole
+            assert max(map(len, whole)) > 100  # longer than the 80-character snippets
+            assert all(all(t[1:]) for t in shown), shown
+        browser.find_element(By.ID, "samples").screenshot(str(tmp_path / "samples.png"))
+        assert [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")] == []
 
     def test_diagnosis_scatter_renders(self, browser, tmp_path):
         """The PROC vs %PROC scatter draws one point per sample with a PROC value."""

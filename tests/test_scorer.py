@@ -77,6 +77,7 @@ def _differing(scores: dict[str, float], results: engine.Results, row: int) -> l
 
 
 class TestOneAtATime:
+    @pytest.mark.slow
     def test_each_sample_scores_as_it_does_among_all_others(self, eng):
         """Bit for bit, for every built-in metric these labels allow, although each sample
         alone is padded to its own ranking's length (sums run left to right)."""
@@ -91,6 +92,7 @@ class TestOneAtATime:
             scores = scorer.add(sample_id, output)
             assert _differing(scores, whole, row) == [], sample_id
 
+    @pytest.mark.slow
     def test_every_label_kind_of_the_kit_fixture(self, eng):
         """The conformance kit's samples (graded and binary labels, both utility forms,
         answers, groups, texts, pools, citations, metadata.k, repeated ids, an empty and
@@ -268,6 +270,7 @@ def _trec_order(scores: dict[str, float]) -> list[str]:
 
 
 class TestRealisticData:
+    @pytest.mark.slow
     def test_one_at_a_time_equals_evaluate_at_once(self, eng):
         """Realistic samples (ids from a corpus of millions, mostly unjudged, ties in the
         scores, empty outputs, rankings that repeat an id, metadata.k) added one at a

@@ -578,6 +578,7 @@ def scores(labels, ranking, pool, k) -> dict[str, float]:
     return {cls.alias: one(cls(k=k), b) for cls in ALL}
 
 
+@pytest.mark.slow
 class TestProperties:
     """Invariants over random labels, rankings, pools and K."""
 

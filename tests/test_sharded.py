@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -330,15 +331,23 @@ def _cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
-    """A head node without CPUs (the driver's) and two worker nodes of one CPU each."""
+    """A head node without CPUs (the driver's) and two worker nodes of one CPU each, of
+    this module alone: its address is not written where another ``ray.init()`` of this
+    machine would find it (Ray's ``Cluster`` writes /tmp/ray/ray_current_cluster)."""
     ray = pytest.importorskip("ray")
+    import ray._private.utils
     from ray.cluster_utils import Cluster
 
     store = 100 * 2**20
-    simulated = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 0, "object_store_memory": store, "include_dashboard": False},
-    )
+    with mock.patch.object(ray._private.utils, "write_ray_address", lambda *_, **__: None):
+        simulated = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 0,
+                "object_store_memory": store,
+                "include_dashboard": False,
+            },
+        )
     for _ in range(2):
         simulated.add_node(num_cpus=1, object_store_memory=store)
     ray.init(address=simulated.address, log_to_driver=False)
@@ -370,6 +379,7 @@ def driver_reads_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(shards, name, refuse)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("small_parts")
 class TestRay:
     @pytest.mark.usefixtures("driver_reads_nothing")

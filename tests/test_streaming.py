@@ -316,10 +316,11 @@ def _tiny_trec(directory: Path, queries: int) -> tuple[Path, Path]:
 
 
 class TestScale:
-    @pytest.mark.parametrize("queries", [200_000, pytest.param(2_000_000, marks=pytest.mark.slow)])
+    @pytest.mark.slow
+    @pytest.mark.parametrize("queries", [200_000, 2_000_000])
     def test_many_queries(self, eng: engine.Engine, tmp_path: Path, queries: int) -> None:
-        """Hundreds of thousands (millions, when slow tests run) of tiny queries stream
-        through with the in-memory aggregates."""
+        """Hundreds of thousands and millions of tiny queries stream through with the
+        in-memory aggregates."""
         qrels, run = _tiny_trec(tmp_path, queries)
         streamed = eng.evaluate_stream(
             ["retrieval-ndcg-at-k@10", "retrieval-map"], qrels=qrels, run=run,
@@ -330,6 +331,7 @@ class TestScale:
         assert streamed.summary() == whole.summary()
         assert all(stats["n"] == queries for stats in streamed.summary().values())
 
+    @pytest.mark.slow
     def test_memory_stays_bounded(
         self, eng: engine.Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -195,6 +195,7 @@ def _describe(args: Sequence[str], expected: tuple[int, bytes], got: tuple[int, 
     return "\n".join(lines)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2])
 def test_random_collections_byte_for_byte(
     seed: int, trec_eval_binary: Path, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]

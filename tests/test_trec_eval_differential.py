@@ -597,6 +597,7 @@ def _check(collection: Collection, outcome: Outcome, spec: tuple[int, int, Confi
     assert (outcome.nan_as_zero > 0) == config.judged_only  # empty rankings only from -J
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_all_trec_matches_pytrec_eval(name: str, outcome_of: OutcomeOf) -> None:
     """Every per-query and all line of -m all_trec, for one configuration of -l/-J/-M/-c."""
@@ -604,6 +605,7 @@ def test_all_trec_matches_pytrec_eval(name: str, outcome_of: OutcomeOf) -> None:
     _check(collection, outcome, CONFIGS[name])
 
 
+@pytest.mark.slow
 def test_cli_matches_pytrec_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``slotwise trec-eval -q -m all_trec -l 2 -J -c QRELS RUN`` (the command line, and a
     file layout read line by line)."""

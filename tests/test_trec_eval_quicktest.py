@@ -14,6 +14,8 @@ import pytest
 
 from engine.cli import main
 
+pytestmark = pytest.mark.slow  # trec_eval built and its quicktest run
+
 TREE = Path(__file__).resolve().parent / "data" / "trec_eval-10"
 
 

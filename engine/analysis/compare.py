@@ -42,7 +42,7 @@ from engine.analysis.stats import (
 )
 from engine.errors import InputError, Problem
 from engine.evaluation.results import Results
-from engine.evaluation.tables import html_table
+from engine.evaluation.tables import html_table, render_text, text_table
 
 __all__ = [
     "COMPARISON_SCHEMA_ID",
@@ -394,11 +394,23 @@ class Comparison:
             f"▲/▼ significantly better/worse at alpha = {self.alpha:g}"
         )
 
-    def table(self) -> Any:
-        """A rich Table of the comparison for the console."""
-        from rich.table import Table
+    def notes(self, movers: int = 3) -> list[str]:
+        """The lines under the table, as ``slotwise compare`` prints them: labels not
+        compared, judged@k, pairs left out and why, and per metric the ``movers`` samples
+        that moved most (0: none)."""
+        lines = []
+        if self.skipped:
+            lines.append(f"not in every file, not compared: {', '.join(self.skipped)}")
+        lines += self.judged_lines()
+        lines += self.dropped_lines()
+        moved = self.mover_lines(movers) if movers > 0 else []
+        if moved:
+            lines += ["moved most (b - a):", *(f"  {line}" for line in moved)]
+        return lines
 
-        table = Table(title=self._caption(), title_justify="left")
+    def table(self) -> Any:
+        """The comparison as a rich Table, which ``print()`` and the REPL show as text."""
+        table = text_table(title=self._caption(), title_justify="left")
         for index, column in enumerate(self._columns()):
             table.add_column(column, justify="left" if index == 0 else "right", no_wrap=True)
         for row in self.rows:
@@ -406,6 +418,18 @@ class Comparison:
             style = {"▲": "green", "▼": "red"}.get(row.mark)
             table.add_row(*cells, style=style)
         return table
+
+    def __str__(self) -> str:
+        return "\n".join([render_text(self.table()), *self.notes()])
+
+    def __repr__(self) -> str:
+        marks = [row.mark for row in self.rows]
+        labels = len({row.label for row in self.rows})
+        return (
+            f"<Comparison {self.dataset_name or 'dataset'}: {' → '.join(self.systems)}; "
+            f"{labels} metric(s), {marks.count('▲')} better, {marks.count('▼')} worse at "
+            f"alpha = {self.alpha:g} (Holm)>"
+        )
 
     def _repr_html_(self) -> str:
         """The comparison as an HTML table, for notebooks (better rows green, worse red)."""
@@ -640,7 +664,7 @@ def _set(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def compare(
-    results: Sequence[Results],
+    results: Sequence[Results] | Mapping[str, Results],
     *,
     test: Test = "randomization",
     names: Sequence[str] | None = None,
@@ -663,16 +687,22 @@ def compare(
     (``ci_resamples``, ``level``), Cohen's d_z and the ``movers`` samples that moved most.
     Labels present in some results only are listed in ``skipped``. ``dataset`` (an
     :class:`~engine.Dataset`, e.g. with labels added since) re-scores each results' kept
-    outputs on it first (:func:`rescore`).
+    outputs on it first (:func:`rescore`). The systems are named by ``names``, or by the
+    keys of ``results`` given as a mapping ``{name: results}``, else ``system 1``,
+    ``system 2``, ... in order.
     """
     if test not in TESTS:
         raise ValueError(f"unknown test {test!r}; choose one of {', '.join(TESTS)}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
-    results = list(results)
+    if isinstance(results, Mapping):
+        if names is not None:
+            raise ValueError("names come from the mapping's keys: pass names or a mapping")
+        names = list(results)
+    results = list(results.values() if isinstance(results, Mapping) else results)
     if len(results) < 2:
         raise ValueError("compare needs at least two results")
-    names = list(names) if names is not None else [chr(ord("A") + i) for i in range(len(results))]
+    names = list(names) if names is not None else [f"system {i + 1}" for i in range(len(results))]
     if len(names) != len(results) or len(set(names)) != len(names):
         raise ValueError(f"names must be {len(results)} distinct strings, got {names!r}")
     if dataset is not None:

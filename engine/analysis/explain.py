@@ -70,6 +70,8 @@ class Slot:
     source: str | None = None
     """Who labelled its relevance: ``human`` or an LLM judge (``metadata.label_sources``);
     None when it has no relevance label or the dataset declares no label sources."""
+    text: str | None = None
+    """The whole text the output gave (``snippet`` is its start, on one line)."""
 
 
 @attrs.frozen
@@ -98,7 +100,8 @@ class Diagnosis:
 @attrs.frozen
 class SystemView:
     """What one system did with one sample: ``k`` slots out of ``retrieved`` ranked
-    documents, from a pool of ``pool`` candidates (None: the ranking is the pool)."""
+    documents, from a pool of ``pool`` candidates (None: the ranking is the pool);
+    ``error``: why the system failed on it (an error row, NA), None when it did not."""
 
     name: str
     k: int
@@ -109,6 +112,7 @@ class SystemView:
     missed: tuple[Missed, ...]
     scores: Mapping[str, float | None]
     diagnosis: Diagnosis | None
+    error: str | None = None
 
 
 @attrs.frozen
@@ -400,6 +404,7 @@ def _views(
                         pool_rank.get(doc),
                         _snippet(text),
                         _source(label_sources, row, labels, doc),
+                        text,
                     )
                     for rank, (doc, text) in enumerate(zip(top, texts[row], strict=False), start=1)
                 ),
@@ -413,6 +418,7 @@ def _views(
                     for label, v in values.items()
                 },
                 diagnosis=diagnoses[row] if diagnoses else None,
+                error=result.diagnostics.errors.get(sample_id),
             )
         )
     return views

@@ -15,6 +15,7 @@ explanations are embedded once, as JSON, and drawn by the JS).
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import math
 import os
@@ -57,12 +58,18 @@ def _color(index: int) -> str:
     return COLORS[index % len(COLORS)]
 
 
+def _step(low: float, high: float, count: int) -> float:
+    """A round step (1, 2, 2.5 or 5 times a power of ten) that cuts [low, high] into
+    at most ``count`` parts."""
+    raw = (high - low) / count
+    magnitude = 10 ** math.floor(math.log10(raw))
+    return next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+
+
 def _ticks(low: float, high: float, count: int = 5) -> list[float]:
     if high <= low:
         return [low]
-    raw = (high - low) / count
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    step = _step(low, high, count)
     start = math.ceil(low / step - 1e-9) * step
     ticks = []
     value = start
@@ -72,36 +79,55 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
     return ticks
 
 
+#: An axis: its ticks, the first and last at its ends.
+Axis = tuple[float, ...]
+#: The axis of values in [0, 1]; the Summary's metrics whose values lie there share it.
+UNIT: Axis = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def _fit(values: Sequence[float], count: int) -> Axis:
+    """The axis that fits ``values``: from a round value at or below the lowest to one at
+    or above the highest, in about ``count`` round steps (values all equal: from 0 to
+    them, or :data:`UNIT` when they are 0)."""
+    low, high = min(values), max(values)
+    if high <= low:
+        low, high = min(low, 0.0), max(high, 0.0)
+        if high <= low:
+            return UNIT
+    step = _step(low, high, count)
+    first, last = math.floor(low / step + 1e-9), math.ceil(high / step - 1e-9)
+    return tuple(round(i * step, 10) for i in range(first, last + 1))
+
+
 # -- charts (inline SVG) ---------------------------------------------------------------
 
 
 #: The Summary's interval charts: width, inner padding and the height of one system's lane.
 CI_WIDTH, CI_PAD, CI_LANE = 300, 12, 12
-#: The axis shared by every metric whose means and CIs lie in [0, 1].
-UNIT = (0.0, 1.0)
+#: Metrics in [0, 1] whose values all lie below this (harm, about 0.02) get an axis of
+#: their own: on :data:`UNIT` their intervals would lie flat at 0.
+FLAT = 0.2
 
 
-def _axis_of(values: Sequence[float]) -> tuple[float, float]:
+def _axis_of(values: Sequence[float]) -> Axis:
     """The axis a metric's intervals are drawn on: :data:`UNIT` when every value lies in
-    [0, 1], else one of its own from 0 (or below) to a round end."""
-    if all(0.0 <= v <= 1.0 for v in values):
+    [0, 1] and some above :data:`FLAT` (or all are 0), else one of its own from 0 (or
+    below) to a round end."""
+    if all(0.0 <= v <= 1.0 for v in values) and (max(values) > FLAT or max(values) == 0):
         return UNIT
-    low, high = min(0.0, *values), max(0.0, *values)
-    ticks = _ticks(low, high, 4)
-    step = ticks[1] - ticks[0] if len(ticks) > 1 else 1.0
-    return math.floor(low / step + 1e-9) * step, math.ceil(high / step - 1e-9) * step
+    return _fit([0.0, *values], 4)
 
 
-def _ci_x(value: float, axis: tuple[float, float]) -> float:
-    low, high = axis
+def _ci_x(value: float, axis: Axis) -> float:
+    low, high = axis[0], axis[-1]
     return CI_PAD + (value - low) / (high - low) * (CI_WIDTH - 2 * CI_PAD)
 
 
-def _axis_svg(axis: tuple[float, float], y: float) -> str:
+def _axis_svg(axis: Axis, y: float) -> str:
     """Tick labels of ``axis`` at height ``y``."""
     return "".join(
         f'<text x="{_ci_x(t, axis):.1f}" y="{y:.1f}" class="tick" text-anchor="middle">{t:g}</text>'
-        for t in _ticks(*axis, 4)
+        for t in axis
     )
 
 
@@ -109,7 +135,7 @@ def _ci_chart(
     label: str,
     entries: Sequence[Mapping[str, Any] | None],
     names: Sequence[str],
-    axis: tuple[float, float],
+    axis: Axis,
 ) -> str:
     """One metric's intervals, a lane per system in its colour (the CI as a line, the
     mean as a dot) on ``axis``; an axis other than :data:`UNIT` is labelled under them."""
@@ -120,7 +146,7 @@ def _ci_chart(
         f'<svg class="cibar{" own" if own else ""}" width="{CI_WIDTH}" height="{height}" '
         f'viewBox="0 0 {CI_WIDTH} {height}" role="img" aria-label="{_e(label)}: 95% CIs">'
     ]
-    for tick in _ticks(*axis, 4):
+    for tick in axis:
         x = _ci_x(tick, axis)
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="1" y2="{lanes + 3}" class="grid"/>')
     for index, entry in enumerate(entries):
@@ -149,23 +175,30 @@ def _ci_chart(
     return "".join(parts)
 
 
-def _line_chart(name: str, series: Sequence[tuple[int, str, Sequence[Any]]]) -> str:
-    """Metric@K: one line per system (its index, name and points) in the system's colour,
-    with a CI band, K evenly spaced on x, the metric on y."""
-    width, height = 440, 260
-    left, right, top, bottom = 52, 16, 16, 40
-    ks = sorted({p.k for _, _, points in series for p in points})
+#: Each system's line in the Metric@K charts (by its index): solid, then dashed, so a line
+#: drawn over an earlier one leaves it visible.
+DASHES = ("", "7 5", "2 3", "9 3 2 3")
+
+
+def _curve_axis(series: Sequence[tuple[int, str, Sequence[Any]]]) -> Axis:
+    """The y axis of a Metric@K chart: fitted to its means and CIs."""
     values = [
         v
         for _, _, points in series
         for p in points
         for v in ([p.mean] if p.mean is not None else []) + (list(p.ci) if p.ci else [])
     ]
-    low = min(0.0, *values) if values else 0.0
-    high = max(values) if values else 1.0
-    high = 1.0 if high <= 1.0 and low >= 0 else high
-    if high <= low:
-        high = low + 1
+    return _fit(values, 5) if values else UNIT
+
+
+def _line_chart(name: str, series: Sequence[tuple[int, str, Sequence[Any]]], axis: Axis) -> str:
+    """Metric@K: one line per system (its index, name and points) in the system's colour
+    and dash, with a CI band, K evenly spaced on x, the metric on y along ``axis``. Later
+    systems' points are drawn smaller, over the earlier ones', so equal points show both."""
+    width, height = 440, 260
+    left, right, top, bottom = 52, 16, 16, 40
+    ks = sorted({p.k for _, _, points in series for p in points})
+    low, high = axis[0], axis[-1]
 
     def x(k: int) -> float:
         if len(ks) == 1:
@@ -179,7 +212,7 @@ def _line_chart(name: str, series: Sequence[tuple[int, str, Sequence[Any]]]) -> 
         f'<svg class="chart curve" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(name)} at K">'
     ]
-    for tick in _ticks(low, high):
+    for tick in axis:
         out.append(
             f'<line x1="{left}" x2="{width - right}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" class="grid"/>'
             f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" class="tick" text-anchor="end">{tick:g}</text>'
@@ -192,15 +225,18 @@ def _line_chart(name: str, series: Sequence[tuple[int, str, Sequence[Any]]]) -> 
         f'<text x="{(left + width - right) / 2:.1f}" y="{height - 6}" class="label" '
         'text-anchor="middle">K (prompt slots)</text>'
     )
-    for index, system, points in series:
-        color = _color(index)
+    for position, (index, system, points) in enumerate(series):
+        color, dash = _color(index), DASHES[index % len(DASHES)]
+        out.append(f'<g class="system" data-system="{index}">')
         with_ci = [p for p in points if p.ci is not None]
         if len(with_ci) >= 2:
             upper = " ".join(f"{x(p.k):.1f},{y(p.ci[1]):.1f}" for p in with_ci)
             lower = " ".join(f"{x(p.k):.1f},{y(p.ci[0]):.1f}" for p in reversed(with_ci))
             out.append(f'<polygon points="{upper} {lower}" fill="{color}" class="band"/>')
         line = " ".join(f"{x(p.k):.1f},{y(p.mean):.1f}" for p in points if p.mean is not None)
-        out.append(f'<polyline points="{line}" stroke="{color}" class="series"/>')
+        dashed = f' stroke-dasharray="{dash}"' if dash else ""
+        out.append(f'<polyline points="{line}" stroke="{color}"{dashed} class="series"/>')
+        radius = 3 + 1.5 * (len(series) - 1 - position)
         for p in points:
             if p.mean is None:
                 continue
@@ -208,11 +244,29 @@ def _line_chart(name: str, series: Sequence[tuple[int, str, Sequence[Any]]]) -> 
             if p.ci is not None:
                 tip += f" [{_num(p.ci[0])}, {_num(p.ci[1])}]"
             out.append(
-                f'<circle cx="{x(p.k):.1f}" cy="{y(p.mean):.1f}" r="3.5" fill="{color}">'
-                f"<title>{_e(tip)}</title></circle>"
+                f'<circle cx="{x(p.k):.1f}" cy="{y(p.mean):.1f}" r="{radius}" fill="{color}" '
+                f'class="mean"><title>{_e(tip)}</title></circle>'
             )
+        out.append("</g>")
     out.append("</svg>")
     return "".join(out)
+
+
+def _coinciding(series: Sequence[tuple[int, str, Sequence[Any]]]) -> list[str]:
+    """Per pair of systems whose means are equal (to the 4 places shown) at some K: which
+    line lies on which, and where."""
+    notes = []
+    for (_, first, a), (_, later, b) in itertools.combinations(series, 2):
+        means = {p.k: _num(p.mean) for p in a if p.mean is not None}
+        same = [p.k for p in b if p.mean is not None and means.get(p.k) == _num(p.mean)]
+        if same:
+            where = (
+                "at every K"
+                if len(same) == len(means) == len(b)
+                else "at K = " + ", ".join(map(str, same))
+            )
+            notes.append(f"{later} and {first} have the same mean {where}: their lines coincide")
+    return notes
 
 
 def _scatter(
@@ -328,11 +382,20 @@ def _errors(result: Results) -> tuple[int, int]:
     return len(result.diagnostics.errors), samples
 
 
-def _legend(names: Sequence[str]) -> str:
-    keys = "".join(
-        f'<span class="key"><i style="background:{_color(i)}"></i>{_e(n)}</span>'
-        for i, n in enumerate(names)
-    )
+def _legend(names: Sequence[str], lines: bool = False) -> str:
+    """Each system's colour by its name; ``lines``: as a stretch of its Metric@K line."""
+
+    def key(index: int) -> str:
+        if not lines:
+            return f'<i style="background:{_color(index)}"></i>'
+        dash = DASHES[index % len(DASHES)]
+        dashed = f' stroke-dasharray="{dash}"' if dash else ""
+        return (
+            f'<svg class="line" width="24" height="10" viewBox="0 0 24 10"><line x1="0" x2="24" '
+            f'y1="5" y2="5" stroke="{_color(index)}" stroke-width="2"{dashed}/></svg>'
+        )
+
+    keys = "".join(f'<span class="key">{key(i)}{_e(n)}</span>' for i, n in enumerate(names))
     return f'<div class="legend">{keys}</div>'
 
 
@@ -386,8 +449,9 @@ def _summary_section(results: Sequence[Results], names: Sequence[str]) -> str:
         "interval (1000 resamples, seed 0; NA values left out; n = non-NA samples). The "
         "chart draws each system's interval in its colour; metrics whose values lie in "
         "[0, 1] share the axis at the head of the column, the others have an axis of their "
-        "own under their row. <i>errors</i>: samples whose system call failed (NA in every "
-        "metric), of all samples scored.</p>"
+        f"own under their row, as do those whose values all lie below {FLAT:g} (they would "
+        "lie flat at 0 on the shared one). <i>errors</i>: samples whose system call failed "
+        "(NA in every metric), of all samples scored.</p>"
         f"{_legend(names)}"
         f'<div class="scroll"><table class="summary"><thead><tr><th>metric</th>{head}'
         f'<th class="chart">95% CI, axis 0 to 1<br>{axis}</th></tr></thead>'
@@ -439,13 +503,20 @@ def _curves_section(results: Sequence[Results], names: Sequence[str]) -> str:
             for index, (system, system_curves) in enumerate(zip(names, per_system, strict=True))
             if name in system_curves
         ]
+        axis = _curve_axis(series)
+        notes = "".join(f'<p class="overlap">{_e(note)}</p>' for note in _coinciding(series))
         charts.append(
-            f"<figure><figcaption>{_e(name)}@K</figcaption>{_line_chart(name, series)}</figure>"
+            f'<figure><figcaption>{_e(name)}@K <span class="scale">axis {axis[0]:g} to '
+            f"{axis[-1]:g}</span></figcaption>{_line_chart(name, series, axis)}{notes}</figure>"
         )
     return (
         '<section id="curves"><h2>Metric@K curves</h2>'
-        '<p class="note">Mean at each cutoff; the band is the 95% bootstrap CI.</p>'
-        f'{_legend(names)}<div class="charts">{"".join(charts)}</div></section>'
+        '<p class="note">Mean at each cutoff; the band is the 95% bootstrap CI. Each '
+        "chart's axis fits its own values (its range is beside the title), so read the "
+        "ticks before comparing heights across charts. Each system has its colour and "
+        "dash and later systems' points are drawn smaller, so a line that lies on another "
+        "still shows; a note under a chart says where two systems' means are equal.</p>"
+        f'{_legend(names, lines=True)}<div class="charts">{"".join(charts)}</div></section>'
     )
 
 
@@ -674,19 +745,19 @@ def _verdicts(results: Sequence[Results], ids: Sequence[str]) -> list[list[str |
 
 def _explain_data(explanations: Sequence[Explanation], ids: Sequence[str]) -> dict[str, Any]:
     """The explanations (at least one), compactly: the score labels to show, each document
-    id and snippet once, then per system and sample ``[k, retrieved, pool, has_output,
-    slots, missed, diagnosis]`` with slots ``[doc, pool_rank, relevance, grade, utility]``
+    id and its whole text once, then per system and sample ``[k, retrieved, pool, has_output,
+    slots, missed, diagnosis, error]`` with slots ``[doc, pool_rank, relevance, grade, utility]``
     and misses ``[doc, pool_rank, relevance, grade]`` (trailing nulls left out), and the
     diagnosis ``[label, G_obs, G_pool, G_oracle, verdict]``."""
     docs: dict[str, int] = {}
     texts: list[str | None] = []
 
-    def doc(doc_id: str, snippet: str | None = None) -> int:
+    def doc(doc_id: str, text: str | None = None) -> int:
         index = docs.setdefault(doc_id, len(docs))
         if index == len(texts):
-            texts.append(snippet)
+            texts.append(text)
         elif texts[index] is None:
-            texts[index] = snippet
+            texts[index] = text
         return index
 
     def view(v: SystemView) -> list[Any]:
@@ -697,13 +768,14 @@ def _explain_data(explanations: Sequence[Explanation], ids: Sequence[str]) -> di
             v.pool,
             int(v.has_output),
             [
-                _trimmed(doc(s.id, s.snippet), s.pool_rank, s.relevance, s.grade, s.utility)
+                _trimmed(doc(s.id, s.text), s.pool_rank, s.relevance, s.grade, s.utility)
                 for s in v.slots
             ],
             [_trimmed(doc(m.id), m.pool_rank, m.relevance, m.grade) for m in v.missed],
             None
             if d is None
             else [d.label, *map(_compact, (d.g_obs, d.g_pool, d.g_oracle)), d.verdict],
+            v.error,
         ]
 
     by_id = {e.sample_id: e for e in explanations}

@@ -166,9 +166,11 @@ def pool(samples: Columns, runs: Sequence[Columns], depth: int) -> Pool:
 @attrs.define
 class Filling:
     """What hole filling found and did: pooled pairs, those already labelled, the ones
-    sent to the judge (and how many of those the cache had), what it could not judge."""
+    sent to the judge (and how many of those the cache had), what it could not judge;
+    ``every``: every pooled pair was judged, not only the holes."""
 
     source: str
+    every: bool = False
     judge: str = ""
     pooled: int = 0
     labelled: int = 0
@@ -184,6 +186,10 @@ class Filling:
     prompt_tokens: int = 0
     cost: float | None = None
 
+    @property
+    def _subject(self) -> str:
+        return "pool" if self.every else "holes"
+
     def plan_line(self, max_tokens: int) -> str:
         """What will be sent to the model, said before any call."""
         cost = (
@@ -193,14 +199,14 @@ class Filling:
             f"tokens at 4 characters a token, at most {max_tokens} completion tokens each)"
         )
         return (
-            f"holes: {self.pooled} pooled pairs, {self.labelled} already labelled, "
+            f"{self._subject}: {self.pooled} pooled pairs, {self.labelled} already labelled, "
             f"{self.without_text} without a text (skipped); {self.judged} to judge: "
             f"{self.cached} from the cache, {self.computed} to compute in "
             f"{self.calls} model calls{cost}; {self.judge}"
         )
 
     def lines(self) -> list[str]:
-        lines = [f"holes: {self.written} labels written, source {self.source}"]
+        lines = [f"{self._subject}: {self.written} labels written, source {self.source}"]
         if self.unreadable:
             lines.append(
                 listing(
@@ -251,7 +257,7 @@ def fill_holes(
     docs = pooled.docs.filter(pa.array(wanted)).to_pylist()
     texts = pooled.texts(wanted)
     chosen = choose_judge(judge, [samples[row] for row in dict.fromkeys(rows)])
-    filling = Filling(source_of(annotator.name, annotator.model, chosen.version))
+    filling = Filling(source_of(annotator.name, annotator.model, chosen.version), every=every)
     filling.judge = chosen.describe()
     filling.pooled = len(pooled)
     filling.labelled = int(pooled.labelled.sum())

@@ -14,11 +14,13 @@ from typing import Any
 from engine.cli.common import (
     Handler,
     UsageError,
+    configured_engine,
     positive_int,
     split_specs,
 )
 from engine.cli.llm import Ended, Session, add_llm_options
 from engine.errors import InputError, Problem
+from engine.evaluation.api import Engine
 from engine.io.config import CONFIG_FILENAME
 from engine.io.documents import parse_samples, write_samples
 from engine.io.files import format_suffix, read_document, read_jsonl
@@ -152,12 +154,8 @@ def _raw_samples(path: Path) -> list[dict[str, Any]]:
     raise InputError([Problem("annotate reads .json, .yaml and .jsonl datasets", source=str(path))])
 
 
-def _dataset(args: argparse.Namespace) -> tuple[Path, Path | None]:
-    from engine.io.config import Config
-
-    config_path = getattr(args, "config", None)
-    config = Config.load(config_path) if config_path else Config.discover()
-    declared = config.datasets.get(args.dataset)
+def _dataset(args: argparse.Namespace, engine: Engine) -> tuple[Path, Path | None]:
+    declared = engine.config.datasets.get(args.dataset)
     if declared is not None:
         return declared.path, args.outputs or declared.outputs
     return Path(args.dataset), args.outputs
@@ -175,7 +173,8 @@ def _annotate(args: argparse.Namespace) -> int:
         raise UsageError("--holes, --dry-run and --metrics go with --runs OUTPUTS...")
     if args.runs is not None and args.agreement and args.holes:
         raise UsageError("--agreement judges the pairs people labelled: leave out --holes")
-    path, outputs_path = _dataset(args)
+    engine = configured_engine(getattr(args, "config", None))
+    path, outputs_path = _dataset(args, engine)
     name, columns = read_dataset(path)
     samples = samples_of(columns)
     raws = _raw_samples(path)
@@ -185,7 +184,7 @@ def _annotate(args: argparse.Namespace) -> int:
     session = Session.of(args, args.cache or args.output.with_suffix(".cache.sqlite"))
     try:
         if args.runs is not None:
-            return _fill(args, name, columns, samples, raws, session)
+            return _fill(args, name, columns, samples, raws, session, engine)
         labelled, report = session.run(
             tasks,
             lambda: annotate_samples(
@@ -218,11 +217,11 @@ def _fill(
     samples: Any,
     raws: list[dict[str, Any]],
     session: Session,
+    engine: Engine,
 ) -> int:
     """``annotate --runs``: pool the runs, judge the pooled pairs (only the unlabelled
     ones with --holes) and write the dataset with each label's source."""
     from engine.annotate.holes import fill_holes, pool, relevance_agreement
-    from engine.evaluation.api import Engine
 
     runs = [read_outputs(path) for path in args.runs]
     pooled = pool(columns, runs, args.depth)
@@ -254,7 +253,6 @@ def _fill(
     if args.agreement:
         metrics = split_specs(args.metrics) or [f"retrieval-ndcg-at-k@{args.depth}"]
         named = {str(path): run for path, run in zip(args.runs, runs, strict=True)}
-        engine = Engine(config=getattr(args, "config", None))
         found = relevance_agreement(raws, labelled, filling, named, metrics, engine)
         print("\n".join(found.lines()))
     return session.finished(filling.failed)

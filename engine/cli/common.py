@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import io
 import math
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,13 +20,16 @@ from engine.errors import InputError, MetricParameterError, Problem
 from engine.evaluation.api import Engine
 from engine.evaluation.metric import Metric, metric_label, parse_spec
 from engine.evaluation.results import Results, read_results
+from engine.io.config import CONFIG_ENV
 from engine.io.documents import RESULTS_SCHEMA_ID
 from engine.io.files import atomic_write, format_suffix, read_document
+from engine.logs import say
 
 __all__ = [
     "Handler",
     "Parser",
     "UsageError",
+    "configured_engine",
     "emit",
     "emit_tables",
     "explain_inputs",
@@ -126,6 +130,28 @@ def split_specs(values: Sequence[str]) -> list[str]:
                 current += char
         specs.append(current.strip())
     return [s for s in specs if s]
+
+
+def configured_engine(config: Path | None, **options: Any) -> Engine:
+    """The engine of a command (:meth:`Engine.from_config`: ``--config``, else the file
+    ``SLOTWISE_CONFIG`` names, else the nearest ``slotwise.yaml`` upward), saying on
+    stderr, before anything else is printed, which file it read and which defaults that
+    file set: a file found upward moves numbers, and the terminal says so."""
+    engine = Engine.from_config(config, **options)
+    found = engine.config
+    if found.source is not None:
+        if config is not None:
+            how = "--config"
+        elif os.environ.get(CONFIG_ENV):
+            how = f"named by {CONFIG_ENV}"
+        else:
+            how = "the nearest upward from the working directory"
+        defaults = found.provenance()["defaults"]
+        ours = {name: d["value"] for name, d in defaults.items() if d["set_by"] == found.origin}
+        sets = ", ".join(f"{name}={value}" for name, value in ours.items()) or "no default"
+        text = f"slotwise: read {found.origin} ({how}); it sets {sets}"
+        say("config.read", text, path=found.origin, found=how, sets=ours)
+    return engine
 
 
 def load_ahead(engine: Engine, specs: Sequence[str]) -> None:

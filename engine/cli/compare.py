@@ -22,6 +22,7 @@ from engine.analysis.compare import (
 from engine.cli.common import (
     Handler,
     UsageError,
+    configured_engine,
     emit,
     emit_tables,
     load_results,
@@ -140,7 +141,7 @@ def _compare(args: argparse.Namespace) -> int:
         )
     if (args.ppi is None) != (args.human is None):
         raise UsageError("--ppi PREDICTIONS and --human DATASET go together")
-    engine = Engine.from_config(getattr(args, "config", None))
+    engine = configured_engine(getattr(args, "config", None))
     dataset = engine.dataset(args.dataset) if args.dataset is not None else None
     results, names = load_results(
         args.results, args.names, dataset=dataset, metrics=_split(args.metrics)
@@ -207,15 +208,8 @@ def _emit(
     comparison: Comparison, fmt: str, output: Path | None, movers: int, ppi: Sequence[Any] = ()
 ) -> None:
     if fmt == "table":
-        lines = []
-        if comparison.skipped:
-            lines.append(f"not in every file, not compared: {', '.join(comparison.skipped)}")
-        lines += comparison.judged_lines()
-        lines += comparison.dropped_lines()
-        moved = comparison.mover_lines(movers) if movers > 0 else []
-        if moved:
-            lines += ["moved most (b - a):", *(f"  {line}" for line in moved)]
-        emit_tables([comparison.table(), *(report.table() for report in ppi)], lines, output)
+        tables = [comparison.table(), *(report.table() for report in ppi)]
+        emit_tables(tables, comparison.notes(movers), output)
     elif fmt == "json":
         document = comparison.to_dict()
         if ppi:

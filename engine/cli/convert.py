@@ -9,8 +9,7 @@ from typing import Any
 
 import orjson
 
-from engine.cli.common import Handler, Parser, UsageError
-from engine.evaluation.api import Engine
+from engine.cli.common import Handler, Parser, UsageError, configured_engine
 from engine.io import documents, sources, trec
 from engine.io.config import CONFIG_FILENAME
 from engine.io.files import atomic_write, base_name
@@ -64,7 +63,7 @@ def _trec(args: argparse.Namespace) -> int:
     else:
         if args.run_out is not None and args.outputs is None:
             raise UsageError("--run-out needs --outputs")
-        dataset = Engine.from_config(args.config).dataset(args.dataset)
+        dataset = configured_engine(args.config).dataset(args.dataset)
         trec.write_qrels(args.qrels_out, dataset.columns)
         written = [f"{args.qrels_out} ({len(dataset)} queries)"]
         if args.outputs is not None and args.run_out is not None:

@@ -14,13 +14,13 @@ from engine.analysis.explain import Explanation, Missed, Slot, SystemView, expla
 from engine.cli.common import (
     Handler,
     UsageError,
+    configured_engine,
     emit,
     explain_inputs,
     load_results,
     names_option,
     positive_int,
 )
-from engine.evaluation.api import Engine
 from engine.evaluation.label_sources import SOURCES_KEY
 
 __all__ = ["add"]
@@ -80,7 +80,7 @@ def _explain(args: argparse.Namespace) -> int:
         dataset=args.dataset,
         outputs=args.outputs,
         k=args.k,
-        engine=Engine.from_config(args.config),
+        engine=configured_engine(args.config),
     )
     if args.format == "json":
         document = [e.to_dict() for e in found]
@@ -126,7 +126,9 @@ def explanation_lines(explanation: Explanation) -> list[str]:
     kinds = _label_kinds(explanation.systems)
     for index, system in enumerate(explanation.systems):
         lines += ["", _heading(system)]
-        if not system.has_output:
+        if system.error is not None:
+            lines.append(f"  (the system failed: {system.error}; NA, an error row)")
+        elif not system.has_output:
             lines.append("  (no output: scored as an empty ranking)")
         elif system.slots:
             lines += _slot_table(system.slots, kinds)

@@ -9,9 +9,8 @@ from typing import Any
 
 import attrs
 
-from engine.cli.common import Handler
+from engine.cli.common import Handler, configured_engine
 from engine.cli.console import print_blocks
-from engine.evaluation.api import Engine
 
 __all__ = ["add"]
 
@@ -29,7 +28,7 @@ def add(commands: Any) -> dict[str, Handler]:
 
 
 def _metrics(args: argparse.Namespace) -> int:
-    infos = Engine.from_config(args.config).metrics()
+    infos = configured_engine(args.config).metrics()
     if args.format == "json":
         print(json.dumps([attrs.asdict(i) for i in infos], indent=2))
         return 0

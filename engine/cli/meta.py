@@ -9,9 +9,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.cli.common import Handler, emit, emit_tables, positive_float, positive_int, split_specs
+from engine.cli.common import (
+    Handler,
+    configured_engine,
+    emit,
+    emit_tables,
+    positive_float,
+    positive_int,
+    split_specs,
+)
 from engine.errors import InputError, Problem
-from engine.evaluation.api import Dataset, Engine
+from engine.evaluation.api import Dataset
 from engine.io.config import CONFIG_FILENAME
 from engine.io.files import atomic_write
 
@@ -125,7 +133,7 @@ def _load(args: argparse.Namespace) -> tuple[Dataset, Any]:
     """The dataset and its outputs: declared, a dataset file with --outputs, or a contexts file."""
     from engine.analysis.meta import read_contexts
 
-    engine = Engine.from_config(getattr(args, "config", None))
+    engine = configured_engine(getattr(args, "config", None))
     declared = engine.config.datasets.get(args.dataset)
     if args.outputs is not None or (declared is not None and declared.outputs is not None):
         dataset = engine.dataset(args.dataset)

@@ -11,13 +11,13 @@ from engine.analysis.compare import rescore
 from engine.analysis.explain import explain
 from engine.cli.common import (
     Handler,
+    configured_engine,
     explain_inputs,
     load_results,
     split_specs,
     statistics_options,
 )
 from engine.errors import InputError
-from engine.evaluation.api import Engine
 
 __all__ = ["add"]
 
@@ -59,7 +59,7 @@ def add(commands: Any) -> dict[str, Handler]:
 def _report(args: argparse.Namespace) -> int:
     from engine.analysis.report import write_report
 
-    engine = Engine.from_config(args.config)
+    engine = configured_engine(args.config)
     dataset = engine.dataset(args.dataset) if args.dataset is not None else None
     metrics = split_specs(args.metrics)
     results, names = load_results(args.results, args.names, dataset=dataset, metrics=metrics)

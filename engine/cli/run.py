@@ -15,6 +15,7 @@ from engine.cli import process
 from engine.cli.common import (
     Handler,
     UsageError,
+    configured_engine,
     emit,
     emit_tables,
     load_ahead,
@@ -28,11 +29,13 @@ from engine.evaluation.results import Results
 from engine.io import sources, trec
 from engine.io.config import CONFIG_FILENAME
 from engine.io.sinks import FORMATS
+from engine.logs import muted
 
 __all__ = ["EXIT_FAILED", "add", "run_tables"]
 
-#: ``slotwise run``'s exit code when a metric failed while scoring: the other metrics'
-#: values were written, the failed one's are NA with the reason in the results.
+#: ``slotwise run``'s exit code when something failed (a metric while scoring, or the
+#: system's calls of re-scored results): everything else was written, the failed values
+#: are NA with the reason in the results.
 EXIT_FAILED = 3
 
 #: ``run --stream``'s samples per chunk: a chunk's arrays (a few MB) are reused from the
@@ -165,7 +168,7 @@ def add(commands: Any) -> dict[str, Handler]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    engine = Engine.from_config(args.config, executor=args.executor)
+    engine = configured_engine(args.config, executor=args.executor)
     args.qrels, args.trec_run, args.outputs = map(_spec, (args.qrels, args.trec_run, args.outputs))
     if args.qrels is not None and args.dataset is not None:
         raise UsageError("give either DATASET or --qrels, not both")
@@ -205,13 +208,14 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("--ppi-baseline goes with --ppi PREDICTIONS")
     chunked = args.chunk_size if args.chunk_size is not None or args.executor == "ray" else None
     evaluation = dataset.with_metrics(metrics_with_k(engine, specs, args.k))
-    results = evaluation.evaluate(
-        outputs,
-        strict=args.strict,
-        chunk_size=chunked,
-        keep_outputs=args.keep_outputs,
-        missing="empty",  # trec_eval's -c, with a note under the tables
-    )
+    with muted(_said_with_the_results(args.format)):
+        results = evaluation.evaluate(
+            outputs,
+            strict=args.strict,
+            chunk_size=chunked,
+            keep_outputs=args.keep_outputs,
+            missing="empty",  # trec_eval's -c, with a note under the tables
+        )
     process.give_back_freed()  # what scoring freed, before the results are laid out
     _emit(results, args.format, args.output, by=args.by)
     return _status(results)
@@ -224,14 +228,15 @@ def _run_on_workers(engine: Engine, args: argparse.Namespace) -> int:
         raise UsageError("no metrics: pass --metrics")
     if args.keep_outputs:
         raise UsageError("--keep-outputs needs the outputs here: leave out --executor ray")
-    results = engine.evaluate_trec(
-        args.qrels,
-        args.trec_run,
-        metrics_with_k(engine, specs, args.k),
-        strict=args.strict,
-        name=_qrels_name(args.qrels),
-        chunk_size=args.chunk_size,
-    )
+    with muted(_said_with_the_results(args.format)):
+        results = engine.evaluate_trec(
+            args.qrels,
+            args.trec_run,
+            metrics_with_k(engine, specs, args.k),
+            strict=args.strict,
+            name=_qrels_name(args.qrels),
+            chunk_size=args.chunk_size,
+        )
     _emit(results, args.format, args.output, by=args.by)
     return _status(results)
 
@@ -279,18 +284,19 @@ def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
         raise UsageError("no metrics: pass --metrics")
     process.return_freed_blocks()
     rows = args.format != "table"
-    results = engine.evaluate_stream(
-        metrics_with_k(engine, specs, args.k),
-        dataset=args.dataset,
-        qrels=args.qrels,
-        outputs=args.outputs,
-        run=args.trec_run,
-        chunk_size=args.chunk_size or STREAM_CHUNK_SIZE,
-        strict=args.strict,
-        missing="empty",
-        scores=(args.output or sys.stdout) if rows else None,
-        scores_format=args.format if rows else None,
-    )
+    with muted(_said_with_the_results(args.format)):
+        results = engine.evaluate_stream(
+            metrics_with_k(engine, specs, args.k),
+            dataset=args.dataset,
+            qrels=args.qrels,
+            outputs=args.outputs,
+            run=args.trec_run,
+            chunk_size=args.chunk_size or STREAM_CHUNK_SIZE,
+            strict=args.strict,
+            missing="empty",
+            scores=(args.output or sys.stdout) if rows else None,
+            scores_format=args.format if rows else None,
+        )
     if rows:
         if args.output is not None:
             print(f"wrote {args.output}", file=sys.stderr)
@@ -299,9 +305,20 @@ def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
     return _status(results)
 
 
+def _said_with_the_results(fmt: str) -> set[str]:
+    """The log events a command's output already says, to be said once: a metric's
+    failure (:func:`_status` prints it), and with the table, the outputs' diagnostics
+    (ids not in the dataset, repeated ids dropped) printed under it."""
+    said = {"metric.failed"}
+    if fmt == "table":
+        said |= {"outputs.unknown_ids", "outputs.duplicates_dropped"}
+    return said
+
+
 def _status(results: Results) -> int:
-    """:data:`EXIT_FAILED` when a metric failed (its values NA, recorded in the results),
-    after everything else was written; else 0."""
+    """:data:`EXIT_FAILED` when something failed (``results.failed``: a metric, its values
+    NA, or the system's calls of re-scored results, error rows), after everything else
+    was written; else 0."""
     for label, reason in results.diagnostics.metric_errors.items():
         print(f"slotwise: metric {label} FAILED, its values are NA: {reason}", file=sys.stderr)
     return EXIT_FAILED if results.failed else 0

@@ -21,11 +21,16 @@ __all__ = ["add"]
 def add(commands: Any) -> dict[str, Handler]:
     validate = commands.add_parser(
         "validate",
-        help="check a dataset or outputs file against slotwise's schemas, or a TREC qrels or run file",
+        help="check a dataset, outputs, config (slotwise.yaml) or results file against "
+        "slotwise's schemas, or a TREC qrels or run file",
         description="Validate a dataset, outputs, config or results file, or a TREC qrels "
         "or run file; every problem is listed, with its line where the format has lines.",
     )
-    validate.add_argument("path", type=Path)
+    validate.add_argument(
+        "path",
+        type=Path,
+        help="the file: a dataset, outputs, config or results file, or a TREC qrels or run file",
+    )
     validate.add_argument(
         "--kind",
         choices=("dataset", "outputs", "config", "results", "qrels", "run"),

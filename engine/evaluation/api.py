@@ -38,6 +38,7 @@ from engine.evaluation.pipeline import (
     Source,
     StreamingError,
     aligned,
+    check_overlap,
     chunk_size_of,
     default_chunk_size,
     evaluate,
@@ -379,6 +380,7 @@ class Engine:
 
         lengths = sources.stream_output_lengths(output_path, run=run is not None)
         first = first_pass(prefetched(sample_blocks()), prefetched(lengths))
+        check_overlap(first.outputs, first.unknown, first.ids, str(output_path))
         sink = open_sink(scores, scores_format) if scores is not None else None
         results = evaluate(
             plan,
@@ -717,14 +719,18 @@ def _trec_input(read: Callable[[Any], Columns], value: Any, what: str) -> Column
 
 
 def _outputs(outputs: Any) -> Columns:
+    """Outputs in columns; earlier results' (in Python or a results file) with an error
+    row for each sample that failed, so that re-scoring keeps it an error."""
     if isinstance(outputs, Columns):
         return outputs
     if isinstance(outputs, Results):
         if outputs.outputs is None:
             raise InputError([Problem("these results kept no outputs to re-score")])
-        return sources.read_outputs(outputs.outputs)
+        return documents.with_errors(
+            sources.read_outputs(outputs.outputs), outputs.diagnostics.errors
+        )
     if isinstance(outputs, Collected):
-        return sources.read_outputs(dict(outputs.outputs))
+        return documents.with_errors(sources.read_outputs(dict(outputs.outputs)), outputs.errors)
     return sources.read_outputs(outputs)
 
 
@@ -827,12 +833,11 @@ class Evaluation:
         results keep their error rows (failed calls) as errors, NA, not empty rankings.
         """
         columns = self._read(outputs, id_key)
-        kept, errors, recorded = None, None, None
+        kept, recorded = None, None
         if isinstance(outputs, Results):
-            kept, errors = outputs.outputs, dict(outputs.diagnostics.errors)
-            recorded = outputs.provenance.get("missing_outputs")
+            kept, recorded = outputs.outputs, outputs.provenance.get("missing_outputs")
         elif isinstance(outputs, Collected):
-            kept, errors = dict(outputs.outputs), dict(outputs.errors)
+            kept = dict(outputs.outputs)
         if keep_outputs and kept is None:
             kept = {i: output.to_json() for i, output in outputs_of(columns).items()}
         return self._score(
@@ -840,8 +845,8 @@ class Evaluation:
             strict=strict,
             chunk_size=chunk_size,
             keep=kept,
-            errors=errors,
             missing=_missing(missing or recorded or _missing_by_default(outputs)),
+            where=str(outputs) if isinstance(outputs, str | os.PathLike) else None,
         )
 
     def _read(self, outputs: Any, id_key: str | None) -> Columns:
@@ -1026,10 +1031,8 @@ class Evaluation:
     def _score_collected(
         self, collected: Collected, strict: bool, only: Sequence[int] | None = None
     ) -> Results:
-        columns = documents.outputs_columns(collected.outputs)
-        return self._score(
-            columns, strict=strict, errors=collected.errors, keep=collected.outputs, only=only
-        )
+        columns = documents.outputs_columns(collected.outputs, collected.errors)
+        return self._score(columns, strict=strict, keep=collected.outputs, only=only)
 
     def _interrupted(self, collected: Collected, strict: bool) -> Results | None:
         """The samples an interrupted run finished, scored as partial results (None when
@@ -1096,10 +1099,8 @@ class Evaluation:
         When every output failed validation this raises instead (see
         :meth:`Outcomes.check_any_valid`)."""
         outcomes.check_any_valid()
-        columns = documents.outputs_columns(outcomes.outputs)
-        return self._score(
-            columns, strict=strict, errors=outcomes.errors, keep=outcomes.outputs, only=only
-        )
+        columns = documents.outputs_columns(outcomes.outputs, outcomes.errors)
+        return self._score(columns, strict=strict, keep=outcomes.outputs, only=only)
 
     def evaluate_aligned(self, joined: Columns, *, chunk_size: int | None = None) -> Results:
         """Score outputs already put beside this evaluation's samples, row for row
@@ -1117,16 +1118,19 @@ class Evaluation:
         *,
         strict: bool,
         chunk_size: int | None = None,
-        errors: Mapping[str, str] | None = None,
         keep: Mapping[str, Any] | None = None,
         only: Sequence[int] | None = None,
         beside: bool = False,
         missing: MissingOutputs = "error",
+        where: str | None = None,
     ) -> Results:
         """Score ``outputs`` (with ``beside``: already beside the samples); a sample
-        without one is an error row or an empty ranking, as ``missing`` says."""
+        without one is an error row or an empty ranking, as ``missing`` says (``where``:
+        the file the outputs were read from, for the error when none is for a sample)."""
         dataset, executor = self.dataset, self.engine.executor
         joined, unknown = (outputs, []) if beside else aligned(dataset.columns, outputs)
+        if not beside:
+            check_overlap(len(outputs), unknown, dataset.columns.ids, where)
         shape, extra = None, {}
         if only is not None:  # a partial run: padded as the whole dataset, labelled so
             shape = Shape.of(joined)
@@ -1141,9 +1145,7 @@ class Evaluation:
         results = evaluate(
             self.plan,
             chunks,
-            Source(
-                dataset.name, lambda: dataset.hash, len(joined), unknown, dict(errors or {}), keep
-            ),
+            Source(dataset.name, lambda: dataset.hash, len(joined), unknown, keep),
             shape=shape or (Shape.of(joined) if len(chunks) > 1 else None),
             executor=executor,
             strict=strict,

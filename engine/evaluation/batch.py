@@ -20,7 +20,16 @@ from engine.io.config import DEFAULT_K
 
 T = TypeVar("T")
 
-__all__ = ["DEFAULT_K", "Batch", "Flat", "Groups", "Shape", "row_sums", "trec_eval_level_order"]
+__all__ = [
+    "DEFAULT_K",
+    "PADDED",
+    "Batch",
+    "Flat",
+    "Groups",
+    "Shape",
+    "row_sums",
+    "trec_eval_level_order",
+]
 
 _SHIFT = np.int64(32)  # key = row << 32 | document code
 
@@ -556,6 +565,15 @@ class Batch:
         """Per sample, whether it carries column ``name`` (``relevance``, ``utility``,
         ``answers``, ``groups``, ``texts``, ``pool``, ``cited``)."""
         return self.shared(("has", name), lambda: self.columns.valid(name))
+
+    def label_pointer(self, row: int, kind: str, doc: str) -> str:
+        """JSON pointer to sample ``row``'s ``kind`` label of document ``doc`` in
+        ``expected_output`` (the long form for other kinds, and for relevance when the
+        sample has another label kind beside it), for a :class:`~engine.Problem`."""
+        token = doc.replace("~", "~0").replace("/", "~1")
+        others = ("utility", "grades", "answers", "groups")
+        long_form = kind != "relevance" or any(self.has(other)[row] for other in others)
+        return f"/expected_output/{kind}/{token}" if long_form else f"/expected_output/{token}"
 
     def labels(self, kind: str) -> tuple[IntArray, IntArray, FloatArray]:
         """Every label of one kind (``relevance``, ``utility``) as flat arrays: its

@@ -129,13 +129,18 @@ class Joined:
 @attrs.frozen
 class Piece:
     """A home's samples of one chunk, scored: each sample's first row, id, metadata,
-    scores and line of the content hash."""
+    scores and line of the content hash, and its error rows' reasons (None: none)."""
 
     first: IntArray
     ids: pa.Array
     metadata: pa.Array
     scores: ChunkScores
     lines: pa.Array
+    error: pa.Array | None = None
+
+    def errors(self) -> pa.Array:
+        """Why the system failed on each sample (null for an output)."""
+        return pa.nulls(len(self.ids), pa.string()) if self.error is None else self.error
 
     @property
     def nbytes(self) -> int:
@@ -143,6 +148,7 @@ class Piece:
         arrays = [*scores.values.values(), scores.duplicates, scores.has_output]
         arrays += [scores.no_relevant, *(a for pair in scores.judged.values() for a in pair)]
         found = self.first.nbytes + self.ids.nbytes + self.metadata.nbytes + self.lines.nbytes
+        found += 0 if self.error is None else self.error.nbytes
         return int(found + sum(array.nbytes for array in arrays))
 
 
@@ -327,6 +333,7 @@ def join_home(
     ]
     scores = ChunkScores.concat(parts, plan.labels) if parts else None
     metadata = joined.column("metadata")
+    reasons = joined.column("error")  # (error rows: none in a TREC run or a run table)
     cuts = np.searchsorted(first, planned.bounds).tolist()
     found = {
         index: Piece(
@@ -335,6 +342,7 @@ def join_home(
             _own(metadata.slice(start, end - start)),
             scores.take(np.arange(start, end, dtype=np.int64)),
             _own(lines.slice(start, end - start)),
+            _own(reasons.slice(start, end - start)) if reasons.null_count < len(reasons) else None,
         )
         for index, (start, end) in enumerate(itertools.pairwise(cuts))
         if end > start and scores is not None
@@ -360,7 +368,8 @@ def sum_chunk(
     metadata = pa.concat_arrays([piece.metadata for piece in pieces]).take(pa.array(order))
     scores = ChunkScores.concat([piece.scores for piece in pieces], gathering.labels).take(order)
     lines = pa.concat_arrays([piece.lines for piece in pieces]).take(pa.array(order))
-    part = summed(ids, metadata, scores, gathering, position)
+    error = pa.concat_arrays([piece.errors() for piece in pieces]).take(pa.array(order))
+    part = summed(ids, metadata, error, scores, gathering, position)
     return bytes(string_bytes(lines)), part.resampled, attrs.evolve(part, resampled=None)
 
 
@@ -486,9 +495,7 @@ def evaluate_sharded(
     made: list[Joined] = _got(ray, [refs[0] for refs in joins])
     for side, long in enumerate((samples, outputs)):
         _refuse([p for bucket in made for p in bucket.problems[side]], long)
-    gathering = Gathering(
-        plan.labels, pa.array([], pa.string()), missing, strict, keep, keep or sink is not None
-    )
+    gathering = Gathering(plan.labels, missing, strict, keep, keep or sink is not None)
     sums = [
         sum_.options(num_returns=3).remote(
             gathering, planned.positions[c], c, *[joins[h][1] for h in homes_of]

@@ -8,7 +8,11 @@ Why the numbers do not depend on the chunking, bit for bit:
   padded to the dataset's :class:`~engine.evaluation.batch.Shape` (the widest ranking,
   label list and pool; the largest label), so row sums add the same terms in the same
   order as in one big batch, and ``retrieval-err-at-k`` sees the dataset's largest label.
-  A streamed evaluation finds the shape in a first pass over its inputs.
+  A streamed evaluation finds the shape in a first pass over its inputs. Where a few long
+  lists would make every row pay their length, a chunk is scored in groups of rows of
+  like lengths, each padded to its own widths (:func:`length_groups`): a metric's value
+  does not depend on its row's padding (the conformance kit's "alone" test), so the
+  values are the same, and the cost follows the ranked ids.
 - **Chunks start at multiples of** :data:`CHUNK_ALIGN` **rows**, so BLAS kernels group
   rows as they do in one big batch (``chunk_size`` is rounded up).
 - **Summaries are order-independent**: the mean is an exact sum (``math.fsum``), the
@@ -40,7 +44,7 @@ from engine.errors import (
     Problem,
     SlotwiseError,
 )
-from engine.evaluation.batch import Batch, Flat, Shape
+from engine.evaluation.batch import PADDED, Batch, Flat, Shape
 from engine.evaluation.executors import IN_PROCESS, Executor
 from engine.evaluation.metric import (
     Metric,
@@ -58,7 +62,7 @@ from engine.evaluation.results import (
     document_header,
 )
 from engine.evaluation.statistics import Bootstrap, Resampled, Tally
-from engine.io.columns import LABEL_KINDS, Columns, stack
+from engine.io.columns import LABEL_KINDS, Columns, lengths, stack
 from engine.io.sinks import RowChunk, Sink
 from engine.logs import log
 from engine.version import VERSION
@@ -75,11 +79,13 @@ __all__ = [
     "StreamingError",
     "Summed",
     "aligned",
+    "check_overlap",
     "chunk_size_of",
     "default_chunk_size",
     "evaluate",
     "first_pass",
     "gather",
+    "length_groups",
     "prefetched",
     "score_batch",
     "score_chunk",
@@ -99,6 +105,7 @@ _SPLIT_SLOTS = 1 << 18  # fewer ranked documents are scored as one chunk: splitt
 _CHUNK_LABELS = 1 << 17  # the most judged documents of a chunk, about (docs/scale.md)
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 
@@ -335,9 +342,121 @@ def call_score(metric: Metric, label: str, distribution: str | None, batch: Batc
 
 
 def score_chunk(task: ChunkTask) -> ChunkScores:
-    """Score one chunk as the whole dataset would be scored."""
-    batch = Batch.compile(task.columns, task.plan.default_k, task.shape, task.flat)
-    return score_batch(batch, task.plan)
+    """Score one chunk as the whole dataset would be scored: in one batch, or, when a few
+    long lists would make every row pay their length, in groups of rows of like lengths
+    (:func:`length_groups`), each padded to its own widths. A metric's values do not
+    depend on the padding (the conformance kit's "alone" test), so they are the same,
+    bit for bit; a metric that makes a run-level report (``summarize``) needs the one
+    batch."""
+    columns, plan = task.columns, task.plan
+    groups = None if plan.reports else length_groups(columns, task.shape)
+    if groups is None:
+        return score_batch(Batch.compile(columns, plan.default_k, task.shape, task.flat), plan)
+    own = Shape({}, (task.shape or Shape.of(columns)).max_label)  # ERR's: the dataset's
+    if len(groups) == 1:  # a chunk of short lists in a dataset with long ones
+        return score_batch(Batch.compile(columns, plan.default_k, own), plan)
+    parts = [
+        score_batch(Batch.compile(columns.take(rows), plan.default_k, own), plan) for rows in groups
+    ]
+    return _gathered(parts, groups, len(columns))
+
+
+#: A chunk is scored in groups of rows of like lengths once padding it to its longest
+#: lists would take more than this many times the cells its lists fill.
+_PADDING_SLACK = 2
+
+
+def length_groups(columns: Columns, shape: Shape | None) -> list[IntArray] | None:
+    """The rows of a chunk in groups of like list lengths (each group's rows in order),
+    when padding the whole chunk to ``shape``'s widths (else its own longest lists)
+    would take more than :data:`_PADDING_SLACK` times the cells its lists fill (one
+    group: the chunk's lists are alike, the dataset's widths are not); None when the
+    padding is cheap. Rows are binned by the power of two of their lists' total length,
+    and neighbouring bins merged while the merge pads within the slack: a few groups, so
+    that the cost is linear in the ranked ids, not in rows times the longest ranking."""
+    lists = {name: columns.column(name) for name in PADDED if columns.has(name)}
+    rows = len(columns)
+    filled = rows + sum(_values_in(column) for column in lists.values())
+    widths = sum(
+        (shape.widths.get(name) if shape is not None else None)
+        or int(pc.max(pc.list_value_length(column)).as_py() or 0)
+        for name, column in lists.items()
+    )
+    if rows * widths <= _PADDING_SLACK * filled:
+        return None
+    sizes = {name: lengths(column) for name, column in lists.items()}
+    total: IntArray = np.sum(list(sizes.values()), axis=0)  # each row's
+    bins = np.frexp(total.astype(np.float64))[1]  # total length's power of two
+    found = np.unique(bins)
+    groups: list[list[int]] = []  # bins, merged
+    count = cells = 0  # rows and cells filled of the last group
+    widest: list[int] = []  # the longest list of each column in the last group
+    for index, value in enumerate(found.tolist()):  # (a bin per power of two: a few dozen)
+        inside = bins == value
+        size, used = int(inside.sum()), int(total[inside].sum())
+        tops = [int(s[inside].max()) for s in sizes.values()]
+        wider = [max(a, b) for a, b in zip(widest, tops, strict=True)] if groups else tops
+        if groups and (count + size) * sum(wider) <= _PADDING_SLACK * (count + size + cells + used):
+            groups[-1].append(index)
+            count, cells, widest = count + size, cells + used, wider
+        else:
+            groups.append([index])
+            count, cells, widest = size, used, tops
+    if len(groups) == 1:
+        return [np.arange(rows)]
+    return [np.flatnonzero(np.isin(bins, found[group])) for group in groups]
+
+
+def _values_in(column: pa.Array) -> int:
+    """How many values the lists of a list column hold (from its offsets: no pass)."""
+    if not len(column):
+        return 0
+    offsets = column.offsets
+    return int(offsets[-1].as_py() - offsets[0].as_py())
+
+
+def _gathered(parts: Sequence[ChunkScores], groups: Sequence[IntArray], rows: int) -> ChunkScores:
+    """One chunk's scores from those of its groups of rows (``groups[i]``: the rows of
+    ``parts[i]``). A metric that failed on a group failed on the chunk: its values NA, as
+    in one batch."""
+    problems = tuple(p for part in parts for p in part.problems)
+    failures = {label: why for part in parts for label, why in part.failures.items()}
+
+    def spread(arrays: Sequence[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+        out = np.empty(rows, dtype=arrays[0].dtype)
+        for array, where in zip(arrays, groups, strict=True):
+            out[where] = array
+        return out
+
+    duplicates = spread([part.duplicates for part in parts])
+    has_output = spread([part.has_output for part in parts])
+    no_relevant = spread([part.no_relevant for part in parts])
+    if problems:
+        return ChunkScores({}, {}, {}, duplicates, has_output, no_relevant, problems)
+    values = {
+        label: np.full(rows, np.nan)
+        if label in failures
+        else spread([part.values[label] for part in parts])
+        for label in parts[0].values
+    }
+    details = {}
+    for label in dict.fromkeys(label for part in parts for label in part.details):
+        if label in failures:
+            continue  # (as one batch: no details from a metric that failed)
+        found = np.full(rows, None, dtype=object)
+        for part, where in zip(parts, groups, strict=True):
+            if label in part.details:
+                entries = np.empty(len(where), dtype=object)
+                entries[:] = part.details[label]
+                found[where] = entries
+        details[label] = found.tolist()
+    judged = {
+        k: (spread([p.judged[k][0] for p in parts]), spread([p.judged[k][1] for p in parts]))
+        for k in parts[0].judged
+    }
+    return ChunkScores(
+        values, details, {}, duplicates, has_output, no_relevant, failures=failures, judged=judged
+    )
 
 
 def score_batch(batch: Batch, plan: Plan) -> ChunkScores:
@@ -400,27 +519,24 @@ def _judged_at(batch: Batch, k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray
 @attrs.frozen
 class Source:
     """What a run knows about its dataset before scoring: name, content hash (or how to
-    compute it), number of samples, outputs for unknown ids, failed samples and the raw
-    outputs to keep."""
+    compute it), number of samples, outputs for unknown ids and the raw outputs to keep.
+    (The samples the system failed on are the outputs' error rows.)"""
 
     name: str | None
     digest: str | Callable[[], str]
     samples: int
     unknown: Sequence[str] | Callable[[], Sequence[str]] = ()
-    errors: Mapping[str, str] = attrs.field(factory=dict)
     outputs: Mapping[str, Any] | None = None
 
 
 @attrs.frozen
 class Gathering:
     """How chunks' scores are gathered into results, wherever a chunk is summed: the
-    metrics' labels, the ids of samples that failed before scoring, what a sample with
-    no output is, ``strict``, whether per-sample values are kept for the results
+    metrics' labels, what a sample with no output (and no error row) is, ``strict``, whether per-sample values are kept for the results
     (``keep``: their means then come from ``aggregate``) and whether per-sample rows are
     wanted (``rows``: kept, or written to a sink)."""
 
     labels: tuple[str, ...]
-    errors: pa.Array
     missing: MissingOutputs
     strict: bool
     keep: bool
@@ -440,7 +556,7 @@ class Summed:
     repeats: int
     repeated: list[str]
     missing: list[str]
-    no_output: dict[str, str]
+    errors: dict[str, str]  # the chunk's error rows (sample id -> why), in row order
     no_relevant: list[str]
     judged: dict[int, tuple[int, int]]
     failures: dict[str, str]
@@ -452,20 +568,30 @@ class Summed:
 
 
 def summed(
-    ids: pa.Array, metadata: pa.Array, scores: ChunkScores, gathering: Gathering, position: int
+    ids: pa.Array,
+    metadata: pa.Array,
+    error: pa.Array,
+    scores: ChunkScores,
+    gathering: Gathering,
+    position: int,
 ) -> Summed:
-    """What a chunk of samples (``ids``, from dataset position ``position`` on) and their
-    scores add to the results."""
-    failed = pc.is_in(ids, value_set=gathering.errors).to_numpy(zero_copy_only=False)
+    """What a chunk of samples (``ids``, from dataset position ``position`` on; ``error``:
+    why the system failed on each, null for an output) and their scores add to the
+    results."""
+    failed = error.is_valid().to_numpy(zero_copy_only=False)  # the error rows
     dropped = scores.duplicates > 0
     repeated = ids.filter(pa.array(dropped))
     missing = ~scores.has_output & ~failed
-    missing_ids, no_output = [], {}
+    missing_ids: list[str] = []
     if gathering.missing == "empty":
         missing_ids = ids.filter(pa.array(missing)).to_pylist()
-    elif missing.any():
-        no_output = dict.fromkeys(ids.filter(pa.array(missing)).to_pylist(), NO_OUTPUT)
+    else:
         failed = failed | missing
+    errors: dict[str, str] = {}
+    if failed.any():  # sample id -> why, in row order
+        why = pc.fill_null(error, NO_OUTPUT).filter(pa.array(failed))
+        failed_ids = ids.filter(pa.array(failed)).to_pylist()
+        errors = dict(zip(failed_ids, why.to_pylist(), strict=True))
     common = {
         "count": len(ids),
         "problems": scores.problems,
@@ -473,7 +599,7 @@ def summed(
         "repeats": int(dropped.sum()),
         "repeated": (repeated if gathering.strict else repeated.slice(0, 5)).to_pylist(),
         "missing": missing_ids,
-        "no_output": no_output,
+        "errors": errors,
         "no_relevant": ids.filter(pa.array(scores.no_relevant)).to_pylist(),
         "reports": scores.reports,
     }
@@ -509,7 +635,7 @@ def summed(
             label: scores.details.get(label) or [None] * len(ids) for label in scores.details
         }
         shown = metadata if metadata.null_count < len(metadata) else None
-        rows = RowChunk(ids, values, details, no_output, shown)
+        rows = RowChunk(ids, values, details, errors, shown)
     return Summed(
         **common,  # type: ignore[arg-type]
         judged=judged,
@@ -527,7 +653,9 @@ class _Collected:
     def __init__(self, plan: Plan, gathering: Gathering) -> None:
         self.plan, self.gathering = plan, gathering
         self.keep = gathering.keep
-        self.no_output: dict[str, str] = {}  # samples without an output, as error rows
+        # the error rows (sample id -> why it failed), and, as missing says, the samples
+        # without an output
+        self.errors: dict[str, str] = {}
         # kept values are summed once at the end; streamed ones are tallied chunk by chunk
         self.tallies = {} if self.keep else {label: Tally() for label in plan.labels}
         self.bootstrap = None if self.keep else Bootstrap(len(plan.labels))
@@ -558,7 +686,7 @@ class _Collected:
         if self.gathering.strict or len(self.repeated) < 5:  # every one for the error
             self.repeated += part.repeated
         self.missing += part.missing
-        self.no_output.update(part.no_output)
+        self.errors.update(part.errors)
         self.no_relevant += part.no_relevant
         if self.problems:
             return None
@@ -590,9 +718,10 @@ class _Collected:
         return rows
 
     def raise_problems(self, strict: bool, unknown: Sequence[str]) -> None:
-        if self.problems:
+        if self.problems:  # (a dataset-wide problem is found by every chunk: once)
             raise MetricRequirementError(
-                self.problems, summary="the samples lack what the metrics require"
+                dict.fromkeys(self.problems),
+                summary="the samples cannot be scored as the metrics need",
             )
         if strict and self.repeated:
             raise InputError(
@@ -632,9 +761,8 @@ def evaluate(
 ) -> Results:
     """Score chunks (in dataset order) on the executor and gather the results; rows go
     to ``sink`` as they are scored and stay in memory when ``keep``. A sample with no
-    output (and no error of ``source``) is as ``missing`` says."""
-    errors = pa.array(list(source.errors), pa.string())
-    gathering = Gathering(plan.labels, errors, missing, strict, keep, keep or sink is not None)
+    output (and no error row) is as ``missing`` says."""
+    gathering = Gathering(plan.labels, missing, strict, keep, keep or sink is not None)
     remote = executor.name not in IN_PROCESS
     held: deque[Columns] = deque()
 
@@ -647,7 +775,8 @@ def evaluate(
         position = 0
         for scores in executor.map(score_chunk, tasks()):
             chunk = held.popleft()
-            yield summed(chunk.ids, chunk.column("metadata"), scores, gathering, position)
+            columns = chunk.ids, chunk.column("metadata"), chunk.column("error")
+            yield summed(*columns, scores, gathering, position)
             position += len(chunk)
 
     return gather(
@@ -669,6 +798,7 @@ def gather(
     """The results of what each chunk adds (``parts``, in dataset order); rows go to
     ``sink`` as they come. ``folded``: the bootstrap the parts' block sums were folded
     into already (where the parts were made), instead of the parts'."""
+    created = created_at()  # a bad SOURCE_DATE_EPOCH is an error before scoring, not after
     collected = _Collected(plan, gathering)
     if folded is not None:
         collected.bootstrap = folded
@@ -686,7 +816,7 @@ def gather(
         unknown = list(source.unknown() if callable(source.unknown) else source.unknown)
         collected.raise_problems(gathering.strict, unknown)
         results = _results(
-            plan, source, collected, digest, unknown, gathering.keep, provenance or {}
+            plan, source, collected, digest, unknown, gathering.keep, created, provenance
         )
         if sink is not None:
             sink.finish(results.trailer(), plan.labels)
@@ -710,7 +840,8 @@ def _results(
     digest: str | Callable[[], str],
     unknown: Sequence[str],
     keep: bool,
-    provenance: Mapping[str, Any],
+    created: str,
+    provenance: Mapping[str, Any] | None,
 ) -> Results:
     if collected.repeated:
         log.warning(
@@ -753,16 +884,16 @@ def _results(
             duplicate_ids_dropped=collected.duplicates,
             no_relevant=tuple(collected.no_relevant),
             unknown_output_ids=tuple(unknown),
-            errors={**source.errors, **collected.no_output},
+            errors=collected.errors,
             metric_errors=dict(collected.metric_errors),
             judged={k: (judged, slots) for k, (judged, slots) in collected.judged.items()},
         ),
         provenance={
             "slotwise": VERSION,
             "python": platform.python_version(),
-            "created": created_at(),
+            "created": created,
             "config_default_k": plan.default_k,
-            **provenance,
+            **(provenance or {}),
         },
         scores=scores if keep else None,
         details=collected.details if keep else {},
@@ -836,6 +967,27 @@ def aligned(samples: Columns, outputs: Columns) -> tuple[Columns, list[str]]:
     return joined, unknown
 
 
+def check_overlap(
+    outputs: int, unknown: Sequence[str], samples: pa.Array, source: str | None = None
+) -> None:
+    """Outputs that would score nothing are an error (``source``: where they were read):
+    none at all (an empty outputs file or mapping), or none for a sample of the dataset
+    (outputs of another dataset; the ids of both are named). Some for ids not in the
+    dataset stay a warning (see :func:`evaluate`)."""
+    if outputs and len(unknown) < outputs:
+        return
+    if not outputs:
+        message = "no outputs (and no error rows): nothing to score"
+    else:
+        theirs = ", ".join(map(repr, sorted(unknown)[:3])) + (", ..." if len(unknown) > 3 else "")
+        ours = ", ".join(map(repr, samples[:3].to_pylist())) + (", ..." if len(samples) > 3 else "")
+        message = (
+            f"none of the {outputs} output(s) is for a sample of the dataset: their ids "
+            f"({theirs}) are not in the dataset, whose samples are {ours}"
+        )
+    raise InputError([Problem(message, source=source)], summary="outputs do not match the dataset")
+
+
 def slices(columns: Columns, size: int | None) -> list[Columns]:
     """The table in chunks of ``size`` rows (one chunk when None)."""
     if size is None or size >= len(columns):
@@ -860,12 +1012,14 @@ def _repeated(ids: pa.Array, what: str) -> None:
 @attrs.frozen
 class FirstPass:
     """What a streamed evaluation learns before scoring: the padding shape, the content
-    hash, every sample id in order, and the outputs for ids not in the dataset."""
+    hash, every sample id in order, the outputs for ids not in the dataset, and how many
+    outputs there are."""
 
     shape: Shape
     digest: str
     ids: pa.Array
     unknown: tuple[str, ...]
+    outputs: int  # output rows (error rows too)
 
 
 def first_pass(
@@ -899,7 +1053,8 @@ def first_pass(
             name: int(np.concatenate(parts)[known].max(initial=0)) for name, parts in sizes.items()
         }
         shape = shape.merge(Shape(widths))
-    return FirstPass(shape, digest.hexdigest(), all_ids, unknown if output_ids else ())
+    count = sum(map(len, output_ids))
+    return FirstPass(shape, digest.hexdigest(), all_ids, unknown if output_ids else (), count)
 
 
 def prefetched(items: Iterable[Any], depth: int = 2) -> Iterator[Any]:

@@ -142,15 +142,40 @@ def _number(value: float) -> float | None:
 
 
 def created_at(when: datetime | str | None = None) -> str:
-    """``provenance.created``: ``when`` (a datetime, or ISO text as given), else the
+    """``provenance.created``: ``when`` (a datetime, or ISO 8601 text as given), else the
     time ``SOURCE_DATE_EPOCH`` (seconds since 1970) names, else now; in UTC, to the
-    second. Pinning it makes two runs' results documents identical (snapshot tests)."""
+    second. Pinning it makes two runs' results documents identical (snapshot tests). A
+    value that names no time is an :class:`InputError` saying what it should be."""
     if isinstance(when, str):
+        try:
+            datetime.fromisoformat(when)
+        except ValueError:
+            raise _not_a_time("created", when, "ISO 8601 text") from None
         return when
     if when is None:
-        epoch = os.environ.get("SOURCE_DATE_EPOCH")
-        when = datetime.fromtimestamp(int(epoch), UTC) if epoch else datetime.now(UTC)
+        when = _source_date_epoch() or datetime.now(UTC)
+    if not isinstance(when, datetime):
+        raise _not_a_time("created", when, "a datetime or ISO 8601 text")
     return when.astimezone(UTC).isoformat(timespec="seconds")
+
+
+def _source_date_epoch() -> datetime | None:
+    """The time ``SOURCE_DATE_EPOCH`` names (whole seconds since 1970, as ``date +%s``
+    prints them; the reproducible-builds convention), None when it is unset or empty."""
+    text = os.environ.get("SOURCE_DATE_EPOCH")
+    if not text:
+        return None
+    if re.fullmatch(r"-?[0-9]+", text):
+        try:
+            return datetime.fromtimestamp(int(text), UTC)
+        except (OverflowError, OSError, ValueError):
+            pass  # a number of seconds beyond the years a datetime holds
+    raise _not_a_time("SOURCE_DATE_EPOCH", text, "whole seconds since 1970, as `date +%s` prints")
+
+
+def _not_a_time(name: str, value: object, wanted: str) -> InputError:
+    problem = Problem(f"must be {wanted}, got {value!r}", source=name)
+    return InputError([problem], summary="cannot date the results")
 
 
 def document_header(

@@ -191,7 +191,7 @@ class Scorer:
         scores = score_batch(self._batch(row, actual_output, bare=bare), plan)
         if scores.problems:
             raise MetricRequirementError(
-                list(scores.problems), summary="the sample lacks what the metrics require"
+                list(scores.problems), summary="the sample cannot be scored as the metrics need"
             )
         for label, reason in scores.failures.items():  # NaN here; recorded by results()
             log.warning("metric.failed", metric=label, sample_id=sample_id, error=reason)

@@ -25,9 +25,11 @@ null when no item has a text), ``pool`` and ``cited`` (list of int32; null when 
 ``tied`` (list of bool, one per retrieved item: its score equals the one ranked before
 it; null unless the outputs were ranked by scores and some tie), ``run_order`` (list of
 int32, one per retrieved item: its 0-based rank were tied scores kept in the order the
-outputs gave them, as cwl_eval ranks them; null unless that order differs), and
+outputs gave them, as cwl_eval ranks them; null unless that order differs),
 ``positive_scores`` and ``zero_scores`` (int32: how many retrieved items score above 0,
-and exactly 0; null unless some score of the outputs is 0 or below).
+and exactly 0; null unless some score of the outputs is 0 or below), and ``error``
+(string: why the system failed on the sample, an error row with no output; null for an
+output).
 
 A vocabulary need only tell ids apart within a row: in one row, equal ids share a code
 and different ids have different codes, while an id two rows name may have a code in each
@@ -114,6 +116,7 @@ OUTPUT_COLUMNS: dict[str, pa.DataType] = {
     "run_order": pa.list_(CODE),
     "positive_scores": CODE,
     "zero_scores": CODE,
+    "error": pa.string(),
 }
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "read_raw_outputs",
     "read_samples",
     "samples_columns",
+    "with_errors",
     "write_samples",
 ]
 
@@ -387,8 +388,24 @@ def parse_outputs(
     return raw_outputs
 
 
-def outputs_columns(outputs: Mapping[str, Any]) -> Columns:
-    """Columns of validated outputs (sample id -> raw ``actual_output``)."""
+def outputs_columns(outputs: Mapping[str, Any], errors: Mapping[str, str] | None = None) -> Columns:
+    """Columns of validated outputs (sample id -> raw ``actual_output``), and an error row
+    for each sample of ``errors`` (sample id -> why the system failed on it)."""
+    return with_errors(_outputs_columns(outputs), errors or {})
+
+
+def with_errors(columns: Columns, errors: Mapping[str, str]) -> Columns:
+    """``columns`` of outputs and, after them, an error row per sample of ``errors``
+    (sample id -> why the system failed on it): an id with no output, and the reason."""
+    if not errors:
+        return columns
+    ids = pa.array(list(errors), pa.string())
+    rows = table_of({"id": ids, "error": pa.array(list(errors.values()))}, OUTPUT_COLUMNS, len(ids))
+    table = pa.concat_tables([columns.table, rows], promote_options="default")
+    return Columns(table, columns.docs)
+
+
+def _outputs_columns(outputs: Mapping[str, Any]) -> Columns:
     if _bare_lists(outputs):
         return _ranked_columns(outputs)
     retrieved, texts, pools, cited = [], [], [], []
@@ -550,18 +567,26 @@ def _from_jsonl(path: Path) -> dict[str, Any]:
     return raw
 
 
-def read_raw_outputs(path: Path) -> dict[str, Any]:
+def read_raw_outputs(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     """Validated raw outputs of a ``.json``/``.jsonl`` outputs file or a results file
-    that kept its outputs."""
+    that kept its outputs, and the samples the system failed on (a results file's error
+    rows, sample id -> why; none for an outputs file)."""
     if format_suffix(path) == ".jsonl":
-        return _from_jsonl(path)
+        return _from_jsonl(path), {}
     document = read_document(path)
+    errors: dict[str, str] = {}
     if isinstance(document, dict) and document.get("schema") == RESULTS_SCHEMA_ID:
         if "outputs" not in document:
             raise InputError(
                 [Problem("this results file kept no outputs to re-score", source=str(path))]
             )
+        errors = _error_rows(document, str(path))
         document = document["outputs"]
+        both = [i for i in errors if isinstance(document, dict) and i in document]
+        if both:
+            message = "an error row for a sample that has an output (under /outputs)"
+            problems = [Problem(message, i, "/diagnostics/errors", str(path)) for i in both]
+            raise InputError(problems, summary=f"invalid results {path}")
     if not isinstance(document, dict):
         raise InputError(
             [
@@ -570,7 +595,22 @@ def read_raw_outputs(path: Path) -> dict[str, Any]:
                 )
             ]
         )
-    return parse_outputs(((k, v, None) for k, v in document.items()), str(path))
+    return parse_outputs(((k, v, None) for k, v in document.items()), str(path)), errors
+
+
+def _error_rows(document: Mapping[str, Any], source: str) -> dict[str, str]:
+    """A results document's error rows: ``diagnostics.errors``, each ``{id, error}``."""
+    rows = document.get("diagnostics", {}).get("errors", [])
+    valid = isinstance(rows, list) and all(
+        isinstance(row, dict)
+        and isinstance(row.get("id"), str)
+        and isinstance(row.get("error"), str)
+        for row in rows
+    )
+    if not valid:
+        message = "diagnostics.errors must be a list of {id, error} objects (the failed samples)"
+        raise InputError([Problem(message, pointer="/diagnostics/errors", source=source)])
+    return {row["id"]: row["error"] for row in rows}
 
 
 def raw_samples(columns: Columns) -> list[dict[str, Any]]:

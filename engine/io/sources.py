@@ -201,7 +201,15 @@ def read_dataset(path: Any, *, qrels: bool = False) -> tuple[str, Columns]:
 def dataset_columns(source: Any) -> Columns:
     """Samples from Python: raw sample mappings (validated against the schema), qrels
     ``{qid: {docid: label}}``, a labels frame (pandas, polars, Arrow), a ranx ``Qrels``, or
-    samples already in columns."""
+    samples already in columns. None at all is an error: it would score nothing."""
+    found = _dataset_columns(source)
+    if not len(found):
+        problem = Problem(f"the dataset has no samples (from an empty {type(source).__name__})")
+        raise InputError([problem], summary="invalid dataset")
+    return found
+
+
+def _dataset_columns(source: Any) -> Columns:
     if isinstance(source, Columns):
         return source
     source = _tuples_table(source, "relevance")
@@ -221,7 +229,7 @@ def dataset_columns(source: Any) -> Columns:
 
 def read_outputs(source: Any, *, run: bool = False) -> Columns:
     """Outputs from a file (an outputs document, a Parquet/Arrow run, a results file that
-    kept its outputs, or a TREC run when ``run``), ``{sample_id: actual_output}``,
+    kept its outputs, its failed samples as error rows, or a TREC run when ``run``), ``{sample_id: actual_output}``,
     pytrec_eval's ``{qid: {docid: score}}``, a run frame, a ranx ``Run``, or outputs already
     in columns."""
     if isinstance(source, Columns):
@@ -245,7 +253,7 @@ def read_outputs(source: Any, *, run: bool = False) -> Columns:
     if format_suffix(path) in TABLE_SUFFIXES:
         return frames.run_from_table(frames.read_table(path), Where(str(path)))
     if format_suffix(path) in (".json", ".jsonl"):
-        return documents.outputs_columns(documents.read_raw_outputs(path))
+        return documents.outputs_columns(*documents.read_raw_outputs(path))
     raise _unknown_format(path, OUTPUTS_SUFFIXES, "outputs")
 
 

@@ -158,7 +158,7 @@ def read_subtopic_qrels(path: str | os.PathLike[str], threshold: float = 1.0) ->
         GROUPS,
     )
     table = columns.table.set_column(columns.table.column_names.index("groups"), "groups", column)
-    return Columns(table, columns.docs)
+    return _not_empty(Columns(table, columns.docs), path, "qrels")
 
 
 def read_run(path: str | os.PathLike[str]) -> Columns:
@@ -198,9 +198,10 @@ def stream_run(path: str | os.PathLike[str]) -> Iterator[Columns]:
 def stream_run_lengths(path: str | os.PathLike[str]) -> Iterator[tuple[pa.Array, np.ndarray]]:
     """Per block of whole queries, each query id and how many lines it has: what a
     streamed evaluation's first pass needs of a run, read from the query column alone
-    (a block that is not canonically formatted is read whole)."""
+    (a block that is not canonically formatted is read whole); a file without a query is
+    an error, as for :func:`read_run`."""
     path, reads = Path(path), _Reads()
-    delimiter = None
+    delimiter, queries_read = None, 0
     for offset, block in _blocks(path, reads):
         delimiter = delimiter or trec_csv.delimiter(block[: block.find(b"\n") + 1])
         queries = _query_column(pa.BufferReader(block), delimiter)
@@ -210,7 +211,10 @@ def stream_run_lengths(path: str | os.PathLike[str]) -> Iterator[tuple[pa.Array,
         else:
             ids, counts = queries.ids, np.bincount(queries.codes, minlength=len(queries.ids))
         reads.learn(len(block), len(ids))
+        queries_read += len(ids)
         yield ids, counts
+    if not queries_read:
+        raise _empty(path, "run")
 
 
 def _query_column(source: Any, delimiter: str) -> Coded | None:
@@ -233,18 +237,33 @@ def _read(path: Path, layout: _Format) -> Columns:
     parsed = _columnar(partial(trec_csv.parse_file, path, layout.kind), layout)
     if parsed is not None:
         try:
-            return layout.columns(*parsed, Where(str(path)))
+            return _not_empty(layout.columns(*parsed, Where(str(path))), path, layout.kind)
         except InputError:
             pass  # e.g. a document judged twice: the line reader names the lines
     with open_binary(path) as handle:
-        return _worded(handle, layout, path, 1)
+        return _not_empty(_worded(handle, layout, path, 1), path, layout.kind)
+
+
+def _not_empty(columns: Columns, path: Path, kind: str) -> Columns:
+    """The columns of a file that has a query (see :func:`_empty`)."""
+    if not len(columns):
+        raise _empty(path, kind)
+    return columns
+
+
+def _empty(path: Path, kind: str) -> InputError:
+    """A file without a query (empty, or comments only) scores nothing: an error naming
+    it, as trec_eval refuses it."""
+    problem = Problem(f"no {kind} line: the file holds no query", source=str(path))
+    return InputError([problem], summary=f"empty {kind} file")
 
 
 def _stream(path: Path, layout: _Format) -> Iterator[Columns]:
     """Blocks of whole queries; the problems of every block are reported together, once
-    the whole file was read."""
+    the whole file was read, and a file without a query is an error."""
     delimiter, reads = None, _Reads()
     problems: list[Problem] = []
+    rows = 0
     for offset, block in _blocks(path, reads):
         delimiter = delimiter or trec_csv.delimiter(block[: block.find(b"\n") + 1])
         block_table = partial(trec_csv.parse, pa.BufferReader(block), layout.kind, delimiter)
@@ -253,7 +272,9 @@ def _stream(path: Path, layout: _Format) -> Iterator[Columns]:
             reads.learn(len(block), len(parsed[0].ids))
         if parsed is not None and not problems:
             try:
-                yield layout.columns(*parsed, Where(str(path)))
+                columns = layout.columns(*parsed, Where(str(path)))
+                rows += len(columns)
+                yield columns
                 continue
             except InputError:
                 pass
@@ -262,10 +283,13 @@ def _stream(path: Path, layout: _Format) -> Iterator[Columns]:
         except InputError as error:
             problems += error.problems
             continue
+        rows += len(columns)
         if not problems:
             yield columns
     if problems:
         raise InputError(problems, summary=f"malformed {layout.kind} {path}")
+    if not rows:
+        raise _empty(path, layout.kind)
 
 
 def _worded(handle: IO[bytes], layout: _Format, path: Path, first_line: int) -> Columns:

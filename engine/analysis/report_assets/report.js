@@ -104,7 +104,8 @@
       if (!view) { column.appendChild(node("p", "note", "not in these results")); return; }
       var pool = view[2] === null ? "the ranking is the pool" : "pool of " + view[2];
       column.appendChild(node("p", "note", "top " + view[0] + " of " + view[1] + " retrieved, " + pool));
-      if (!view[3]) column.appendChild(node("p", "note", "no output: scored as an empty ranking"));
+      if (view[7]) column.appendChild(node("p", "note", "the system failed: " + view[7] + " (NA, an error row)"));
+      else if (!view[3]) column.appendChild(node("p", "note", "no output: scored as an empty ranking"));
       var mine = slotIds(view);
       var body = view[4].map(function (slot, rank) {
         var cells = [String(rank + 1), ex.docs[slot[0]]];
@@ -173,10 +174,13 @@
 
   function render() {
     var names = columns();
+    var first = data.key ? 2 : 1;  // the columns of numbers: each system's, then the difference
+    var scored = [first, first + data.systems.length + (data.systems.length > 1 ? 1 : 0)];
     var head = document.createElement("tr");
     names.forEach(function (name, index) {
       var th = document.createElement("th");
       th.textContent = name;
+      if (index >= scored[0] && index < scored[1]) th.className = "num";
       th.setAttribute("data-column", String(index));
       if (index === sortColumn) th.setAttribute("aria-sort", sortDirection > 0 ? "ascending" : "descending");
       th.addEventListener("click", function () {

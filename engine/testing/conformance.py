@@ -1,27 +1,14 @@
-"""A conformance kit for metric plugins, in the spirit of ``keyring.testing``.
-
-A plugin's test module subclasses :class:`MetricConformance` and names its metric; pytest
-then runs the whole contract against it (protocol, frozen parameters, the shape and
-range of ``score``, permutation, determinism, bit-identical values alone and inside
-batches padded to other widths, spec round-trip, ``k`` validation, the entry point)::
-
-    from engine.testing import MetricConformance, make_batch
-
-    class TestJunkAtK(MetricConformance):
-        metric_class = JunkAtK
-        params = {"k": 3}
-
-:func:`make_batch` compiles raw sample and output dicts into the :class:`~engine.Batch`
-that ``score`` receives, so a metric's own tests can pin values by hand. ``SAMPLES`` and
-``OUTPUTS`` are a small fixture that carries every requirement kind of
-:data:`engine.evaluation.metric.REQUIREMENTS` and the usual edge cases. This module needs pytest;
-``import engine`` does not import it.
-"""
+"""The conformance kit for metric plugins, in the spirit of ``keyring.testing``: a plugin's
+test module subclasses :class:`MetricConformance` and names its metric; pytest then runs
+the whole contract against it (protocol, frozen parameters, the shape and range of
+``score``, permutation, determinism, bit-identical values alone and inside batches padded
+to other widths, spec round-trip, ``k`` validation, the entry point). This module needs
+pytest; ``from engine.testing import MetricConformance`` imports it (see
+:mod:`engine.testing`)."""
 
 from __future__ import annotations
 
 import importlib.metadata
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -30,92 +17,14 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from engine.analysis.compare import MAX_JUDGED_DROP, compare, gate_rule, ppi_regressions
-from engine.analysis.stats import Test
-from engine.errors import InputError, MetricParameterError, Problem
+from engine.errors import MetricParameterError
 from engine.evaluation.api import Engine
 from engine.evaluation.batch import Batch, Shape
 from engine.evaluation.metric import check_metric_class, metric_label
-from engine.evaluation.pipeline import aligned
 from engine.evaluation.registry import GROUP, Registry
-from engine.evaluation.results import Results, read_results
-from engine.io.columns import Columns
-from engine.io.config import DEFAULT_K
-from engine.io.documents import parse_samples, read_outputs_mapping
+from engine.testing.fixture import OUTPUTS, SAMPLES, joined_columns, make_batch
 
-__all__ = ["OUTPUTS", "SAMPLES", "MetricConformance", "assert_no_regression", "make_batch"]
-
-
-def assert_no_regression(
-    results: Results,
-    baseline: Results | str | os.PathLike[str],
-    *,
-    max_drop: float | None = None,
-    alpha: float = 0.05,
-    metrics: Sequence[str] | None = None,
-    test: Test = "randomization",
-    allow_failures: bool = False,
-    max_judged_drop: float | None = MAX_JUDGED_DROP,
-    dataset: Any = None,
-    ppi: Any = None,
-) -> None:
-    """Fail (``AssertionError``) when ``results`` fell below ``baseline`` (results, or a
-    results file) on a metric they share (or on ``metrics``), by the gate of ``slotwise
-    compare --fail-on-regression``: significantly worse after Holm's correction at
-    ``alpha``, worse by more than ``max_drop`` whatever the p, (unless
-    ``allow_failures``) failing on more samples than the baseline (error rows, a metric
-    failing), or with a judged@k lower than the baseline's by more than
-    ``max_judged_drop`` (None: not gated). ``dataset`` re-scores both (their kept
-    outputs) on newer labels first. ``ppi``: a paired PPI report of ``results - baseline``
-    (``Evaluation.ppi(outputs, predictions, baseline=...)``): an interval wholly on the
-    worse side of 0, or an estimated drop > ``max_drop``, fails too. The message names
-    each regression with both sides and the reason."""
-    __tracebackhide__ = True  # pytest shows the message, not this frame
-    before = baseline if isinstance(baseline, Results) else read_results(baseline)
-    comparison = compare(
-        [before, results],
-        names=["baseline", "current"],
-        metrics=metrics,
-        alpha=alpha,
-        test=test,
-        dataset=dataset,
-    )
-    found = comparison.regressions(
-        max_drop=max_drop, allow_failures=allow_failures, max_judged_drop=max_judged_drop
-    )
-    if ppi is not None:
-        direction = {m.label: m.higher_is_better for m in results.metrics}
-        found += ppi_regressions(ppi, "current", "baseline", direction, max_drop)
-    if found:
-        lines = "\n".join(f"  {regression}" for regression in found)
-        rule = gate_rule(alpha, max_drop, allow_failures, max_judged_drop)
-        rule += ", or a PPI interval below 0" if ppi is not None else ""
-        raise AssertionError(f"retrieval regressed ({rule}):\n{lines}")
-
-
-def make_batch(
-    samples: Sequence[Mapping[str, Any]],
-    outputs: Mapping[str, Any],
-    default_k: int = DEFAULT_K,
-) -> Batch:
-    """Validate raw samples and ``{sample_id: actual_output}`` as the engine does, and
-    compile them into a :class:`~engine.Batch` (a sample without an output has none).
-
-    Raises :class:`~engine.InputError` for invalid input or outputs of unknown samples.
-    """
-    return Batch.compile(_joined(samples, outputs), default_k=default_k)
-
-
-def _joined(samples: Sequence[Mapping[str, Any]], outputs: Mapping[str, Any]) -> Columns:
-    joined, unknown = aligned(
-        parse_samples((sample, None) for sample in samples), read_outputs_mapping(outputs)
-    )
-    if unknown:
-        raise InputError(
-            [Problem("output for a sample id not in the samples", sample_id=i) for i in unknown],
-            summary="outputs do not match the samples",
-        )
-    return joined
+__all__ = ["MetricConformance"]
 
 
 def _stretched(
@@ -154,168 +63,6 @@ def _stretched(
             else:
                 found_outputs[name] = ranking
     return found_samples, found_outputs
-
-
-def _item(doc: str, text: str) -> dict[str, Any]:
-    return {"id": doc, "text": text}
-
-
-#: Eight samples that carry relevance (binary and graded, with 0 and negative labels),
-#: utility (both forms), answers and groups. Edge cases: ``no-relevant`` has no relevant
-#: document, ``cutoff`` sets ``metadata.k = 2``. Treat as read-only.
-SAMPLES: tuple[dict[str, Any], ...] = (
-    {
-        "id": "graded",
-        "input": {"question": "How long is the refund window?"},
-        "expected_output": {
-            "relevance": {"d1": 3, "d2": 1, "d3": 0, "d4": -1, "d7": 2},
-            "utility": {"d1": 0.9, "d2": {"relevant": True, "p_no_response": 0.5}, "d4": -0.5},
-            "answers": ["30 days", "thirty days"],
-            "groups": {"window": ["d1", "d7"], "exceptions": ["d2"]},
-        },
-        "metadata": {"stratum": "policy"},
-    },
-    {
-        "id": "binary",
-        "input": {"question": "What is the capital of France?"},
-        "expected_output": {
-            "relevance": ["b1", "b2"],
-            "utility": {"b1": 1, "b2": {"relevant": False, "p_no_response": 0.2}},
-            "answers": "Paris",
-            "groups": {"capital": ["b1", "b2"]},
-        },
-    },
-    {
-        "id": "duplicates",
-        "input": {"question": "Which plan includes SSO?"},
-        "expected_output": {
-            "relevance": {"c1": 1, "c2": 2},
-            "utility": {"c1": 0.4, "c2": 0.8, "c3": -0.2},
-            "answers": ["Enterprise"],
-            "groups": {"plan": ["c2"], "sso": ["c1", "c2"]},
-        },
-    },
-    {
-        "id": "no-relevant",
-        "input": {"question": "Who won the 1900 moon landing?"},
-        "expected_output": {
-            "relevance": {"n1": 0, "n2": -2},
-            "utility": {"n1": -1, "n2": {"relevant": False, "p_no_response": 0.9}},
-            "answers": ["nobody"],
-            "groups": {"none": []},
-        },
-    },
-    {
-        "id": "empty-output",
-        "input": {"question": "Where is the API key page?"},
-        "expected_output": {
-            "relevance": {"e1": 1},
-            "utility": {"e1": 1},
-            "answers": ["Settings"],
-            "groups": {"location": ["e1"]},
-        },
-    },
-    {
-        "id": "no-output",
-        "input": {"question": "What port does the server use?"},
-        "expected_output": {
-            "relevance": {"m1": 2, "m2": 1},
-            "utility": {"m1": 0.7},
-            "answers": ["8080"],
-            "groups": {"port": ["m1"]},
-        },
-    },
-    {
-        "id": "cutoff",
-        "input": {"question": "List the supported regions."},
-        "expected_output": {
-            "relevance": {"k1": 1, "k2": 1, "k3": 1},
-            "utility": {"k1": 0.5, "k2": 0.5, "k3": 0.5},
-            "answers": ["eu-west"],
-            "groups": {"eu": ["k1"], "us": ["k2", "k3"]},
-        },
-        "metadata": {"k": 2, "stratum": "list"},
-    },
-    {
-        "id": "deep",
-        "input": {"question": "What does error E42 mean?"},
-        "expected_output": {
-            "relevance": {"p7": 2, "p1": 0, "p2": 0},
-            "utility": {"p7": 1, "p1": -0.3},
-            "answers": ["disk quota"],
-            "groups": {"meaning": ["p7"]},
-        },
-    },
-)
-
-#: Outputs for :data:`SAMPLES`: every retrieved item has a text, every output a pool that
-#: contains its ranking and cited ids. ``duplicates`` repeats ids in its ranking,
-#: ``empty-output`` retrieved nothing, ``no-output`` has no output at all.
-OUTPUTS: dict[str, Any] = {
-    "graded": {
-        "retrieved": [
-            _item("d4", "Refunds for gift cards are not possible."),
-            _item("d1", "Refunds are accepted within 30 days of purchase."),
-            _item("d5", "Our office is closed on public holidays."),
-            _item("d2", "Sale items can be refunded with a receipt."),
-            _item("d3", "Shipping takes three to five days."),
-            _item("d6", "Contact support by email."),
-        ],
-        "pool": ["d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8"],
-        "cited": ["d1", "d2"],
-    },
-    "binary": {
-        "retrieved": [
-            _item("b2", "France is a country in Western Europe."),
-            _item("b9", "Paris hosted the 2024 Olympic Games."),
-            _item("b1", "The capital of France is Paris."),
-        ],
-        "pool": ["b1", "b2", "b9"],
-        "cited": ["b1"],
-    },
-    "duplicates": {
-        "retrieved": [
-            _item("c1", "SSO is available on some plans."),
-            _item("c1", "SSO is available on some plans."),
-            _item("c3", "All plans include email support."),
-            _item("c2", "The Enterprise plan includes SSO."),
-            _item("c3", "All plans include email support."),
-        ],
-        "pool": ["c1", "c2", "c3"],
-        "cited": ["c2"],
-    },
-    "no-relevant": {
-        "retrieved": [
-            _item("n2", "The first crewed moon landing was in 1969."),
-            _item("n1", "The 1900 World's Fair was held in Paris."),
-            _item("n3", "Balloons were popular in 1900."),
-        ],
-        "pool": ["n1", "n2", "n3"],
-        "cited": [],
-    },
-    "empty-output": {"retrieved": [], "pool": ["e1"], "cited": []},
-    "cutoff": {
-        "retrieved": [
-            _item("k4", "Regions are listed in the console."),
-            _item("k1", "We run in eu-west."),
-            _item("k2", "We run in us-east."),
-            _item("k3", "We run in us-west."),
-        ],
-        "pool": ["k1", "k2", "k3", "k4"],
-        "cited": ["k1"],
-    },
-    "deep": {
-        "retrieved": [
-            _item(f"p{rank}", f"Error E{40 + rank} is documented here.") for rank in range(1, 7)
-        ]
-        + [
-            _item("p7", "E42 means the disk quota is exceeded."),
-            _item("p8", "Errors are logged to syslog."),
-        ],
-        "pool": [f"p{rank}" for rank in range(1, 10)],
-        "cited": ["p7"],
-    },
-}
 
 
 def _snapshot(batch: Batch) -> dict[str, npt.NDArray[Any]]:
@@ -460,7 +207,7 @@ class MetricConformance:
         ``sum(axis=1)``, whose grouping depends on the padded width. The fixture is
         extended with longer rankings of its own documents to make that grouping show."""
         samples, outputs = _stretched(self.samples, self.outputs)
-        joined = _joined([*self.samples, *samples], {**self.outputs, **outputs})
+        joined = joined_columns([*self.samples, *samples], {**self.outputs, **outputs})
         metric = self.make_metric()
         whole = Batch.compile(joined)
         expected = np.asarray(metric.score(whole))
