@@ -177,7 +177,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.format == "parquet" and args.output is None:
         raise UsageError("--format parquet writes a file: add --output FILE.parquet")
     if args.subtopics and (args.qrels is None or args.stream or not isinstance(args.qrels, str)):
-        raise UsageError("--subtopics goes with one --qrels QRELS file, without --stream")
+        raise UsageError("--subtopics goes with --qrels QRELS (one file), without --stream")
     if args.stream:
         return _run_stream(engine, args)
     if args.executor == "ray" and args.qrels and args.trec_run and not (args.subtopics or args.ppi):
