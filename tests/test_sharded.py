@@ -335,11 +335,11 @@ def cluster() -> Iterator[str]:
     this module alone: its address is not written where another ``ray.init()`` of this
     machine would find it (Ray's ``Cluster`` writes /tmp/ray/ray_current_cluster)."""
     ray = pytest.importorskip("ray")
-    import ray._private.utils
+    from ray._private import utils as ray_utils
     from ray.cluster_utils import Cluster
 
     store = 100 * 2**20
-    with mock.patch.object(ray._private.utils, "write_ray_address", lambda *_, **__: None):
+    with mock.patch.object(ray_utils, "write_ray_address", lambda *_, **__: None):
         simulated = Cluster(
             initialize_head=True,
             head_node_args={
