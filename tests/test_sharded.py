@@ -451,6 +451,20 @@ class TestRay:
         assert (problem.source, problem.line) == (str(tmp_path / "q" / "c.trec"), 2)
         assert f"{tmp_path / 'q' / 'a.trec'} line 1" in problem.message
 
+    def test_a_run_of_another_dataset_is_refused(self, cluster: str, tmp_path: Path) -> None:
+        """A run none of whose queries is in the qrels is the error it is in one process,
+        not a summary of empty rankings."""
+        _write(tmp_path / "q" / "a.trec", ["q1 0 d1 1", "q2 0 d2 1"])
+        _write(tmp_path / "r" / "b.trec", ["x1 Q0 d1 1 3 t", "x2 Q0 d2 1 3 t"])
+        messages = []
+        for executor in ("local", "ray"):
+            with pytest.raises(InputError, match="outputs do not match the dataset") as error:
+                engine.Engine(config={}, executor=executor).evaluate_trec(
+                    tmp_path / "q", tmp_path / "r", METRICS
+                )
+            messages.append([problem.message for problem in error.value.problems])
+        assert messages[0] == messages[1]
+
     def test_cli(self, cluster: str, files: dict[str, Any], tmp_path: Path) -> None:
         """``slotwise run --qrels DIR --run GLOB --executor ray`` on the cluster
         (RAY_ADDRESS) writes the document the local executor writes for the one file."""

@@ -56,6 +56,7 @@ from engine.evaluation.pipeline import (
     Source,
     Summed,
     aligned,
+    check_overlap,
     gather,
     score_chunk,
     summed,
@@ -96,7 +97,8 @@ class Planned:
     unknown samples; where each chunk starts (``bounds``: the first row numbers of the
     chunks' first samples, then one past every row) and its dataset position; for each
     range of the run, the other homes it sends rows to, and for each chunk the homes of
-    its samples."""
+    its samples; how many outputs there are and the first samples' ids (for the error
+    when none is for a sample)."""
 
     samples: int
     shape: Shape
@@ -105,6 +107,8 @@ class Planned:
     positions: tuple[int, ...]
     sending: tuple[tuple[int, ...], ...]
     chunk_homes: tuple[tuple[int, ...], ...]
+    outputs: int = 0
+    first_ids: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -233,6 +237,8 @@ def plan_chunks(count: int, chunk: int, *runs: Runs) -> tuple[Any, ...]:
         (*starts, order.size),
         tuple(sending),
         chunk_homes,
+        len(outputs.ids),
+        tuple(samples.ids.take(pa.array(order[:4])).to_pylist()),
     )
     return (planned, *away, *range_away)
 
@@ -464,6 +470,7 @@ def evaluate_sharded(
     planned: Planned = _got(ray, planning[0])
     if not planned.samples:
         raise InputError([Problem("the dataset has no samples")], summary="invalid dataset")
+    check_overlap(planned.outputs, planned.unknown, pa.array(planned.first_ids, pa.string()))
     aways, rows = planning[1:], [refs[2] for refs in reads]
     label_routes = [
         route.options(scheduling_strategy=_on(found[i].node)).remote(rows[i], aways[i])
