@@ -217,7 +217,6 @@ def drive(spec: dict[str, str]) -> dict[str, Any]:
     """Score the data as ``spec["mode"]`` says (on Ray, after a small input the same way);
     the driver's own seconds, CPU and memory, and the traffic it logged."""
     import logging
-    import resource
 
     import engine
 
@@ -250,7 +249,10 @@ def drive(spec: dict[str, str]) -> dict[str, Any]:
     return {
         "seconds": seconds,
         "driver": cpu,
-        "max_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        # the peak of this process's own memory (VmHWM), not ru_maxrss: a child started
+        # by vfork (as subprocess does) inherits its parent's peak in ru_maxrss, and the
+        # parent here made the data
+        "max_rss": int(status["VmHWM"].split()[0]) * 1024,
         "rss_now": {k: status[k].strip() for k in ("VmRSS", "RssAnon", "RssFile", "RssShmem")},
         "samples": results.samples,
         "hash": results.dataset_hash,
