@@ -118,3 +118,19 @@ def test_the_long_ranking_benchmark_runs() -> None:
     assert {row.split(" | ")[1] for row in rows} == {"1.95"}  # (200 + 190) / 200 ranked ids
     for row in rows:  # seconds, seconds, ratio, MiB, MiB, ratio: numbers, none negative
         assert all(float(cell) >= 0 for cell in row.strip("| ").split(" | ")[3:])
+
+
+@pytest.mark.slow
+def test_the_startup_benchmark_runs() -> None:
+    """benchmarks/startup.py times every command line it names (here once each, without
+    the trec_eval binary) and tabulates them against the floor."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import startup
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    commands = startup.programs(None)
+    rows = startup.table(startup.measure(commands, 1))
+    assert rows[:2] == ["| command | median ms | least ms | / floor |", "|---|---:|---:|---:|"]
+    assert [row.split(" | ")[0].lstrip("| ") for row in rows[2:]] == list(commands)
+    assert all(float(row.rsplit("|", 2)[1]) > 0 for row in rows[2:])

@@ -31,6 +31,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from engine.analysis.defaults import MAX_JUDGED_DROP
 from engine.analysis.stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -57,9 +58,6 @@ __all__ = [
     "ppi_regressions",
     "rescore",
 ]
-
-#: The most judged@k may fall below the baseline's before the gate fails (an absolute share).
-MAX_JUDGED_DROP = 0.05
 
 COMPARISON_SCHEMA_ID = "slotwise.comparison/v1"
 PAIRING = (

@@ -11,16 +11,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
 
 import attrs
 import numpy as np
 import numpy.typing as npt
 
+from engine.analysis.defaults import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    DEFAULT_TEST_RESAMPLES,
+    TESTS,
+    Test,
+)
+
 __all__ = [
     "BLOCK_CELLS",
     "DEFAULT_RESAMPLES",
     "DEFAULT_SEED",
+    "DEFAULT_TEST_RESAMPLES",
     "TESTS",
     "PairedTest",
     "Test",
@@ -35,12 +43,6 @@ __all__ = [
 ]
 
 FloatArray = npt.NDArray[np.float64]
-Test = Literal["randomization", "bootstrap", "t"]
-TESTS: tuple[Test, ...] = ("randomization", "bootstrap", "t")
-
-DEFAULT_SEED = 0
-DEFAULT_RESAMPLES = 1000  # for confidence intervals of a mean
-DEFAULT_TEST_RESAMPLES = 10_000  # for p-values, which need the tail
 BLOCK_CELLS = 1 << 22  # resampled values held at once (32 MiB of float64)
 _TIE = 1e-12  # relative tolerance when a resampled statistic ties the observed one
 

@@ -27,11 +27,14 @@ def program() -> NoReturn:
     # scores on threads of its own, each with BLAS on one thread (engine.cores).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from engine.cli import process
-    from engine.io import trec_csv
 
-    process.prepare()
-    for path, kind in files_to_read(sys.argv[1:]):
-        trec_csv.read_ahead(path, kind)
+    reads = files_to_read(sys.argv[1:])
+    if reads:
+        from engine.io import trec_csv
+
+        process.prepare()
+        for path, kind in reads:
+            trec_csv.read_ahead(path, kind)
     from engine.cli.commands import main as run_command
 
     process.exit_with(run_command(sys.argv[1:]))
@@ -40,8 +43,6 @@ def program() -> NoReturn:
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``slotwise`` command line on ``argv`` (default: the process's arguments);
     returns the exit code, as many times as it is called."""
-    from engine.cli import process
     from engine.cli.commands import main as run_command
 
-    process.prepare()
     return run_command(argv)

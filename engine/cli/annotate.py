@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.cli.common import (
     Handler,
@@ -20,12 +20,11 @@ from engine.cli.common import (
 )
 from engine.cli.llm import Ended, Session, add_llm_options
 from engine.errors import InputError, Problem
-from engine.evaluation.api import Engine
 from engine.io.config import CONFIG_FILENAME
-from engine.io.documents import parse_samples, write_samples
 from engine.io.files import format_suffix, read_document, read_jsonl
-from engine.io.records import outputs_of, samples_of
-from engine.io.sources import read_dataset, read_outputs
+
+if TYPE_CHECKING:
+    from engine.evaluation.api import Engine
 
 __all__ = ["add"]
 
@@ -163,6 +162,8 @@ def _dataset(args: argparse.Namespace, engine: Engine) -> tuple[Path, Path | Non
 
 def _annotate(args: argparse.Namespace) -> int:
     from engine.annotate.tasks import annotate_samples
+    from engine.io.records import outputs_of, samples_of
+    from engine.io.sources import read_dataset, read_outputs
 
     tasks = _tasks(args.task)
     if args.runs is not None and tasks != ["relevance"]:
@@ -222,6 +223,7 @@ def _fill(
     """``annotate --runs``: pool the runs, judge the pooled pairs (only the unlabelled
     ones with --holes) and write the dataset with each label's source."""
     from engine.annotate.holes import fill_holes, pool, relevance_agreement
+    from engine.io.sources import read_outputs
 
     runs = [read_outputs(path) for path in args.runs]
     pooled = pool(columns, runs, args.depth)
@@ -260,6 +262,8 @@ def _fill(
 
 def _write(output: Path, labelled: list[Any], name: Any, lines: Any, cache: Any) -> None:
     """Write the labelled dataset (validated first: never an invalid one) and say so."""
+    from engine.io.documents import parse_samples, write_samples
+
     parse_samples((raw, None) for raw in labelled)
     write_samples(output, labelled, name=name)
     for line in lines:

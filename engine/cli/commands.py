@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
+from engine.cli import process
 from engine.cli.ahead import split_command
 from engine.cli.common import Handler, Parser, UsageError
 from engine.errors import MetricScoreError, SlotwiseError
@@ -73,7 +74,10 @@ def _build_parser(argv: Sequence[str]) -> tuple[Parser, dict[str, Handler]]:
     handlers: dict[str, Handler] = {}
     command = split_command(argv)[0]
     named = [name for name, adds in MODULES.items() if command in adds]
-    for name in named or MODULES:
+    version_only = command is None and "--version" in argv and not {"-h", "--help"} & set(argv)
+    if not named and not version_only:
+        named = list(MODULES)
+    for name in named:
         handlers.update(importlib.import_module(f"engine.cli.{name}").add(commands))
     return parser, handlers
 
@@ -85,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     verbose = 0
     try:
         args = parser.parse_args(argv)
+        process.prepare()  # after the arguments: --help and --version need none of it
         verbose = args.verbose
         configure(
             args.log_format, {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)

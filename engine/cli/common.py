@@ -12,18 +12,19 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.analysis.stats import DEFAULT_SEED, DEFAULT_TEST_RESAMPLES, TESTS
+from engine.analysis.defaults import DEFAULT_SEED, DEFAULT_TEST_RESAMPLES, TESTS
 from engine.cli.console import print_blocks
 from engine.errors import InputError, MetricParameterError, Problem
-from engine.evaluation.api import Engine
-from engine.evaluation.metric import Metric, metric_label, parse_spec
-from engine.evaluation.results import Results, read_results
 from engine.io.config import CONFIG_ENV
-from engine.io.documents import RESULTS_SCHEMA_ID
 from engine.io.files import atomic_write, format_suffix, read_document
 from engine.logs import say
+
+if TYPE_CHECKING:  # what evaluates is imported when a command runs, not for its --help
+    from engine.evaluation.api import Engine
+    from engine.evaluation.metric import Metric
+    from engine.evaluation.results import Results
 
 __all__ = [
     "Handler",
@@ -137,6 +138,8 @@ def configured_engine(config: Path | None, **options: Any) -> Engine:
     ``SLOTWISE_CONFIG`` names, else the nearest ``slotwise.yaml`` upward), saying on
     stderr, before anything else is printed, which file it read and which defaults that
     file set: a file found upward moves numbers, and the terminal says so."""
+    from engine.evaluation.api import Engine
+
     engine = Engine.from_config(config, **options)
     found = engine.config
     if found.source is not None:
@@ -158,6 +161,8 @@ def load_ahead(engine: Engine, specs: Sequence[str]) -> None:
     """Have ``engine`` find its plugins and import those of ``specs`` now (a command does
     it on a thread while it reads its files); a bad spec or plugin is reported where the
     command asks for its metric."""
+    from engine.evaluation.metric import parse_spec
+
     aliases = []
     for spec in specs:
         with contextlib.suppress(MetricParameterError):
@@ -169,6 +174,8 @@ def metrics_with_k(engine: Engine, specs: Sequence[str], ks: Sequence[int] | Non
     """The metrics of ``specs``; each spec that gives no k of its own, for a metric that
     has one, at every cutoff of ``ks`` (``--k``)."""
     import attrs
+
+    from engine.evaluation.metric import metric_label, parse_spec
 
     resolved: dict[str, Metric] = {}
     cutoffs: list[int | None] = list(ks) if ks else [None]
@@ -204,6 +211,8 @@ def emit_tables(tables: Sequence[Any], lines: Sequence[str], output: Path | None
 
 def _results_of(path: Path, dataset: Any, metrics: Sequence[str]) -> Results:
     """The results in ``path``, or the outputs in it scored on ``dataset`` by ``metrics``."""
+    from engine.evaluation.results import read_results
+
     if dataset is None or _is_results(path):
         return read_results(path)
     if not metrics:
@@ -222,6 +231,8 @@ def _results_of(path: Path, dataset: Any, metrics: Sequence[str]) -> Results:
 
 def _is_results(path: Path) -> bool:
     """Whether ``path`` holds a results document (not an outputs file)."""
+    from engine.io.documents import RESULTS_SCHEMA_ID
+
     if format_suffix(path) != ".json":
         return False
     document = read_document(path)

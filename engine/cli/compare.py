@@ -9,16 +9,9 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.analysis.compare import (
-    MAX_JUDGED_DROP,
-    Comparison,
-    Regression,
-    compare,
-    gate_rule,
-    ppi_regressions,
-)
+from engine.analysis.defaults import MAX_JUDGED_DROP
 from engine.cli.common import (
     Handler,
     UsageError,
@@ -30,7 +23,10 @@ from engine.cli.common import (
     statistics_options,
 )
 from engine.errors import InputError, Problem
-from engine.evaluation.api import Engine
+
+if TYPE_CHECKING:
+    from engine.analysis.compare import Comparison, Regression
+    from engine.evaluation.api import Engine
 
 __all__ = ["EXIT_REGRESSION", "add"]
 
@@ -135,6 +131,8 @@ def _split(values: Sequence[str]) -> list[str]:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from engine.analysis.compare import compare, gate_rule
+
     if len(args.results) < 2:
         raise InputError(
             [Problem("compare needs two or more results files")], summary="nothing to compare"
@@ -185,6 +183,8 @@ def _ppi(
 ) -> list[tuple[Any, list[Regression]]]:
     """Per later system: the paired PPI report of its difference from the first system,
     and the regressions it shows."""
+    from engine.analysis.compare import ppi_regressions
+
     labels = sorted(
         {row.label for row in comparison.rows}, key=[r.label for r in comparison.rows].index
     )

@@ -7,10 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from engine.cli.common import Handler, Parser, UsageError, configured_engine
-from engine.io import documents, sources, trec
 from engine.io.config import CONFIG_FILENAME
 from engine.io.files import atomic_write, base_name
 
@@ -48,6 +45,10 @@ def add(commands: Any) -> dict[str, Handler]:
 
 
 def _trec(args: argparse.Namespace) -> int:
+    import orjson
+
+    from engine.io import documents, sources, trec
+
     if args.direction == "import":
         if args.outputs_out is not None and args.run is None:
             raise UsageError("--outputs-out needs a RUN file")

@@ -8,9 +8,8 @@ import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.analysis.explain import Explanation, Missed, Slot, SystemView, explain, worst
 from engine.cli.common import (
     Handler,
     UsageError,
@@ -21,7 +20,9 @@ from engine.cli.common import (
     names_option,
     positive_int,
 )
-from engine.evaluation.label_sources import SOURCES_KEY
+
+if TYPE_CHECKING:
+    from engine.analysis.explain import Explanation, Missed, Slot, SystemView
 
 __all__ = ["add"]
 
@@ -63,6 +64,8 @@ def add(commands: Any) -> dict[str, Handler]:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from engine.analysis.explain import explain, worst
+
     if args.worst is not None and args.metric is None:
         raise UsageError("--worst needs --metric LABEL: the metric to rank the samples by")
     results, names = load_results(args.results, args.names)
@@ -113,6 +116,8 @@ def _worst_line(
 def explanation_lines(explanation: Explanation) -> list[str]:
     """The explanation as text: the question, each system's slots, misses and diagnosis,
     then the scores side by side."""
+    from engine.evaluation.label_sources import SOURCES_KEY
+
     lines = [f"{explanation.sample_id}: {explanation.question}"]
     if explanation.metadata:
         lines.append(

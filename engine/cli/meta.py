@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.cli.common import (
     Handler,
@@ -19,9 +19,11 @@ from engine.cli.common import (
     split_specs,
 )
 from engine.errors import InputError, Problem
-from engine.evaluation.api import Dataset
 from engine.io.config import CONFIG_FILENAME
 from engine.io.files import atomic_write
+
+if TYPE_CHECKING:
+    from engine.evaluation.api import Dataset
 
 __all__ = ["add"]
 

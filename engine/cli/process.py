@@ -5,25 +5,21 @@ pyarrow's look for pandas put off until something imports pandas, and a quick ex
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
-import platform
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 from typing import NoReturn
 
-import pyarrow as pa
-
 __all__ = ["exit_with", "give_back_freed", "prepare", "return_freed_blocks"]
 
 
 def prepare() -> None:
-    """Set up this process for a command (once, before any work)."""
+    """Set up this process for a command, before any work (again: no harm)."""
     _use_the_system_allocator()
     _one_heap()
     _defer_pandas()
@@ -42,6 +38,8 @@ def _use_the_system_allocator() -> None:
     """Arrow's buffers from the C library's allocator, unless ``ARROW_DEFAULT_MEMORY_POOL``
     names one: Arrow's default (mimalloc) keeps the pages its reader and scoring threads
     freed, 100-170 MiB more peak memory on deep qrels for no gain in time (docs/scale.md)."""
+    import pyarrow as pa
+
     if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
         pa.set_memory_pool(pa.system_memory_pool())
 
@@ -71,11 +69,16 @@ def give_back_freed() -> None:
     glibc keeps what scoring freed inside its heap, and what is laid out after it (the
     results' rows, CIs) would come on top (peak RSS of ``run`` on deep qrels, 16
     alternated runs: 227 -> 223 MiB median; a few ms)."""
+    import pyarrow as pa
+
     pa.default_memory_pool().release_unused()
 
 
 def _mallopt(option: int, value: int) -> None:
     """glibc's ``mallopt``; nothing to do with another C library."""
+    import ctypes
+    import platform
+
     if platform.libc_ver()[0] != "glibc":
         return
     with contextlib.suppress(OSError, AttributeError):
@@ -91,9 +94,11 @@ def _defer_pandas() -> None:
     before pandas is imported, none can be. So while pandas is not imported, pyarrow is
     told it is absent, and the moment something imports it (a plugin, ``to_pandas``),
     pyarrow is told again: every conversion after that treats pandas objects as pyarrow
-    does by default. Nothing to do once pandas is imported."""
-    if "pandas" in sys.modules:
+    does by default. Nothing to do once pandas is imported, or while it is watched for."""
+    if "pandas" in sys.modules or any(isinstance(f, _PandasWatch) for f in sys.meta_path):
         return
+    import pyarrow as pa
+
     watch = _PandasWatch()
     sys.meta_path.insert(0, watch)
     try:
@@ -132,5 +137,7 @@ class _PandasWatch(importlib.abc.MetaPathFinder):
 def _tell_pyarrow() -> None:
     """pyarrow's integration with pandas, now that pandas is imported: a conversion to
     pandas has pyarrow import it again (pyarrow's own check of its version included)."""
+    import pyarrow as pa
+
     with contextlib.suppress(ImportError):  # a pandas pyarrow refuses: as it would have
         pa.array([0]).to_pandas()

@@ -7,8 +7,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.analysis.compare import rescore
-from engine.analysis.explain import explain
 from engine.cli.common import (
     Handler,
     configured_engine,
@@ -57,6 +55,8 @@ def add(commands: Any) -> dict[str, Handler]:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from engine.analysis.compare import rescore
+    from engine.analysis.explain import explain
     from engine.analysis.report import write_report
 
     engine = configured_engine(args.config)

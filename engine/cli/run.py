@@ -6,11 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.analysis.curves import curve_labels, curve_table
 from engine.cli import process
 from engine.cli.common import (
     Handler,
@@ -24,12 +22,13 @@ from engine.cli.common import (
     positive_int,
     split_specs,
 )
-from engine.evaluation.api import Engine
-from engine.evaluation.results import Results
-from engine.io import sources, trec
 from engine.io.config import CONFIG_FILENAME
-from engine.io.sinks import FORMATS
+from engine.io.files import RESULT_FORMATS
 from engine.logs import muted
+
+if TYPE_CHECKING:
+    from engine.evaluation.api import Engine
+    from engine.evaluation.results import Results
 
 __all__ = ["EXIT_FAILED", "add", "run_tables"]
 
@@ -89,7 +88,7 @@ def add(commands: Any) -> dict[str, Handler]:
     )
     run.add_argument(
         "--format",
-        choices=("table", *FORMATS),
+        choices=("table", *RESULT_FORMATS),
         default="table",
         help="table: summary; json: results document; jsonl, csv: per-sample scores; "
         "parquet: per-sample scores as a Parquet file (needs --output)",
@@ -168,6 +167,10 @@ def add(commands: Any) -> dict[str, Handler]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engine.io import sources, trec
+
     engine = configured_engine(args.config, executor=args.executor)
     args.qrels, args.trec_run, args.outputs = map(_spec, (args.qrels, args.trec_run, args.outputs))
     if args.qrels is not None and args.dataset is not None:
@@ -251,6 +254,8 @@ def _spec(values: list[str] | None) -> str | list[str] | None:
 def _qrels_name(spec: str | list[str]) -> str:
     """The dataset name of ``--qrels``: its file's name up to the first dot, as before
     shards, or the name of a directory or of the first file."""
+    from engine.io import sources
+
     if isinstance(spec, str) and Path(spec).is_file():
         return Path(spec).name.split(".")[0]
     return sources.input_name(spec)
@@ -342,6 +347,8 @@ def _dataset_name(engine: Engine, name: str | None) -> str:
 def run_tables(results: Results, by_key: str | None = None) -> list[Any]:
     """The console tables of ``slotwise run``: the Metric@K curves (one column per K) when
     there are any, the summary of the other metrics, and the per-stratum breakdown."""
+    from engine.analysis.curves import curve_labels, curve_table
+
     tables = []
     in_curves = curve_labels(results)
     if in_curves:
@@ -354,6 +361,8 @@ def run_tables(results: Results, by_key: str | None = None) -> list[Any]:
 
 
 def _emit(results: Results, fmt: str, output: Path | None, by: str | None = None) -> None:
+    from engine.analysis.curves import curve_labels
+
     if fmt == "table":
         tables = run_tables(results, by) if results.scores is not None else [results.table()]
         curves = curve_labels(results) if results.scores is not None else set()

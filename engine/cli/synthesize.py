@@ -11,7 +11,6 @@ from typing import Any
 
 from engine.cli.common import Handler, positive_int
 from engine.cli.llm import Ended, Session, add_llm_options
-from engine.io.documents import parse_samples, write_samples
 
 __all__ = ["add"]
 
@@ -79,6 +78,7 @@ def add(commands: Any) -> dict[str, Handler]:
 
 def _synthesize(args: argparse.Namespace) -> int:
     from engine.annotate.synthesize import read_corpus, synthesize
+    from engine.io.documents import parse_samples, write_samples
 
     passages = read_corpus(args.corpus, args.stratify)
     session = Session.of(args, args.cache or args.output.with_suffix(".cache.sqlite"))

@@ -6,31 +6,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+from engine.analysis.trec_eval_measures import MEASURE_SETS, MEASURES, Stop
+from engine.cli.common import Handler
 
-from engine.analysis import trec_eval_files as files
-from engine.analysis import trec_eval_prefs as preferences
-from engine.analysis.trec_eval import (
-    GROUP_SEPARATOR,
-    MEASURE_SETS,
-    MEASURES,
-    Options,
-    Report,
-    Request,
-    Stop,
-    judgment_groups,
-    metric_specs,
-    parse_measures,
-    relevance_level,
-    trec_eval,
-    zscored,
-)
-from engine.cli.common import Handler, load_ahead
-from engine.evaluation.api import Engine
+if TYPE_CHECKING:  # what scores is imported when the command runs, not for its --help
+    from engine.analysis.trec_eval import Options, Report, Request
+    from engine.evaluation.api import Engine
 
 __all__ = ["add"]
 
@@ -137,6 +121,11 @@ def _format(name: str, measures: list[str]) -> str:
 
 def _preferences(args: argparse.Namespace, requests: list[Any], options: Options) -> int:
     """-R prefs and -R qrels_prefs: the preference measures."""
+    import pyarrow as pa
+
+    from engine.analysis import trec_eval_files as files
+    from engine.analysis import trec_eval_prefs as preferences
+
     prefs = preferences.read_prefs(args.qrels, qrels=args.R == "qrels_prefs")
     try:
         text = sys.stdin.buffer.read() if args.run == "-" else Path(args.run).read_bytes()
@@ -167,6 +156,21 @@ def _trec_eval(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow as pa
+
+    from engine.analysis import trec_eval_files as files
+    from engine.analysis.trec_eval import (
+        GROUP_SEPARATOR,
+        Options,
+        judgment_groups,
+        parse_measures,
+        relevance_level,
+        trec_eval,
+    )
+    from engine.evaluation.api import Engine
+
     requests = parse_measures(args.m)
     level = relevance_level(args.l)
     kind = _format(args.R, [request.name for request in requests])
@@ -207,12 +211,17 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _load_ahead(engine: Engine, requests: list[Request], level: float) -> None:
     """The plugins of the requested measures, imported while the files are read; what is
     wrong with a measure is raised where it was, by trec_eval()."""
+    from engine.analysis.trec_eval import metric_specs
+    from engine.cli.common import load_ahead
+
     with contextlib.suppress(Exception):
         load_ahead(engine, metric_specs(requests, level))
 
 
 def _write(report: Report, zscores: Any, per_query: bool, summary: bool) -> None:
     """Print the report (as z-scores with ``-Z``) after whatever was printed before."""
+    from engine.analysis.trec_eval import zscored
+
     if zscores is not None:
         report = zscored(report, zscores.table)
     sys.stdout.flush()

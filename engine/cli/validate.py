@@ -9,11 +9,9 @@ from typing import Any
 
 from engine.cli.common import Handler
 from engine.errors import InputError, Problem
-from engine.io import schemas, sources, trec
+from engine.io import schemas
 from engine.io.config import CONFIG_FILENAME, Config
-from engine.io.documents import DOCUMENT_SUFFIXES, RESULTS_SCHEMA_ID
 from engine.io.files import format_suffix, open_text, read_document, read_jsonl
-from engine.io.frames import TABLE_SUFFIXES
 
 __all__ = ["add"]
 
@@ -41,6 +39,9 @@ def add(commands: Any) -> dict[str, Handler]:
 
 
 def _guess_kind(path: Path) -> str:
+    from engine.io.documents import DOCUMENT_SUFFIXES, RESULTS_SCHEMA_ID
+    from engine.io.frames import TABLE_SUFFIXES
+
     suffix = format_suffix(path)
     if path.name == CONFIG_FILENAME:
         return "config"
@@ -79,6 +80,8 @@ def _trec_kind(path: Path) -> str:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from engine.io import sources, trec
+
     path: Path = args.path
     kind = args.kind or _guess_kind(path)
     count = ""

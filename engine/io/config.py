@@ -14,7 +14,6 @@ from typing import Any
 import attrs
 
 from engine.errors import ConfigError, Problem
-from engine.io import schemas
 from engine.io.files import read_document
 
 __all__ = [
@@ -62,6 +61,8 @@ class Config:
         """Validate a parsed config (``config.schema.json``); relative paths resolve against ``base``."""
         data = {} if data is None else data
         if data != {}:  # (an empty configuration is valid: no validator to build)
+            from engine.io import schemas
+
             found = list(schemas.problems(data, "config", source=str(source) if source else None))
             if found:
                 raise ConfigError(found, summary="invalid configuration")

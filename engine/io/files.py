@@ -19,6 +19,7 @@ from engine.errors import InputError, Problem
 
 __all__ = [
     "COMPRESSIONS",
+    "RESULT_FORMATS",
     "AtomicFile",
     "arrow_input",
     "atomic_write",
@@ -33,6 +34,9 @@ __all__ = [
 
 #: File-name suffix -> codec; the suffix before it names the format (``run.trec.gz``).
 COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
+
+#: The formats per-sample results are written in (:mod:`engine.io.sinks`).
+RESULT_FORMATS = ("json", "jsonl", "csv", "parquet")
 
 
 def format_suffix(path: str | os.PathLike[str]) -> str:

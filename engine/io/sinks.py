@@ -23,12 +23,9 @@ import numpy.typing as npt
 import orjson
 import pyarrow as pa
 
-from engine.io.files import AtomicFile
+from engine.io.files import RESULT_FORMATS, AtomicFile
 
-__all__ = ["FORMATS", "RowChunk", "Sink", "open_sink"]
-
-#: Per-sample formats a sink writes.
-FORMATS = ("json", "jsonl", "csv", "parquet")
+__all__ = ["RowChunk", "Sink", "open_sink"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -88,8 +85,8 @@ class Sink:
     """Writes a results document or per-sample rows to a file (atomically) or a stream."""
 
     def __init__(self, target: str | os.PathLike[str] | IO[Any] | None, fmt: str) -> None:
-        if fmt not in FORMATS:
-            raise ValueError(f"results are written as {', '.join(FORMATS)}, not {fmt!r}")
+        if fmt not in RESULT_FORMATS:
+            raise ValueError(f"results are written as {', '.join(RESULT_FORMATS)}, not {fmt!r}")
         self.format = fmt
         self.path = None if target is None or hasattr(target, "write") else Path(target)  # type: ignore[arg-type]
         self._file = AtomicFile(self.path, binary=True) if self.path is not None else None
@@ -163,7 +160,7 @@ def open_sink(target: str | os.PathLike[str] | IO[Any] | None, fmt: str | None =
             if target is not None and not hasattr(target, "write")
             else ""
         )
-        fmt = suffix if suffix in FORMATS else "jsonl"
+        fmt = suffix if suffix in RESULT_FORMATS else "jsonl"
     return Sink(target, fmt)
 
 

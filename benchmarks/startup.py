@@ -1,0 +1,97 @@
+"""What a fresh ``slotwise`` process costs before and around its work: ``--version``,
+``--help`` and every command's ``--help``, and ``slotwise trec-eval`` on trec_eval's own
+test files, beside the floors (Python doing nothing; importing numpy and pyarrow, which
+any program that reads with pyarrow pays) and the trec_eval 10 binary built from source.
+
+    python benchmarks/startup.py [--repeat 15]
+
+Each command runs ``--repeat`` times, the commands interleaved (so a slower minute of the
+machine falls on all of them); a row gives the median and the least wall time, and the
+ratio of the median to the floor's. Run it on a quiet machine: a second process on the
+same cores doubles these numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import trec_eval_binary
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_FILES = ROOT / "tests" / "data" / "trec_eval"
+COMMANDS = (
+    "run", "trec-eval", "metrics", "validate", "trec", "compare", "report", "explain",
+    "correlate", "fit", "calibrate", "import-udcg-reference", "annotate", "synthesize",
+)  # fmt: skip
+ALL_TREC = ("-m", "all_trec")
+FLOOR = "import numpy, pyarrow, pyarrow.csv, pyarrow.compute"
+
+
+def _slotwise() -> list[str]:
+    """The installed ``slotwise`` script beside this Python (as a user runs it)."""
+    script = Path(sys.executable).with_name("slotwise")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "engine.cli"]
+
+
+def programs(binary: Path | None) -> dict[str, list[str]]:
+    """Each timed command line by its row's name."""
+    slotwise = _slotwise()
+    files = [str(TEST_FILES / "qrels.test"), str(TEST_FILES / "results.test")]
+    found = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        f"floor: python -c '{FLOOR}'": [sys.executable, "-c", FLOOR],
+        "slotwise --version": [*slotwise, "--version"],
+        "slotwise --help": [*slotwise, "--help"],
+        **{f"slotwise {name} --help": [*slotwise, name, "--help"] for name in COMMANDS},
+        "slotwise trec-eval -m all_trec (test files)": [*slotwise, "trec-eval", *ALL_TREC, *files],
+    }
+    if binary is not None:
+        found["trec_eval 10 binary -m all_trec (test files)"] = [str(binary), *ALL_TREC, *files]
+    return found
+
+
+def measure(commands: dict[str, list[str]], repeat: int) -> dict[str, list[float]]:
+    """Wall seconds of each command, ``repeat`` times, interleaved; a failure raises."""
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(repeat):
+        for name, argv in commands.items():
+            start = time.perf_counter()
+            done = subprocess.run(argv, capture_output=True, check=False, cwd=tempfile.gettempdir())
+            times[name].append(time.perf_counter() - start)
+            if done.returncode != 0:
+                raise RuntimeError(f"{name} exited {done.returncode}: {done.stderr.decode()}")
+    return times
+
+
+def table(times: dict[str, list[float]]) -> list[str]:
+    """The Markdown rows: median and least milliseconds, and the median's ratio to the
+    floor (importing numpy and pyarrow)."""
+    floor = statistics.median(next(t for name, t in times.items() if name.startswith("floor")))
+    rows = ["| command | median ms | least ms | / floor |", "|---|---:|---:|---:|"]
+    for name, found in times.items():
+        median = statistics.median(found)
+        rows.append(
+            f"| {name} | {median * 1e3:.0f} | {min(found) * 1e3:.0f} | {median / floor:.2f} |"
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=15, help="runs of each command")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        binary = trec_eval_binary.build(Path(folder))
+        if binary is None:
+            print(f"(no trec_eval binary: {trec_eval_binary.why_not()})", file=sys.stderr)
+        print("\n".join(table(measure(programs(binary), args.repeat))))
+
+
+if __name__ == "__main__":
+    main()
