@@ -10,6 +10,7 @@ thread keeps BLAS to one thread too."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -21,12 +22,34 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+_LIMIT: list[int] = []  # the CPUs of the task this process runs (see :func:`limited`)
+
+
 def available() -> int:
     """How many CPUs this process may run on: its affinity where the OS keeps one (a
-    container or ``taskset`` may allow fewer than the machine has), else every CPU."""
+    container or ``taskset`` may allow fewer than the machine has), else every CPU; at
+    most the CPUs of the task it runs (:func:`limited`)."""
     if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+        found = len(os.sched_getaffinity(0))
+    else:
+        found = os.cpu_count() or 1
+    return min(found, *_LIMIT) if _LIMIT else found
+
+
+@contextlib.contextmanager
+def limited(cpus: int) -> Iterator[None]:
+    """Work on at most ``cpus`` CPUs meanwhile, slotwise's threads and Arrow's (a Ray
+    task given one CPU on a node of many does not start a thread per CPU of the node)."""
+    import pyarrow
+
+    before = pyarrow.cpu_count()
+    _LIMIT.append(max(1, cpus))
+    pyarrow.set_cpu_count(available())
+    try:
+        yield
+    finally:
+        _LIMIT.pop()
+        pyarrow.set_cpu_count(before)
 
 
 def one_blas_thread() -> Any:

@@ -79,6 +79,28 @@ def test_the_least_pyarrow_program_runs_on_a_small_corpus(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
 
 
+def test_the_cluster_benchmark_cuts_files_at_lines(tmp_path: Path) -> None:
+    """``benchmarks/cluster.py`` cuts a file into shards at line boundaries only, every
+    line once, and lays a measurement out as a table row."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import cluster
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    lines = [f"q{i} Q0 d{i} {i} {100 - i} t\n" for i in range(100)]
+    (tmp_path / "run.trec").write_text("".join(lines))
+    (tmp_path / "parts").mkdir()
+    cluster.split(tmp_path / "run.trec", tmp_path / "parts", 7)
+    parts = sorted((tmp_path / "parts").iterdir())
+    assert len(parts) == 7
+    assert "".join(part.read_text() for part in parts) == "".join(lines)
+    assert all(part.read_text().endswith("\n") for part in parts if part.stat().st_size)
+    found = {"seconds": 2.0, "driver": 0.1, "workers": 1.8, "daemons": 0.1, "max_rss": 2**27}
+    traffic = {"chunks": 2, "read": 2**21, "scored": 2**12, "summed_to_driver": 2**11}
+    row = cluster.row(1000, "shards", 2, {**found, "traffic": traffic, "commit": "abc"})
+    assert row.startswith("| 1,000 | shards | abc | 2 | 2.0 | 500 | 0.1 | 1.8 | 0.1 | 5.0% |")
+
+
 def test_the_long_ranking_benchmark_runs() -> None:
     """benchmarks/long_ranking.py on 20 rankings of 10 and one of 200: every step, with and
     without it, in fresh processes, gives the same summary (it checks that itself) and a

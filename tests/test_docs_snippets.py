@@ -16,7 +16,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pyarrow.compute as pc
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,7 +134,33 @@ def _prepare(document: str, folder: str, tmp_path: Path) -> Path:
         frames.write_table(labels.to_arrow(), here / "labels.parquet")
         run = frames.run_table(trec.read_run(DATA / "trec_eval" / "results.test"))
         frames.write_table(run, here / "run.parquet")
+        _shards(here, labels.to_arrow(), run)
     return here
+
+
+def _shards(here: Path, labels: Any, run: Any) -> None:
+    """scale.md's sharded inputs: trec_eval's test files (queries 301-303) cut after the
+    first query, as TREC files (qrels/, run/ gzipped) and as Parquet (labels/,
+    run-tables/)."""
+    for name, folder, parts in (
+        ("qrels.test", "qrels", ("a.txt", "b.txt")),
+        ("results.test", "run", ("part-0.trec.gz", "part-1.trec.gz")),
+    ):
+        lines = (DATA / "trec_eval" / name).read_text().splitlines(keepends=True)
+        cut = next(i for i, line in enumerate(lines) if not line.startswith("301 "))
+        (here / folder).mkdir()
+        for part, chunk in zip(parts, (lines[:cut], lines[cut:]), strict=True):
+            data = "".join(chunk).encode()
+            (here / folder / part).write_bytes(
+                gzip.compress(data) if part.endswith(".gz") else data
+            )
+    from engine.io import frames
+
+    for folder, table in (("labels", labels), ("run-tables", run)):
+        (here / folder).mkdir()
+        first = pc.equal(table.column("query_id"), "301")
+        frames.write_table(table.filter(first), here / folder / "part-0.parquet")
+        frames.write_table(table.filter(pc.invert(first)), here / folder / "part-1.parquet")
 
 
 @pytest.mark.slow

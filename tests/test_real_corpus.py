@@ -196,7 +196,7 @@ class TestVocabularies:
         if reverse:
             count = len(samples.docs)
             flipped = np.arange(count)[::-1]
-            samples = samples.recoded(samples.docs.take(pa.array(flipped)), flipped)
+            samples = samples.recoded(samples.docs.take(pa.array(flipped)), flipped.__getitem__)
         assert len(samples.docs) > len(set(samples.docs.to_pylist()))  # ids in many rows
         outputs = run_from_dicts(run)
         position = {q: i for i, q in enumerate(outputs.ids.to_pylist())}
@@ -217,6 +217,34 @@ class TestVocabularies:
                 assert (docs[code] in qrels[qid]) == (code in label_code.values())
                 if docs[code] in qrels[qid]:
                     assert code == label_code[docs[code]]
+
+    def test_a_compacted_slice_ships_its_rows_alone(self) -> None:
+        """A slice of a joined table compacted for another process: the same rows and ids,
+        its vocabulary taken from each piece of the joined one (the samples' and the
+        outputs'), and buffers of its own: pickled, it carries its own rows, not the
+        table's."""
+        import pickle
+
+        count = 4000
+        qrels = {f"q{i}": {f"j{i}-{d}": d % 3 for d in range(3)} for i in range(count)}
+        run = {
+            f"q{i}": {f"j{i}-1": 9.0, **{f"r{i}-{d}": float(d) for d in range(30)}}
+            for i in range(count)
+        }
+        labels, outputs = labels_from_dicts(qrels), run_from_dicts(run)
+        assert labels is not None and outputs is not None
+        joined = labels.beside(outputs)
+        part = joined.slice(1000, 64)
+        compacted = part.compact()
+        assert run_of(compacted) == run_of(part)
+        for row in range(len(part)):
+            labelled = {part.docs[e["doc"]].as_py() for e in part.column("relevance")[row].as_py()}
+            again = {
+                compacted.docs[e["doc"]].as_py() for e in compacted.column("relevance")[row].as_py()
+            }
+            assert again == labelled
+        assert len(compacted.docs) <= 2 * 64 * (3 + 30)  # about the ids of its rows
+        assert len(pickle.dumps(compacted)) < len(pickle.dumps(joined)) / 20
 
     def test_beside_keeps_both_vocabularies_uncopied(self) -> None:
         """Outputs beside samples: the joined vocabulary is the samples' ids then the

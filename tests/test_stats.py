@@ -76,6 +76,33 @@ class TestBootstrapCI:
             stats.bootstrap_ci([1.0, 2.0], level=95)
 
 
+class TestBootstrapParts:
+    @given(st.lists(st.integers(0, 3000), max_size=6), st.integers(1, 5000))
+    @settings(max_examples=25, deadline=None)
+    def test_parts_merged_in_order_are_one_add(self, cuts: list[int], count: int) -> None:
+        """Rows cut anywhere, each part's block sums computed by a bootstrap of its own (as
+        a worker does), merged in dataset order: the intervals of one ``add``, bit for bit."""
+        from engine.evaluation.statistics import Bootstrap
+
+        values = np.random.default_rng(count).random((count, 2))
+        values[::5, 1] = np.nan
+        whole = Bootstrap(2, resamples=200)
+        whole.add(values)
+        merged = Bootstrap(2, resamples=200)
+        bounds = [0, *sorted(min(c, count) for c in cuts), count]
+        for start, end in itertools.pairwise(bounds):
+            merged.merge(Bootstrap(2, resamples=200).part(values[start:end], start))
+        assert merged.intervals() == whole.intervals()
+
+    def test_out_of_order_is_refused(self) -> None:
+        """A part merged before the rows it follows is an error, never a wrong interval."""
+        from engine.evaluation.statistics import Bootstrap
+
+        bootstrap = Bootstrap(1)
+        with pytest.raises(ValueError, match="out of order"):
+            bootstrap.merge(Bootstrap(1).part(np.ones((3, 1)), 2000))
+
+
 class TestRandomization:
     @pytest.mark.parametrize("seed", range(4))
     def test_exact_equals_enumeration(self, seed):

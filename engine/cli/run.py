@@ -41,6 +41,11 @@ EXIT_FAILED = 3
 #: heap rather than mapped afresh, and memory stays lower (docs/scale.md).
 STREAM_CHUNK_SIZE = 4096
 
+_SHARDS = (
+    "a directory, a quoted glob, or the option repeated; local or a URI such as s3://, gs://: "
+    "their lines one after the other"
+)
+
 
 def add(commands: Any) -> dict[str, Handler]:
     run = commands.add_parser(
@@ -58,9 +63,11 @@ def add(commands: Any) -> dict[str, Handler]:
     )
     run.add_argument(
         "--outputs",
-        type=Path,
+        action="append",
+        metavar="OUTPUTS",
         help="outputs file: JSON {id: actual_output}, JSONL {id, actual_output} lines, a "
-        "Parquet/Arrow/Feather/CSV run table, or a results JSON that kept its outputs",
+        "Parquet/Arrow/Feather/CSV run table, or a results JSON that kept its outputs; or "
+        f"shards of them ({_SHARDS})",
     )
     run.add_argument(
         "--metrics",
@@ -95,7 +102,10 @@ def add(commands: Any) -> dict[str, Handler]:
         help="duplicate retrieved ids and outputs for unknown samples are errors",
     )
     run.add_argument(
-        "--qrels", type=Path, help="a TREC qrels file as the dataset (instead of DATASET)"
+        "--qrels",
+        action="append",
+        metavar="QRELS",
+        help=f"a TREC qrels file as the dataset (instead of DATASET), or its shards ({_SHARDS})",
     )
     run.add_argument(
         "--subtopics",
@@ -105,9 +115,10 @@ def add(commands: Any) -> dict[str, Handler]:
     )
     run.add_argument(
         "--run",
-        type=Path,
+        action="append",
         dest="trec_run",
-        help="a TREC run file as the outputs (instead of --outputs)",
+        metavar="RUN",
+        help=f"a TREC run file as the outputs (instead of --outputs), or its shards ({_SHARDS})",
     )
     run.add_argument(
         "--stream",
@@ -134,7 +145,8 @@ def add(commands: Any) -> dict[str, Handler]:
         choices=("threads", "local", "ray"),
         default="threads",
         help="where chunks are scored: a thread per CPU of this process (the default), this "
-        "thread alone, or a Ray cluster (RAY_ADDRESS; needs slotwise[ray])",
+        "thread alone, or a Ray cluster (RAY_ADDRESS; needs slotwise[ray]), whose workers read "
+        "--qrels/--run files (and, with --stream, labels and run tables) themselves",
     )
     ppi = run.add_argument_group("prediction-powered inference (docs/ppi.md)")
     ppi.add_argument(
@@ -157,25 +169,28 @@ def add(commands: Any) -> dict[str, Handler]:
 def _run(args: argparse.Namespace) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
-    from engine.io import trec
+    from engine.io import sources, trec
 
     engine = configured_engine(args.config, executor=args.executor)
+    args.qrels, args.trec_run, args.outputs = map(_spec, (args.qrels, args.trec_run, args.outputs))
     if args.qrels is not None and args.dataset is not None:
         raise UsageError("give either DATASET or --qrels, not both")
     if args.trec_run is not None and args.outputs is not None:
         raise UsageError("give either --outputs or --run, not both")
     if args.format == "parquet" and args.output is None:
         raise UsageError("--format parquet writes a file: add --output FILE.parquet")
-    if args.subtopics and (args.qrels is None or args.stream):
-        raise UsageError("--subtopics goes with --qrels QRELS, without --stream")
+    if args.subtopics and (args.qrels is None or args.stream or not isinstance(args.qrels, str)):
+        raise UsageError("--subtopics goes with --qrels QRELS (one file), without --stream")
     if args.stream:
         return _run_stream(engine, args)
+    if args.executor == "ray" and args.qrels and args.trec_run and not (args.subtopics or args.ppi):
+        return _run_on_workers(engine, args)
     with ThreadPoolExecutor(2, thread_name_prefix="slotwise-read") as pool:
-        run = None if args.trec_run is None else pool.submit(trec.read_run, args.trec_run)
+        run = None if args.trec_run is None else pool.submit(sources.read_run, args.trec_run)
         pool.submit(load_ahead, engine, split_specs(args.metrics))  # (none: the dataset's)
         if args.qrels is not None:  # read while the run is
-            read = trec.read_subtopic_qrels if args.subtopics else trec.read_qrels
-            dataset = engine.dataset(read(args.qrels), name=args.qrels.name.split(".")[0])
+            read = trec.read_subtopic_qrels if args.subtopics else sources.read_qrels
+            dataset = engine.dataset(read(args.qrels), name=_qrels_name(args.qrels))
         else:
             dataset = engine.dataset(_dataset_name(engine, args.dataset))
         if args.format != "table":
@@ -207,6 +222,43 @@ def _run(args: argparse.Namespace) -> int:
     process.give_back_freed()  # what scoring freed, before the results are laid out
     _emit(results, args.format, args.output, by=args.by)
     return _status(results)
+
+
+def _run_on_workers(engine: Engine, args: argparse.Namespace) -> int:
+    """``run --qrels Q --run R --executor ray``: the workers read the files."""
+    specs = split_specs(args.metrics)
+    if not specs:
+        raise UsageError("no metrics: pass --metrics")
+    if args.keep_outputs:
+        raise UsageError("--keep-outputs needs the outputs here: leave out --executor ray")
+    with muted(_said_with_the_results(args.format)):
+        results = engine.evaluate_trec(
+            args.qrels,
+            args.trec_run,
+            metrics_with_k(engine, specs, args.k),
+            strict=args.strict,
+            name=_qrels_name(args.qrels),
+            chunk_size=args.chunk_size,
+        )
+    _emit(results, args.format, args.output, by=args.by)
+    return _status(results)
+
+
+def _spec(values: list[str] | None) -> str | list[str] | None:
+    """A repeatable file option's value: None, one path, or the list of shards."""
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
+
+
+def _qrels_name(spec: str | list[str]) -> str:
+    """The dataset name of ``--qrels``: its file's name up to the first dot, as before
+    shards, or the name of a directory or of the first file."""
+    from engine.io import sources
+
+    if isinstance(spec, str) and Path(spec).is_file():
+        return Path(spec).name.split(".")[0]
+    return sources.input_name(spec)
 
 
 def _run_ppi(engine: Engine, dataset: Any, specs: list[Any], outputs: Any, args: Any) -> int:

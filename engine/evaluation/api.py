@@ -27,7 +27,7 @@ from engine.errors import (
 )
 from engine.evaluation.batch import Batch, Shape
 from engine.evaluation.calls import Collected, call_in_threads, call_on_loop, progress_bar
-from engine.evaluation.executors import IN_PROCESS, Executor, resolve_executor
+from engine.evaluation.executors import IN_PROCESS, Executor, RayExecutor, resolve_executor
 from engine.evaluation.ir_measures_names import suggest
 from engine.evaluation.label_sources import HUMAN, REPORT, SOURCES_KEY, label_source_report
 from engine.evaluation.metric import Metric, check_metric_class, metric_label, parse_spec
@@ -53,11 +53,13 @@ from engine.evaluation.results import Results, few
 from engine.evaluation.scorer import OnError, Outcomes, Scorer
 from engine.evaluation.source_plugins import Loaded, SourceRegistry, is_reference
 from engine.evaluation.systems import Query, System, SystemRegistry, resolve
-from engine.io import documents, sources, trec
+from engine.io import documents, sources
 from engine.io.columns import Columns, ContentHash
 from engine.io.config import CONFIG_ENV, Config
-from engine.io.files import base_name, format_suffix
+from engine.io.files import format_suffix
 from engine.io.records import Sample, outputs_of, samples_of
+from engine.io.sharded import Long
+from engine.io.shards import is_sharded
 from engine.io.sinks import open_sink
 from engine.logs import log
 
@@ -207,6 +209,9 @@ class Engine:
             return Dataset(sources.dataset_columns(samples), self, name=name)
         if isinstance(source, Loaded):
             return self._loaded(source, name, None)
+        if is_sharded(source):
+            file_name, columns = sources.read_dataset(source)
+            return Dataset(columns, self, name or file_name, source=_source_of(source))
         if not isinstance(source, str | Path):
             return Dataset(sources.dataset_columns(source), self, name=name)
         declared = self.config.datasets.get(str(source))
@@ -253,6 +258,8 @@ class Engine:
         metrics: Sequence[str | Metric],
         *,
         strict: bool = False,
+        name: str | None = None,
+        chunk_size: int | None = None,
     ) -> Results:
         """Score a TREC run against qrels. Each is a TREC file path, or in Python:
         pytrec_eval's dicts ``{qid: {docid: label}}`` and ``{qid: {docid: score}}`` (or
@@ -262,25 +269,49 @@ class Engine:
         list or an iterator). Documents are ranked as trec_eval ranks them, and a query
         of the qrels that the run lacks is an empty ranking, as trec_eval's ``-c`` scores
         it (``missing="empty"``; listed in ``diagnostics.missing_outputs``); anything else
-        is an :class:`~engine.errors.InputError`."""
-        if isinstance(qrels, str | os.PathLike):
-            dataset = Dataset(trec.read_qrels(qrels), self, name=base_name(qrels))
+        is an :class:`~engine.errors.InputError`.
+
+        A file may be sharded: a directory, a glob or a list of files, local or remote
+        (``s3://``, ``gs://``, ...), read as their lines one after the other. On the
+        ``ray`` executor, files are read by the workers (docs/scale.md). ``name`` names
+        the dataset (default: the qrels file's name), ``chunk_size`` as for
+        :meth:`Evaluation.evaluate`."""
+        if _files(qrels) and _files(run) and isinstance(self.executor, RayExecutor):
+            samples = Long.of(qrels, "qrels", trec=True)
+            ranked = Long.of(run, "run", trec=True)
+            return self._sharded(
+                self.plan(metrics),
+                samples,
+                ranked,
+                name or sources.input_name(qrels),
+                keep=True,
+                chunk_size=chunk_size_of(chunk_size or DEFAULT_CHUNK_SIZE),
+                strict=strict,
+                missing="empty",
+                provenance=self.provenance(),
+            )
+        if _files(qrels):
+            dataset = Dataset(
+                sources.read_qrels(qrels), self, name=name or sources.input_name(qrels)
+            )
         else:
-            dataset = Dataset(_trec_input(sources.dataset_columns, qrels, "qrels"), self)
-        if isinstance(run, str | os.PathLike):
-            outputs = trec.read_run(run)
+            dataset = Dataset(_trec_input(sources.dataset_columns, qrels, "qrels"), self, name=name)
+        if _files(run):
+            outputs = sources.read_run(run)
         else:
             outputs = _trec_input(sources.read_outputs, run, "run")
-        return dataset.with_metrics(metrics).evaluate(outputs, strict=strict, missing="empty")
+        return dataset.with_metrics(metrics).evaluate(
+            outputs, strict=strict, missing="empty", chunk_size=chunk_size
+        )
 
     def evaluate_stream(
         self,
         metrics: Sequence[str | Metric],
         *,
-        dataset: str | Path | None = None,
-        outputs: str | Path | None = None,
-        qrels: str | Path | None = None,
-        run: str | Path | None = None,
+        dataset: Any = None,
+        outputs: Any = None,
+        qrels: Any = None,
+        run: Any = None,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         strict: bool = False,
         scores: str | Path | IO[Any] | None = None,
@@ -302,6 +333,12 @@ class Engine:
         output is an error row (``missing="error"``, the default with a JSON or JSONL
         ``outputs`` file) or an empty ranking (``"empty"``, the default with a TREC
         ``run`` or a run table: trec_eval's ``-c``).
+
+        Each input may be sharded: a directory, a glob or a list of files, local or
+        remote, read as their lines one after the other (a query's lines may go on from
+        one file into the next). On the ``ray`` executor, TREC files and labels and run
+        tables are read by the workers, with no order asked of their lines, and the rows
+        written here as the driver merges them (docs/scale.md).
         """
         if (dataset is None) == (qrels is None) or (outputs is None) == (run is None):
             raise TypeError("pass one of dataset= or qrels=, and one of outputs= or run=")
@@ -314,8 +351,26 @@ class Engine:
                 "chunks: evaluate it in memory (without --stream)"
             )
         size = chunk_size_of(chunk_size)
-        data_path = Path(dataset if dataset is not None else qrels)  # type: ignore[arg-type]
-        output_path = Path(outputs if outputs is not None else run)  # type: ignore[arg-type]
+        data_path = dataset if dataset is not None else qrels
+        output_path = outputs if outputs is not None else run
+        dataset_source = _source_of(data_path) if dataset is not None else None
+        if isinstance(self.executor, RayExecutor):  # files the workers can read
+            samples = sources.long_input(data_path, "labels", trec_file=qrels is not None)
+            ranked = sources.long_input(output_path, "run", trec_file=run is not None)
+            if samples is not None and ranked is not None:
+                return self._sharded(
+                    plan,
+                    samples,
+                    ranked,
+                    name or sources.input_name(data_path),
+                    keep=False,
+                    chunk_size=size,
+                    strict=strict,
+                    missing=policy,
+                    sink=open_sink(scores, scores_format) if scores is not None else None,
+                    progress=progress,
+                    provenance=self.provenance(dataset_source),
+                )
 
         def sample_blocks() -> Any:
             return sources.stream_dataset(data_path, qrels=qrels is not None)
@@ -330,7 +385,9 @@ class Engine:
         results = evaluate(
             plan,
             prefetched(streamed_chunks(sample_blocks(), output_blocks(), first, size)),
-            Source(name or base_name(data_path), first.digest, len(first.ids), first.unknown),
+            Source(
+                name or sources.input_name(data_path), first.digest, len(first.ids), first.unknown
+            ),
             shape=first.shape,
             executor=self.executor,
             strict=strict,
@@ -339,7 +396,7 @@ class Engine:
             progress=progress,
             missing=policy,
             provenance={
-                **self.provenance(str(data_path.resolve()) if dataset is not None else None),
+                **self.provenance(dataset_source),
                 "chunk_size": size,
                 "executor": self.executor.name,
                 "missing_outputs": policy,
@@ -352,6 +409,48 @@ class Engine:
             streamed=True,
         )
         return results
+
+    def _sharded(
+        self,
+        plan: Plan,
+        samples: Long,
+        outputs: Long,
+        name: str,
+        *,
+        keep: bool,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        **options: Any,
+    ) -> Results:
+        """Score files on the Ray cluster, its workers reading them."""
+        from engine.evaluation.distributed import evaluate_sharded
+
+        assert isinstance(self.executor, RayExecutor)
+        results = evaluate_sharded(
+            plan,
+            samples,
+            outputs,
+            executor=self.executor,
+            name=name,
+            keep=keep,
+            chunk_size=chunk_size,
+            **options,
+        )
+        log.info("evaluation.finished", dataset=results.dataset_name, samples=results.samples)
+        return results
+
+
+def _files(value: Any) -> bool:
+    """Whether ``value`` names files: a path, a URI, a glob, or a list of them."""
+    return isinstance(value, str | os.PathLike) or is_sharded(value)
+
+
+def _source_of(spec: Any) -> str:
+    """An input as a results' provenance records it: a local path resolved, a URI or a
+    glob as given, a list of them joined."""
+    if isinstance(spec, list | tuple):
+        return ", ".join(map(_source_of, spec))
+    text = os.fspath(spec)
+    return text if "://" in text or any(c in text for c in "*?[") else str(Path(text).resolve())
 
 
 _HASHER = ThreadPoolExecutor(1, thread_name_prefix="slotwise-hash")
@@ -640,6 +739,8 @@ def _missing_by_default(outputs: Any) -> MissingOutputs:
     ``"error"`` for slotwise outputs: a mapping of outputs, an outputs file, a Collected."""
     if isinstance(outputs, Collected | Results):
         return "error"
+    if is_sharded(outputs):
+        outputs = sources.first_file(outputs)
     if isinstance(outputs, str | os.PathLike):
         return "error" if format_suffix(Path(outputs)) in (".json", ".jsonl") else "empty"
     if isinstance(outputs, Mapping):

@@ -9,13 +9,15 @@ executor runs them.
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from engine.cores import available, one_blas_thread
+from engine.cores import available, limited, one_blas_thread
 from engine.errors import MissingDependencyError
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "LocalExecutor",
     "RayExecutor",
     "ThreadExecutor",
+    "on_its_cpus",
     "resolve_executor",
 ]
 
@@ -127,7 +130,7 @@ class RayExecutor:
     def map(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[R]:
         ray = self.init()
         limit = self.in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
-        remote = ray.remote(fn)
+        remote = ray.remote(on_its_cpus(fn))
         pending: deque[Any] = deque()
         for task in tasks:
             pending.append(remote.remote(task))
@@ -138,6 +141,22 @@ class RayExecutor:
 
     def __repr__(self) -> str:
         return f"RayExecutor(address={self.address!r})"
+
+
+def on_its_cpus(work: Callable[..., R]) -> Callable[..., R]:
+    """``work`` run as a Ray task on the CPUs Ray gave it: slotwise's threads and Arrow's
+    at most that many (a task of one CPU on a node of many starts no thread per CPU of
+    the node, which would put several threads on every core)."""
+
+    @functools.wraps(work)
+    def task(*args: Any) -> R:
+        import ray
+
+        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1)
+        with limited(max(1, math.floor(cpus))):
+            return work(*args)
+
+    return task
 
 
 def _ray() -> Any:

@@ -61,7 +61,7 @@ from engine.evaluation.results import (
     created_at,
     document_header,
 )
-from engine.evaluation.statistics import Bootstrap, Tally
+from engine.evaluation.statistics import Bootstrap, Resampled, Tally
 from engine.io.columns import LABEL_KINDS, Columns, lengths, stack
 from engine.io.sinks import RowChunk, Sink
 from engine.logs import log
@@ -73,20 +73,24 @@ __all__ = [
     "NO_OUTPUT",
     "ChunkScores",
     "ChunkTask",
+    "Gathering",
     "MissingOutputs",
     "Plan",
     "StreamingError",
+    "Summed",
     "aligned",
     "check_overlap",
     "chunk_size_of",
     "default_chunk_size",
     "evaluate",
     "first_pass",
+    "gather",
     "length_groups",
     "prefetched",
     "score_batch",
     "score_chunk",
     "streamed_chunks",
+    "summed",
 ]
 
 #: Chunk boundaries fall on multiples of this many samples (see the module docstring).
@@ -254,6 +258,69 @@ class ChunkScores:
     judged: Mapping[int, tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = attrs.field(
         factory=dict
     )
+    #: per failed label, the samples it failed for (absent: every sample of the chunk)
+    failed_rows: Mapping[str, BoolArray] = attrs.field(factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.has_output)
+
+    def take(self, rows: npt.NDArray[np.int64]) -> ChunkScores:
+        """The scores of these samples (positions), in this order (no reports)."""
+        return ChunkScores(
+            {label: values[rows] for label, values in self.values.items()},
+            {label: [found[i] for i in rows.tolist()] for label, found in self.details.items()},
+            {},
+            self.duplicates[rows],
+            self.has_output[rows],
+            self.no_relevant[rows],
+            self.problems,
+            self.failures,
+            {k: (judged[rows], slots[rows]) for k, (judged, slots) in self.judged.items()},
+            {label: self.failed_for(label)[rows] for label in self.failures},
+        )
+
+    def failed_for(self, label: str) -> BoolArray:
+        """The samples ``label`` failed for."""
+        found = self.failed_rows.get(label)
+        return np.ones(len(self), dtype=np.bool_) if found is None else found
+
+    @classmethod
+    def concat(cls, parts: Sequence[ChunkScores], labels: Sequence[str]) -> ChunkScores:
+        """The scores of several chunks' samples one after the other (no reports)."""
+        parts = [part for part in parts if len(part)] or list(parts[:1])
+        problems = tuple(dict.fromkeys(problem for p in parts for problem in p.problems))
+        duplicates = np.concatenate([p.duplicates for p in parts])
+        has_output = np.concatenate([p.has_output for p in parts])
+        no_relevant = np.concatenate([p.no_relevant for p in parts])
+        if problems:
+            return cls({}, {}, {}, duplicates, has_output, no_relevant, problems)
+        failures = {label: reason for p in parts for label, reason in p.failures.items()}
+        return cls(
+            {label: np.concatenate([p.values[label] for p in parts]) for label in labels},
+            {
+                label: [x for p in parts for x in p.details.get(label) or [None] * len(p)]
+                for label in dict.fromkeys(label for p in parts for label in p.details)
+            },
+            {},
+            duplicates,
+            has_output,
+            no_relevant,
+            (),
+            failures,
+            {
+                k: tuple(np.concatenate([p.judged[k][side] for p in parts]) for side in (0, 1))  # type: ignore[misc]
+                for k in parts[0].judged
+            },
+            {
+                label: np.concatenate(
+                    [
+                        p.failed_for(label) if label in p.failures else np.zeros(len(p), np.bool_)
+                        for p in parts
+                    ]
+                )
+                for label in failures
+            },
+        )
 
 
 def call_score(metric: Metric, label: str, distribution: str | None, batch: Batch) -> FloatArray:
@@ -462,17 +529,136 @@ class Source:
     outputs: Mapping[str, Any] | None = None
 
 
+@attrs.frozen
+class Gathering:
+    """How chunks' scores are gathered into results, wherever a chunk is summed: the
+    metrics' labels, what a sample with no output (and no error row) is, ``strict``, whether per-sample values are kept for the results
+    (``keep``: their means then come from ``aggregate``) and whether per-sample rows are
+    wanted (``rows``: kept, or written to a sink)."""
+
+    labels: tuple[str, ...]
+    missing: MissingOutputs
+    strict: bool
+    keep: bool
+    rows: bool
+
+
+@attrs.frozen
+class Summed:
+    """What one chunk of scored samples adds to the results (:func:`summed`), in a form
+    that ships small: counts, the ids a diagnostic lists, exact sums (``tallies``) and
+    the bootstrap's block sums (``resampled``) unless values are kept, and the
+    per-sample rows only when wanted."""
+
+    count: int
+    problems: tuple[Problem, ...]
+    duplicates: int
+    repeats: int
+    repeated: list[str]
+    missing: list[str]
+    errors: dict[str, str]  # the chunk's error rows (sample id -> why), in row order
+    no_relevant: list[str]
+    judged: dict[int, tuple[int, int]]
+    failures: dict[str, str]
+    failed: dict[str, int]
+    tallies: dict[str, Tally] | None
+    resampled: Resampled | None
+    rows: RowChunk | None
+    reports: Mapping[str, Mapping[str, Any]]
+
+
+def summed(
+    ids: pa.Array,
+    metadata: pa.Array,
+    error: pa.Array,
+    scores: ChunkScores,
+    gathering: Gathering,
+    position: int,
+) -> Summed:
+    """What a chunk of samples (``ids``, from dataset position ``position`` on; ``error``:
+    why the system failed on each, null for an output) and their scores add to the
+    results."""
+    failed = error.is_valid().to_numpy(zero_copy_only=False)  # the error rows
+    dropped = scores.duplicates > 0
+    repeated = ids.filter(pa.array(dropped))
+    missing = ~scores.has_output & ~failed
+    missing_ids: list[str] = []
+    if gathering.missing == "empty":
+        missing_ids = ids.filter(pa.array(missing)).to_pylist()
+    else:
+        failed = failed | missing
+    errors: dict[str, str] = {}
+    if failed.any():  # sample id -> why, in row order
+        why = pc.fill_null(error, NO_OUTPUT).filter(pa.array(failed))
+        failed_ids = ids.filter(pa.array(failed)).to_pylist()
+        errors = dict(zip(failed_ids, why.to_pylist(), strict=True))
+    common = {
+        "count": len(ids),
+        "problems": scores.problems,
+        "duplicates": int(scores.duplicates.sum()),
+        "repeats": int(dropped.sum()),
+        "repeated": (repeated if gathering.strict else repeated.slice(0, 5)).to_pylist(),
+        "missing": missing_ids,
+        "errors": errors,
+        "no_relevant": ids.filter(pa.array(scores.no_relevant)).to_pylist(),
+        "reports": scores.reports,
+    }
+    if scores.problems:
+        return Summed(
+            **common, judged={}, failures={}, failed={}, tallies=None, resampled=None, rows=None
+        )  # type: ignore[arg-type]
+    judged = {
+        k: (int(judged[~failed].sum()), int(slots[~failed].sum()))
+        for k, (judged, slots) in scores.judged.items()
+    }
+    values, failures, failed_counts = {}, {}, {}
+    for label in gathering.labels:
+        column = np.array(scores.values[label], dtype=np.float64)  # writable (Ray's are not)
+        column[failed] = np.nan
+        if label in scores.failures:
+            failures[label] = scores.failures[label]
+            failed_counts[label] = int((failed | scores.failed_for(label)).sum())
+        else:
+            failed_counts[label] = int(failed.sum())
+        values[label] = column
+    tallies, resampled = None, None
+    if not gathering.keep:
+        tallies = {label: Tally() for label in gathering.labels}
+        for label, tally in tallies.items():
+            tally.add(values[label])
+        if gathering.labels:
+            matrix = np.column_stack([values[label] for label in gathering.labels])
+            resampled = Bootstrap(len(gathering.labels)).part(matrix, position)
+    rows = None
+    if gathering.rows:
+        details = {
+            label: scores.details.get(label) or [None] * len(ids) for label in scores.details
+        }
+        shown = metadata if metadata.null_count < len(metadata) else None
+        rows = RowChunk(ids, values, details, errors, shown)
+    return Summed(
+        **common,  # type: ignore[arg-type]
+        judged=judged,
+        failures=failures,
+        failed=failed_counts,
+        tallies=tallies,
+        resampled=resampled,
+        rows=rows,
+    )
+
+
 class _Collected:
     """Everything gathered over the chunks, in dataset order."""
 
-    def __init__(self, plan: Plan, keep: bool, strict: bool, missing: MissingOutputs) -> None:
-        self.plan, self.keep, self.strict, self.missing_as = plan, keep, strict, missing
+    def __init__(self, plan: Plan, gathering: Gathering) -> None:
+        self.plan, self.gathering = plan, gathering
+        self.keep = gathering.keep
         # the error rows (sample id -> why it failed), and, as missing says, the samples
         # without an output
         self.errors: dict[str, str] = {}
         # kept values are summed once at the end; streamed ones are tallied chunk by chunk
-        self.tallies = {} if keep else {label: Tally() for label in plan.labels}
-        self.bootstrap = None if keep else Bootstrap(len(plan.labels))
+        self.tallies = {} if self.keep else {label: Tally() for label in plan.labels}
+        self.bootstrap = None if self.keep else Bootstrap(len(plan.labels))
         self.problems: list[Problem] = []
         self.duplicates = 0
         self.repeated: list[str] = []
@@ -490,71 +676,45 @@ class _Collected:
         self.failed = dict.fromkeys(plan.labels, 0)  # per label: samples NA from a failure
         self.judged = {k: [0, 0] for k in plan.judged_cutoffs}  # k -> [judged, slots]
 
-    def add(self, columns: Columns, scores: ChunkScores) -> RowChunk | None:
-        """Take one chunk's scores; returns its rows (None when it had input problems)."""
-        ids = columns.ids
+    def merge(self, part: Summed) -> RowChunk | None:
+        """Take what the next chunk in dataset order adds; returns its rows (None when it
+        had input problems, or rows are not wanted)."""
         self.chunks += 1
-        self.problems += scores.problems
-        self.duplicates += int(scores.duplicates.sum())
-        self.repeats += int((scores.duplicates > 0).sum())
-        if self.strict or len(self.repeated) < 5:  # every one for the error, else examples
-            self.repeated += ids.filter(pa.array(scores.duplicates > 0)).to_pylist()
-        failed = columns.valid("error")  # the error rows
-        missing = ~scores.has_output & ~failed
-        if self.missing_as == "empty":
-            self.missing += ids.filter(pa.array(missing)).to_pylist()
-        else:
-            failed = failed | missing
-        chunk_errors: dict[str, str] = {}
-        if failed.any():  # sample id -> why, in row order
-            why = pc.fill_null(columns.column("error"), NO_OUTPUT).filter(pa.array(failed))
-            failed_ids = ids.filter(pa.array(failed)).to_pylist()
-            chunk_errors = dict(zip(failed_ids, why.to_pylist(), strict=True))
-            self.errors.update(chunk_errors)
-        self.no_relevant += ids.filter(pa.array(scores.no_relevant)).to_pylist()
+        self.problems += part.problems
+        self.duplicates += part.duplicates
+        self.repeats += part.repeats
+        if self.gathering.strict or len(self.repeated) < 5:  # every one for the error
+            self.repeated += part.repeated
+        self.missing += part.missing
+        self.errors.update(part.errors)
+        self.no_relevant += part.no_relevant
         if self.problems:
             return None
-        for k, (judged, slots) in scores.judged.items():
-            self.judged[k][0] += int(judged[~failed].sum())
-            self.judged[k][1] += int(slots[~failed].sum())
-        values = {}
-        for label in self.plan.labels:
-            column = np.array(
-                scores.values[label], dtype=np.float64
-            )  # writable (Ray returns read-only arrays)
-            column[failed] = np.nan
-            if label in scores.failures:
-                self.metric_errors.setdefault(label, scores.failures[label])
-                self.failed[label] += len(ids)
-            else:
-                self.failed[label] += int(failed.sum())
-            if not self.keep:
-                self.tallies[label].add(column)
-            values[label] = column
-        details = {
-            label: scores.details.get(label) or [None] * len(ids) for label in scores.details
-        }
-        for label in details:
-            self.details.setdefault(label, [None] * self.rows)
-        for label in self.details:
-            self.details[label] += details.get(label) or [None] * len(ids)
-        self.reports = scores.reports if self.chunks == 1 else {}
-        metadata = columns.column("metadata")
-        rows = RowChunk(
-            ids,
-            values,
-            details,
-            chunk_errors,
-            metadata if metadata.null_count < len(metadata) else None,
-        )
-        if self.bootstrap is not None and self.plan.labels:
-            self.bootstrap.add(np.column_stack([values[label] for label in self.plan.labels]))
-        if self.keep:
-            self.ids.append(ids)
-            self.metadata.append(metadata)
+        for k, (judged, slots) in part.judged.items():
+            self.judged[k][0] += judged
+            self.judged[k][1] += slots
+        for label, reason in part.failures.items():
+            self.metric_errors.setdefault(label, reason)
+        for label, count in part.failed.items():
+            self.failed[label] += count
+        for label, tally in (part.tallies or {}).items():
+            self.tallies[label].merge(tally)
+        if self.bootstrap is not None and part.resampled is not None:
+            self.bootstrap.merge(part.resampled)
+        self.reports = part.reports if self.chunks == 1 else {}
+        rows = part.rows
+        if rows is not None and self.keep:
+            for label in rows.details:
+                self.details.setdefault(label, [None] * self.rows)
+            for label in self.details:
+                self.details[label] += rows.details.get(label) or [None] * len(rows)
+            self.ids.append(rows.ids)
+            self.metadata.append(
+                rows.metadata if rows.metadata is not None else pa.nulls(len(rows), pa.string())
+            )
             for label in self.plan.labels:
-                self.values[label].append(values[label])
-        self.rows += len(ids)
+                self.values[label].append(rows.values[label])
+        self.rows += part.count
         return rows
 
     def raise_problems(self, strict: bool, unknown: Sequence[str]) -> None:
@@ -602,8 +762,7 @@ def evaluate(
     """Score chunks (in dataset order) on the executor and gather the results; rows go
     to ``sink`` as they are scored and stay in memory when ``keep``. A sample with no
     output (and no error row) is as ``missing`` says."""
-    created = created_at()  # a bad SOURCE_DATE_EPOCH is an error before scoring, not after
-    collected = _Collected(plan, keep, strict, missing)
+    gathering = Gathering(plan.labels, missing, strict, keep, keep or sink is not None)
     remote = executor.name not in IN_PROCESS
     held: deque[Columns] = deque()
 
@@ -612,21 +771,53 @@ def evaluate(
             held.append(chunk)  # until its scores come back: bounded by the executor
             yield ChunkTask(chunk.compact() if remote else chunk, plan, shape)
 
+    def parts() -> Iterator[Summed]:
+        position = 0
+        for scores in executor.map(score_chunk, tasks()):
+            chunk = held.popleft()
+            columns = chunk.ids, chunk.column("metadata"), chunk.column("error")
+            yield summed(*columns, scores, gathering, position)
+            position += len(chunk)
+
+    return gather(
+        plan, source, gathering, parts(), sink=sink, progress=progress, provenance=provenance
+    )
+
+
+def gather(
+    plan: Plan,
+    source: Source,
+    gathering: Gathering,
+    parts: Iterable[Summed],
+    *,
+    sink: Sink | None = None,
+    progress: bool | None = False,
+    provenance: Mapping[str, Any] | None = None,
+    folded: Bootstrap | None = None,
+) -> Results:
+    """The results of what each chunk adds (``parts``, in dataset order); rows go to
+    ``sink`` as they come. ``folded``: the bootstrap the parts' block sums were folded
+    into already (where the parts were made), instead of the parts'."""
+    created = created_at()  # a bad SOURCE_DATE_EPOCH is an error before scoring, not after
+    collected = _Collected(plan, gathering)
+    if folded is not None:
+        collected.bootstrap = folded
     digest = source.digest
     try:
         if sink is not None:
             digest = digest() if callable(digest) else digest
             sink.start(document_header(source.name, digest, source.samples, plan.records))
         with _Progress(progress, source.samples) as advance:
-            for scores in executor.map(score_chunk, tasks()):
-                chunk = held.popleft()
-                rows = collected.add(chunk, scores)
+            for part in parts:
+                rows = collected.merge(part)
                 if rows is not None and sink is not None:
                     sink.write(rows)
-                advance(len(chunk))
+                advance(part.count)
         unknown = list(source.unknown() if callable(source.unknown) else source.unknown)
-        collected.raise_problems(strict, unknown)
-        results = _results(plan, source, collected, digest, unknown, keep, created, provenance)
+        collected.raise_problems(gathering.strict, unknown)
+        results = _results(
+            plan, source, collected, digest, unknown, gathering.keep, created, provenance
+        )
         if sink is not None:
             sink.finish(results.trailer(), plan.labels)
     except BaseException:

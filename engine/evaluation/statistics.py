@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_RESAMPLES",
     "DEFAULT_SEED",
     "Bootstrap",
+    "Resampled",
     "Tally",
     "exact_parts",
     "poisson_ci",
@@ -82,10 +83,27 @@ class Tally:
         return math.fsum(self.parts) / self.n if self.n else math.nan
 
 
+@attrs.frozen
+class Resampled:
+    """What the bootstrap takes from consecutive rows that start at dataset position
+    ``position``: the rows before the first block boundary (``head``), the weighted sums
+    of each whole block after them (``sums``, one ``(resamples, 2 * columns)`` table per
+    block), the rows after the last whole block (``tail``) and the values that are not
+    NA per column. Computed wherever the rows are (:meth:`Bootstrap.part`), merged in
+    dataset order (:meth:`Bootstrap.merge`)."""
+
+    position: int
+    head: FloatArray
+    sums: FloatArray
+    tail: FloatArray
+    present: npt.NDArray[np.int64]
+
+
 class Bootstrap:
     """Online percentile Poisson bootstrap of the means of several columns of values
-    (NaN = NA, left out). Feed rows in dataset order with :meth:`add`; read the
-    intervals with :meth:`intervals`."""
+    (NaN = NA, left out). Feed rows in dataset order with :meth:`add` (or their
+    :meth:`part`, computed anywhere, with :meth:`merge`); read the intervals with
+    :meth:`intervals`."""
 
     def __init__(
         self, columns: int, *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
@@ -100,17 +118,43 @@ class Bootstrap:
 
     def add(self, values: npt.ArrayLike) -> None:
         """Rows of values (shape ``(n, columns)``), after every row added before."""
+        self.merge(self.part(values, self._block * BLOCK + self._pending.shape[0]))
+
+    def part(self, values: npt.ArrayLike, position: int) -> Resampled:
+        """What rows of values that start at dataset position ``position`` add: the
+        weighted sums of their whole blocks, computed here on a thread per core."""
         rows = np.asarray(values, dtype=np.float64).reshape(-1, self.columns)
-        self._present += (~np.isnan(rows)).sum(axis=0)
-        pending = np.concatenate([self._pending, rows]) if self._pending.size else rows
-        starts = range(0, pending.shape[0] - pending.shape[0] % BLOCK, BLOCK)
+        head = min(-position % BLOCK, rows.shape[0])
+        whole = (rows.shape[0] - head) // BLOCK
+        first = (position + head) // BLOCK
         blocks = [
-            (pending[start : start + BLOCK], self._block + i) for i, start in enumerate(starts)
+            (rows[head + i * BLOCK : head + (i + 1) * BLOCK], first + i) for i in range(whole)
         ]
-        for sums in on_cores(lambda block: self._block_sums(*block), blocks, "slotwise-bootstrap"):
-            self._sums += sums  # in dataset order, whichever thread computed them
-        self._block += len(blocks)
-        self._pending = pending[len(blocks) * BLOCK :]
+        sums = list(on_cores(lambda block: self._block_sums(*block), blocks, "slotwise-bootstrap"))
+        return Resampled(
+            position,
+            rows[:head],
+            np.stack(sums) if sums else np.zeros((0, self.resamples, 2 * self.columns)),
+            rows[head + whole * BLOCK :],
+            (~np.isnan(rows)).sum(axis=0),
+        )
+
+    def merge(self, part: Resampled) -> None:
+        """Add what :meth:`part` found, in dataset order: ``part`` starts where the rows
+        added so far end."""
+        if part.position != self._block * BLOCK + self._pending.shape[0]:
+            raise ValueError(f"rows from position {part.position} merged out of order")
+        self._present += part.present
+        pending = np.concatenate([self._pending, part.head]) if part.head.size else self._pending
+        if pending.shape[0] == BLOCK:
+            with one_blas_thread():
+                self._sums += self._block_sums(pending, self._block)
+            self._block += 1
+            pending = pending[BLOCK:]
+        for sums in part.sums:  # in dataset order
+            self._sums += sums
+        self._block += part.sums.shape[0]
+        self._pending = np.concatenate([pending, part.tail]) if part.tail.size else pending
 
     def _block_sums(self, rows: FloatArray, block: int) -> FloatArray:
         """Per resample, the weighted sums of one block's values and of their count."""

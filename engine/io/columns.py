@@ -44,7 +44,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -62,6 +62,7 @@ __all__ = [
     "SAMPLE_COLUMNS",
     "Columns",
     "ContentHash",
+    "canonical_lines",
     "counts_up",
     "grouped",
     "label_lists",
@@ -88,6 +89,10 @@ GROUPS = pa.list_(pa.struct([("group", pa.string()), ("docs", IDS)]))
 LABEL_KINDS = ("relevance", "utility", "grades")
 #: Output columns holding lists of document codes.
 ID_LISTS = ("retrieved", "pool", "cited")
+#: Every column holding document codes.
+DOC_COLUMNS = (*LABEL_KINDS, *ID_LISTS, "groups")
+#: Old document codes to new ones.
+Remap = Callable[[npt.NDArray[Any]], npt.NDArray[Any]]
 
 SAMPLE_COLUMNS: dict[str, pa.DataType] = {
     "id": pa.string(),
@@ -234,27 +239,79 @@ class Columns:
         index = pa.array(positions, mask=positions < 0)
         return Columns(self.table.take(index), self.docs)
 
-    def recoded(self, docs: pa.Array, remap: npt.NDArray[Any]) -> Columns:
-        """The same rows with each document code ``c`` replaced by ``remap[c]``, a code
+    def recoded(self, docs: pa.Array, remap: Remap) -> Columns:
+        """The same rows with each document code ``c`` replaced by ``remap(c)``, a code
         into ``docs``."""
         table = self.table
         for index, name in enumerate(table.column_names):
-            if name in (*LABEL_KINDS, *ID_LISTS, "groups"):
+            if name in DOC_COLUMNS and table.column(name).null_count < len(table):
                 column = _map_codes(table.column(name).combine_chunks(), remap)
                 table = table.set_column(index, name, column)
         return Columns(table, docs)
 
     def compact(self) -> Columns:
-        """The same rows with ``docs`` cut down to the ids they use (before shipping a
-        slice of a large table to another process)."""
-        used = np.zeros(len(self.docs), dtype=np.bool_)
-        for name in (*LABEL_KINDS, *ID_LISTS, "groups"):
-            if self.has(name):
-                used[_codes(self.column(name))] = True
-        kept = np.flatnonzero(used)
-        remap = np.full(len(self.docs), -1, dtype=np.int32)
-        remap[kept] = np.arange(kept.size, dtype=np.int32)
-        return self.recoded(self.docs.take(pa.array(kept)), remap)
+        """The same rows with ``docs`` cut down to the ids they use, taken from each piece
+        of a joined vocabulary apart, and every column with buffers of its own: a slice of
+        a large table, shipped to another process, ships its own rows alone. Of a piece,
+        the stretch from the first id used to the last is kept whole when most of it is
+        used (the rows' own ids, in order, as runs and qrels code them: no gather)."""
+        codes = [_codes(self.column(name)) for name in DOC_COLUMNS if self.has(name)]
+        used = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int32)
+        pieces = chunks_of(self.docs)
+        starts = offsets_of([len(piece) for piece in pieces]).tolist()
+        taken: list[pa.Array] = []
+        spans: list[tuple[int, int, Any]] = []  # first code, new code of it, new codes or None
+        count = 0
+        for piece, (start, end) in zip(pieces, itertools.pairwise(starts), strict=True):
+            mine = used[(used >= start) & (used < end)]
+            if not mine.size:
+                continue
+            low = int(mine.min())
+            span = int(mine.max()) - low + 1
+            if span <= max(2 * mine.size, _WHOLE_STRETCH):
+                taken.append(pa.concat_arrays([piece.slice(low - start, span)]))  # own buffers
+                spans.append((low, count, None))
+                count += span
+                continue
+            seen = np.zeros(span, dtype=np.bool_)  # the codes' span: the chunk's, not the piece's
+            seen[mine - low] = True
+            kept = np.flatnonzero(seen)
+            taken.append(piece.take(pa.array(kept + (low - start))))
+            spans.append((low, count, np.cumsum(seen, dtype=np.int32) - 1))
+            count += kept.size
+        lows = np.array([low for low, _, _ in spans], dtype=np.int64)
+        shifts = np.array([base - low for low, base, _ in spans], dtype=np.int64)
+        stretches = all(ranks is None for _, _, ranks in spans)
+
+        def remap(found: npt.NDArray[Any]) -> npt.NDArray[Any]:
+            if stretches and len(spans) == 2:  # a sample's ids, then its outputs' own
+                moved = found + np.int32(shifts[0])
+                return np.where(found >= np.int32(lows[1]), found + np.int32(shifts[1]), moved)
+            which = np.zeros(found.shape, dtype=np.intp)  # the span of each code (a few)
+            for low in lows[1:]:
+                which += found >= low
+            new = (found + shifts[which]).astype(np.int32)
+            for index, (low, base, ranks) in enumerate(spans):
+                if ranks is not None:
+                    inside = which == index
+                    new[inside] = ranks[found[inside] - low] + np.int32(base)
+            return new
+
+        docs = (
+            (pa.chunked_array(taken) if len(taken) > 1 else taken[0])
+            if taken
+            else pa.array([], pa.string())
+        )
+        recoded = self.recoded(docs, remap)  # its document columns with codes are new arrays
+        own = [
+            column
+            if name in DOC_COLUMNS and column.null_count < len(column)
+            else pa.chunked_array(
+                [pa.concat_arrays(column.chunks)] if column.num_chunks else [], column.type
+            )
+            for name, column in zip(recoded.table.column_names, recoded.table.columns, strict=True)
+        ]
+        return Columns(pa.Table.from_arrays(own, schema=recoded.table.schema), docs)
 
     def beside(self, other: Columns) -> Columns:
         """This table's columns (samples) and ``other``'s (outputs for the same rows, its
@@ -324,10 +381,10 @@ def _codes(column: pa.Array) -> CodeArray:
             flat = flat.field("doc")
         else:
             flat = pc.list_flatten(flat.field("docs"))
-    return flat.to_numpy(zero_copy_only=False).astype(np.int32)
+    return flat.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
 
 
-def _map_codes(column: pa.Array, remap: npt.NDArray[Any]) -> pa.Array:
+def _map_codes(column: pa.Array, remap: Remap) -> pa.Array:
     """A document column with its codes passed through ``remap`` (offsets and nulls
     kept)."""
     flat = pc.list_flatten(column)
@@ -335,15 +392,17 @@ def _map_codes(column: pa.Array, remap: npt.NDArray[Any]) -> pa.Array:
     mask = column.is_null().to_numpy(zero_copy_only=False)
     if pa.types.is_integer(flat.type):
         codes = flat.to_numpy(zero_copy_only=False)
-        return list_array(offsets, pa.array(remap[codes].astype(np.int32), CODE), mask)
+        return list_array(offsets, pa.array(remap(codes).astype(np.int32, copy=False), CODE), mask)
     if flat.type.get_field_index("doc") >= 0:
         codes = flat.field("doc").to_numpy(zero_copy_only=False)
-        return label_lists(offsets, remap[codes], flat.field("label"), mask)
+        return label_lists(offsets, remap(codes), flat.field("label"), mask)
     members = _map_codes(flat.field("docs"), remap)
     entries = pa.StructArray.from_arrays([flat.field("group"), members], names=["group", "docs"])
     return list_array(offsets, entries, mask)
 
 
+#: A stretch of a vocabulary this short is kept whole by :meth:`Columns.compact`.
+_WHOLE_STRETCH = 1 << 12
 #: About how many ids (labelled and output) are matched at a time: a block's labelled ids
 #: are hashed together, in a table small enough to stay in the CPU's cache.
 _MATCH_BLOCK = 1 << 16
@@ -461,7 +520,7 @@ def stack(parts: Sequence[Columns]) -> Columns:
     side, codes shifted (no hashing; ids stay told apart within each row)."""
     starts = offsets_of([len(part.docs) for part in parts])[:-1].tolist()
     tables = [
-        part.recoded(part.docs, np.arange(len(part.docs), dtype=np.int32) + start).table
+        part.recoded(part.docs, functools.partial(np.add, start)).table
         for part, start in zip(parts, starts, strict=True)
     ]
     docs = pa.concat_arrays([chunk for part in parts for chunk in chunks_of(part.docs)])
@@ -490,20 +549,30 @@ class ContentHash:
         self._digest = hashlib.sha256()
 
     def update(self, columns: Columns) -> None:
-        """Hash the samples' lines a slice at a time, of about :data:`_HASH_ENTRIES`
-        labels each (the lines of deep qrels are never all held at once)."""
-        weight = np.ones(len(columns), dtype=np.int64)
-        for kind in LABEL_KINDS:
-            weight += lengths(columns.column(kind))
-        ends = np.cumsum(weight)
-        marks = np.arange(0, int(ends[-1]) if ends.size else 0, _HASH_ENTRIES)
-        starts = np.unique(np.searchsorted(ends, marks, side="right")).tolist()
-        for start, end in itertools.pairwise([*starts, len(columns)]):
-            lines = _canonical_lines(columns.slice(start, end - start))
+        """Hash the samples' lines a slice at a time (:func:`canonical_lines`)."""
+        for lines in canonical_lines(columns):
             self._digest.update(string_bytes(lines))
+
+    def update_lines(self, lines: bytes | memoryview) -> None:
+        """Hash lines :func:`canonical_lines` made elsewhere (the next samples')."""
+        self._digest.update(lines)
 
     def hexdigest(self) -> str:
         return "sha256:" + self._digest.hexdigest()
+
+
+def canonical_lines(columns: Columns) -> Iterator[pa.Array]:
+    """Each sample's line of the content hash (see :class:`ContentHash`), a slice of
+    samples of about :data:`_HASH_ENTRIES` labels at a time (the lines of deep qrels are
+    never all held at once)."""
+    weight = np.ones(len(columns), dtype=np.int64)
+    for kind in LABEL_KINDS:
+        weight += lengths(columns.column(kind))
+    ends = np.cumsum(weight)
+    marks = np.arange(0, int(ends[-1]) if ends.size else 0, _HASH_ENTRIES)
+    starts = np.unique(np.searchsorted(ends, marks, side="right")).tolist()
+    for start, end in itertools.pairwise([*starts, len(columns)]):
+        yield _canonical_lines(columns.slice(start, end - start))
 
 
 _FIELD, _ITEM, _LINE = "\x1f", "\x1e", "\x1d\n"

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import marshal
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from engine.cores import on_cores
 from engine.errors import InputError, Problem
-from engine.io import fingerprints
+from engine.io import fingerprints, shards
 from engine.io.columns import (
     LABEL_KINDS,
     OUTPUT_COLUMNS,
@@ -46,10 +46,13 @@ from engine.io.columns import (
     table_of,
 )
 from engine.io.files import AtomicFile, arrow_input, format_suffix
+from engine.io.shards import Shard
 
 __all__ = [
+    "SHARD_SHIFT",
     "TABLE_SUFFIXES",
     "Coded",
+    "Spread",
     "Where",
     "as_table",
     "flat",
@@ -63,6 +66,7 @@ __all__ = [
     "run_from_dicts",
     "run_from_table",
     "run_table",
+    "shard_table",
     "write_table",
 ]
 
@@ -218,6 +222,42 @@ class Where:
                 Problem(f"... and {rows.size - _WORDED} more: {message}", source=self.source)
             )
         return found
+
+
+#: A row of a sharded input is numbered ``shard << SHARD_SHIFT | row in the shard``.
+SHARD_SHIFT = 40
+
+
+@attrs.frozen
+class Spread(Where):
+    """Where rows come from when they come from several files (the shards of an input):
+    ``at`` numbers each row (see :data:`SHARD_SHIFT`), ``names`` names the shards, and
+    ``lines(shard)`` gives the line of each of a shard's rows, or None where its rows are
+    counted (tables); it is asked only for the shards a problem names."""
+
+    names: tuple[str, ...] = ()
+    at: IntArray = attrs.field(factory=lambda: _NO_ROWS)
+    lines_of: Callable[[int], IntArray | None] = attrs.field(default=lambda shard: None)
+    _lines: dict[int, IntArray | None] = attrs.field(init=False, factory=dict, eq=False)
+
+    def _located(self, row: int) -> tuple[str, int | None, int]:
+        """The shard's name, the line (None: a table) and the row within the shard."""
+        key = int(self.at[row])
+        shard, index = key >> SHARD_SHIFT, key & ((1 << SHARD_SHIFT) - 1)
+        if shard not in self._lines:
+            self._lines[shard] = self.lines_of(shard)
+        lines = self._lines[shard]
+        return self.names[shard], None if lines is None else int(lines[index]), index
+
+    def place(self, row: int) -> str:
+        name, line, index = self._located(row)
+        return f"{name} line {line}" if line is not None else f"{name} row {index}"
+
+    def problem(self, row: int, message: str, sample_id: str | None = None) -> Problem:
+        name, line, index = self._located(row)
+        if line is not None:
+            return Problem(message, sample_id=sample_id, source=name, line=line)
+        return Problem(f"row {index}: {message}", sample_id=sample_id, source=name)
 
 
 def _empty_ids(
@@ -701,6 +741,54 @@ def read_table(path: str | os.PathLike[str]) -> pa.Table:
         raise InputError(
             [Problem(f"cannot read columnar file: {error}", source=str(path))]
         ) from None
+
+
+def shard_table(shard: Shard, kind: str) -> pa.Table:
+    """The long rows of one shard of a ``labels`` or ``run`` table (Parquet, Arrow/Feather
+    or CSV, by suffix): ``query_id`` (dictionary-encoded) and ``doc_id`` as text, and the
+    label or ranking columns as float64 (null: none); a missing column, or a value that is
+    not a finite number, is an :class:`InputError` naming the file (and the row)."""
+    import pyarrow.csv
+    import pyarrow.feather
+    import pyarrow.parquet
+
+    suffix = format_suffix(shard.path)
+    try:
+        if suffix == ".parquet":
+            table = pyarrow.parquet.read_table(shards.open_file(shard))
+        elif suffix == ".csv":
+            table = pyarrow.csv.read_csv(shards.open_stream(shard), convert_options=csv_options())
+        elif suffix in (".arrow", ".feather"):
+            table = pyarrow.feather.read_table(shards.open_file(shard))
+        else:
+            message = f"unknown table format {suffix!r}; use one of {', '.join(TABLE_SUFFIXES)}"
+            raise InputError([Problem(message, source=shard.name)])
+    except (OSError, pa.ArrowInvalid) as error:
+        raise InputError(
+            [Problem(f"cannot read columnar file: {error}", source=shard.name)]
+        ) from None
+    names = table.column_names
+    if kind == "labels":
+        values = [name for name in LABEL_KINDS if name in names]
+        _require(table, ("query_id", "doc_id"), values or ["relevance"], "labels", shard.name)
+    else:
+        values = ["rank" if "rank" in names else "score"]
+        wanted = values if values[0] in names else ["rank or score"]
+        _require(table, ("query_id", "doc_id"), wanted, "runs", shard.name)
+    where = Where(shard.name)
+    queries = Coded.of(table.column("query_id"))
+    columns = {
+        "query_id": pa.DictionaryArray.from_arrays(pa.array(queries.codes), queries.ids),
+        "doc_id": table.column("doc_id").cast(pa.string()),
+    }
+    problems = []
+    for name in values:
+        numbers, found = _numbers(table.column(name), name, queries, where, optional=True)
+        problems += found
+        columns[name] = pa.array(numbers, mask=np.isnan(numbers))
+    if problems:
+        raise InputError(problems, summary=f"invalid {kind} {shard.name}")
+    return pa.table(columns)
 
 
 def csv_options() -> Any:

@@ -6,26 +6,40 @@ sources yield the same columns in blocks, with bounded memory."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
-from collections.abc import Iterator, Mapping
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
 
 from engine.errors import InputError, Problem
-from engine.io import documents, frames, trec
-from engine.io.columns import Columns, lengths
+from engine.io import documents, frames, sharded, shards, trec
+from engine.io.columns import Columns, lengths, stack
 from engine.io.files import arrow_input, base_name, format_suffix, read_jsonl
 from engine.io.frames import TABLE_SUFFIXES, Where
+from engine.io.sharded import Long
+from engine.io.shards import Shard, is_sharded
 
 __all__ = [
     "DATASET_SUFFIXES",
     "OUTPUTS_SUFFIXES",
     "dataset_columns",
+    "first_file",
+    "input_name",
+    "long_input",
     "read_dataset",
     "read_outputs",
+    "read_qrels",
+    "read_run",
     "stream_dataset",
     "stream_output_lengths",
     "stream_outputs",
@@ -48,8 +62,126 @@ def _unknown_format(path: Path, known: tuple[str, ...], what: str) -> InputError
     )
 
 
-def read_dataset(path: str | os.PathLike[str], *, qrels: bool = False) -> tuple[str, Columns]:
-    """(name, samples) of a dataset file, or of a TREC qrels file when ``qrels``."""
+def read_qrels(spec: Any) -> Columns:
+    """Samples of a TREC qrels file, or of a sharded one (a directory, a glob, a list of
+    files, local or remote: their lines one after the other)."""
+    if is_sharded(spec):
+        return sharded.read(Long.of(spec, "qrels", trec=True))
+    return trec.read_qrels(spec)
+
+
+def read_run(spec: Any) -> Columns:
+    """Outputs of a TREC run file, or of a sharded one (see :func:`read_qrels`)."""
+    if is_sharded(spec):
+        return sharded.read(Long.of(spec, "run", trec=True))
+    return trec.read_run(spec)
+
+
+def input_name(spec: Any) -> str:
+    """The name of an input: its file's (``run`` for ``run.trec.gz``), its directory's, or
+    its first file's."""
+    if isinstance(spec, str | os.PathLike) and not any(c in os.fspath(spec) for c in "*?["):
+        return base_name(os.fspath(spec).rstrip("/")) or "dataset"
+    first = spec if isinstance(spec, str | os.PathLike) else next(iter(spec), "dataset")
+    return base_name(os.fspath(first).split("*")[0].rstrip("/")) or "dataset"
+
+
+def first_file(spec: Any) -> str:
+    """The path of the first file of a sharded input (its format is every file's)."""
+    return shards.resolve(spec)[0].path
+
+
+def long_input(spec: Any, kind: str, *, trec_file: bool) -> Long | None:
+    """The input ``spec`` names as long rows (TREC files when ``trec_file``, else labels or
+    run tables), for workers to read; None when its files are documents (JSON, YAML,
+    JSONL), which are read whole."""
+    if trec_file:
+        return Long.of(spec, "qrels" if kind == "labels" else "run", trec=True)
+    found = shards.resolve([spec] if isinstance(spec, str | os.PathLike) else spec)
+    if _format_of(found) not in TABLE_SUFFIXES:
+        return None
+    return Long(found, kind, False)
+
+
+def _format_of(found: Sequence[Shard]) -> str:
+    """The format suffix every shard of an input shares."""
+    suffixes = {format_suffix(shard.path) for shard in found}
+    if len(suffixes) > 1:
+        raise InputError(
+            [
+                Problem(
+                    f"the files of one input have several formats: {', '.join(sorted(suffixes))}"
+                )
+            ],
+            summary="mixed input formats",
+        )
+    return suffixes.pop()
+
+
+@contextlib.contextmanager
+def _local(shard: Shard) -> Iterator[Path]:
+    """A local file of the shard's content (a copy of a remote one, decompressed), whose
+    problems name the shard."""
+    system, _ = shards.filesystem(shard.root)
+    if isinstance(system, pafs.LocalFileSystem):
+        yield Path(shard.path)
+        return
+    suffix = format_suffix(shard.path)
+    with tempfile.TemporaryDirectory(prefix="slotwise-") as folder:
+        path = Path(folder) / f"shard{suffix}"
+        with shards.open_stream(shard) as remote, path.open("wb") as local:
+            shutil.copyfileobj(remote, local, 1 << 20)
+        try:
+            yield path
+        except InputError as error:
+            named = [
+                attrs.evolve(p, source=shard.name) if p.source == str(path) else p
+                for p in error.problems
+            ]
+            raise InputError(named, summary=error.summary.replace(str(path), shard.name)) from None
+
+
+def _documents(spec: Any, read: Callable[[Path], Columns], what: str) -> Columns:
+    """The documents of every shard, one after the other; an id in two shards is refused."""
+    found = shards.resolve(spec)
+    parts, names = [], []
+    for shard in found:
+        with _local(shard) as path:
+            parts.append(read(path))
+        names += [shard.name] * len(parts[-1])
+    columns = stack(parts)
+    ids = columns.ids
+    counts = pc.value_counts(ids)
+    again = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+    if len(again):
+        rows = np.flatnonzero(pc.is_in(ids, value_set=again).to_numpy(zero_copy_only=False))
+        seen: dict[str, str] = {}
+        problems = []
+        for row in rows.tolist():
+            sample_id = ids[row].as_py()
+            if sample_id in seen:
+                message = f"{what} id appears more than once (first in {seen[sample_id]})"
+                problems.append(Problem(message, sample_id=sample_id, source=names[row]))
+            seen.setdefault(sample_id, names[row])
+        raise InputError(problems, summary=f"repeated {what} ids")
+    return columns
+
+
+def read_dataset(path: Any, *, qrels: bool = False) -> tuple[str, Columns]:
+    """(name, samples) of a dataset file, or of a TREC qrels file when ``qrels``; a
+    sharded input (a directory, a glob, a list of files) is its files' samples, one after
+    the other."""
+    if is_sharded(path):
+        long = long_input(path, "labels", trec_file=qrels)
+        if long is not None:
+            found = sharded.read(long)
+        else:
+            found = _documents(path, lambda p: read_dataset(p)[1], "sample")
+        if not len(found):
+            raise InputError(
+                [Problem("the dataset has no samples", source=str(path))], summary="invalid dataset"
+            )
+        return input_name(path), found
     path = Path(path)
     if qrels:
         found = trec.read_qrels(path)
@@ -110,6 +242,11 @@ def read_outputs(source: Any, *, run: bool = False) -> Columns:
         source = source.to_dict()
     if isinstance(source, Mapping):
         return frames.run_from_dicts(source) or documents.read_outputs_mapping(source)
+    if is_sharded(source):
+        long = long_input(source, "run", trec_file=run)
+        if long is not None:
+            return sharded.read(long)
+        return _documents(source, read_outputs, "output")
     path = Path(source)
     if run:
         return trec.read_run(path)
@@ -148,9 +285,14 @@ def _from_ranx(source: Any, name: str) -> bool:
 # -- streams ---------------------------------------------------------------------------------
 
 
-def stream_dataset(path: str | os.PathLike[str], *, qrels: bool = False) -> Iterator[Columns]:
+def stream_dataset(path: Any, *, qrels: bool = False) -> Iterator[Columns]:
     """The samples of a dataset file in blocks: JSONL, Parquet/Arrow and TREC qrels are
-    read as streams, YAML/JSON documents whole."""
+    read as streams, YAML/JSON documents whole; a sharded input shard after shard."""
+    if is_sharded(path):
+        long = long_input(path, "labels", trec_file=qrels)
+        if long is not None:
+            return sharded.stream(long)
+        return _streamed(path, stream_dataset)
     path = Path(path)
     suffix = format_suffix(path)
     if qrels:
@@ -162,9 +304,14 @@ def stream_dataset(path: str | os.PathLike[str], *, qrels: bool = False) -> Iter
     return iter([read_dataset(path)[1]])
 
 
-def stream_outputs(path: str | os.PathLike[str], *, run: bool = False) -> Iterator[Columns]:
+def stream_outputs(path: Any, *, run: bool = False) -> Iterator[Columns]:
     """The outputs of a file in blocks: JSONL, Parquet/Arrow runs and TREC runs are read
-    as streams, JSON documents whole."""
+    as streams, JSON documents whole; a sharded input shard after shard."""
+    if is_sharded(path):
+        long = long_input(path, "run", trec_file=run)
+        if long is not None:
+            return sharded.stream(long)
+        return _streamed(path, stream_outputs)
     path = Path(path)
     suffix = format_suffix(path)
     if run:
@@ -177,17 +324,24 @@ def stream_outputs(path: str | os.PathLike[str], *, run: bool = False) -> Iterat
 
 
 def stream_output_lengths(
-    path: str | os.PathLike[str], *, run: bool = False
+    path: Any, *, run: bool = False
 ) -> Iterator[tuple[pa.Array, dict[str, Any]]]:
     """Per block of outputs, their sample ids and the length of each list column
     (``retrieved``, ``pool``): all a streamed evaluation's first pass needs of them.
     A TREC run is read for its query column alone."""
-    if run:
+    if run and not is_sharded(path):
         for ids, counts in trec.stream_run_lengths(path):
             yield ids, {"retrieved": counts}
         return
-    for block in stream_outputs(path):
+    for block in stream_outputs(path, run=run):
         yield block.ids, {name: lengths(block.column(name)) for name in ("retrieved", "pool")}
+
+
+def _streamed(spec: Any, stream: Callable[[Path], Iterator[Columns]]) -> Iterator[Columns]:
+    """The blocks of each shard of documents in turn."""
+    for shard in shards.resolve(spec):
+        with _local(shard) as path:
+            yield from stream(path)
 
 
 def _blocks(path: Path) -> Iterator[list[tuple[int, Any]]]:

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as csv
 
 from engine.errors import InputError, Problem
-from engine.io import trec_csv
+from engine.io import shards, trec_csv
 from engine.io.columns import GROUPS, Columns, lengths, string_bytes
 from engine.io.files import COMPRESSIONS, AtomicFile, open_binary
 from engine.io.frames import (
@@ -51,6 +51,10 @@ __all__ = [
     "read_run",
     "read_subtopic_qrels",
     "run_tag",
+    "shard_blocks",
+    "shard_columns",
+    "shard_lines",
+    "shard_rows",
     "stream_qrels",
     "stream_run",
     "stream_run_lengths",
@@ -331,7 +335,7 @@ def _columnar(
 
 
 def _by_line(
-    handle: IO[bytes], layout: _Format, path: Path, first_line: int
+    handle: IO[bytes], layout: _Format, path: str | Path, first_line: int
 ) -> tuple[Coded, Coded, np.ndarray, Where, list[Problem]]:
     """(queries, docs, numbers, where) of the good lines, and a problem per bad line."""
     lines, queries, docs, values = [], [], [], []
@@ -395,11 +399,12 @@ class _Reads:
         self.size = max(1, min(_BLOCK, size * _BLOCK_QUERIES // max(queries, 1)))
 
 
-def _blocks(path: Path, reads: _Reads) -> Iterator[tuple[int, bytes]]:
+def _blocks(path: Path | shards.Shard, reads: _Reads) -> Iterator[tuple[int, bytes]]:
     """(byte offset, block) of about ``reads.size`` bytes of whole lines each; the lines
     of the last query of a block move to the next one, so no query is split."""
     offset, rest = 0, b""
-    with open_binary(path) as handle:
+    opened = shards.open_stream(path) if isinstance(path, shards.Shard) else open_binary(path)
+    with opened as handle:
         while chunk := handle.read(reads.size):
             block = rest + chunk
             end = block.rfind(b"\n") + 1
@@ -437,6 +442,84 @@ def _last_query_start(block: bytes, end: int) -> int:
             return start
         start = previous
     return 0
+
+
+# -- shards ------------------------------------------------------------------------------
+#
+# A shard's lines become long rows, ``query_id`` (dictionary-encoded), ``doc_id`` and
+# ``relevance`` or ``score``, in line order; the rows of several shards (or of the parts
+# of them that a worker gathers) become columns as one file's lines do.
+
+
+def _layout(kind: str) -> _Format:
+    return _QRELS if kind == "qrels" else _RUN
+
+
+def shard_rows(shard: shards.Shard, kind: str) -> pa.Table:
+    """The long rows of one shard of a TREC ``kind`` file ("qrels" or "run"); every
+    malformed line of it is an :class:`InputError` naming the file and the line."""
+    return _block_rows(shards.read_lines(shard), _layout(kind), shard, None)
+
+
+def shard_blocks(shard: shards.Shard, kind: str) -> Iterator[pa.Table]:
+    """:func:`shard_rows` in blocks of whole queries (the file's last query may go on in
+    the next shard); the problems of every block are reported together at the end."""
+    layout, reads, line = _layout(kind), _Reads(), 1
+    problems: list[Problem] = []
+    for _, block in _blocks(shard, reads):
+        try:
+            rows = _block_rows(block, layout, shard, line)
+        except InputError as error:
+            problems += error.problems
+        else:
+            reads.learn(len(block), max(1, len(rows.column("query_id").chunk(0).dictionary)))
+            if not problems:
+                yield rows
+        line += block.count(b"\n")
+    if problems:
+        raise InputError(problems, summary=f"malformed {kind} {shard.name}")
+
+
+def _block_rows(
+    block: bytes, layout: _Format, shard: shards.Shard, first_line: int | None
+) -> pa.Table:
+    """Long rows of whole lines of a shard (``first_line``: the number of the first; None:
+    counted when a problem needs it)."""
+    delimiter = trec_csv.delimiter(block[: block.find(b"\n") + 1])
+    parsed = _columnar(
+        partial(trec_csv.parse, pa.BufferReader(block), layout.kind, delimiter), layout
+    )
+    if parsed is not None:
+        queries, docs, numbers = parsed
+        ids = docs.ids
+    else:
+        first = shards.lines_before(shard) + 1 if first_line is None else first_line
+        handle = io.BytesIO(block)
+        queries, coded, numbers, _, problems = _by_line(handle, layout, shard.name, first)
+        if problems:
+            raise InputError(problems, summary=f"malformed {layout.kind} {shard.name}")
+        ids = coded.ids.take(pa.array(coded.codes))
+    query_ids = pa.DictionaryArray.from_arrays(pa.array(queries.codes, pa.int32()), queries.ids)
+    return pa.table({"query_id": query_ids, "doc_id": ids, layout.what: numbers})
+
+
+def shard_columns(rows: pa.Table, kind: str, where: Where) -> Columns:
+    """Samples (qrels) or outputs (run) of the long rows of one or more shards, in their
+    order, as :func:`read_qrels` and :func:`read_run` make them of one file's lines."""
+    layout = _layout(kind)
+    queries = Coded.of_blocks(rows.column("query_id").chunks)
+    docs = flat_strings(rows.column("doc_id").chunks)
+    numbers = flat(rows.column(layout.what).chunks, np.float64)
+    return layout.columns(queries, Coded.rows(docs), numbers, where)
+
+
+def shard_lines(shard: shards.Shard, kind: str) -> np.ndarray:
+    """The line of each row of :func:`shard_rows` (to word a problem)."""
+    handle = io.BytesIO(shards.read_lines(shard))
+    first = shards.lines_before(shard) + 1
+    where = _by_line(handle, _layout(kind), shard.name, first)[3]
+    assert where.lines is not None
+    return where.lines
 
 
 # -- writing -----------------------------------------------------------------------------
