@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import attrs
@@ -248,8 +248,9 @@ class Runner:
             remaining = set(futures)
             while remaining:
                 done, remaining = wait(remaining, timeout=0.2, return_when=FIRST_COMPLETED)
-                # batches that returned first, so that an error leaves the others recorded
-                for future in sorted(done, key=lambda f: f.exception() is not None):
+                # batches that returned first, so that an error leaves the others recorded;
+                # the error that stopped the run before the batches it stopped
+                for future in sorted(done, key=_stopping_last):
                     entries = future.result()  # raises an error that stops the run
                     for entry in entries:
                         results[entry.key] = (entry.value, entry.truncated)
@@ -287,6 +288,9 @@ class Runner:
                 continue
             except ItemError as error:
                 return self.failed(job, batch, str(error))
+            except Exception:
+                stop.set()  # the run stops here: no other batch starts a request
+                raise
             return self.record(job, batch, result, stats)
         raise AssertionError("unreachable")
 
@@ -356,3 +360,10 @@ class Runner:
         )
         progress.start()
         return progress, progress.add_task(task, total=total)
+
+
+def _stopping_last(future: Future[list[Entry]]) -> tuple[bool, bool]:
+    """The order a round's finished batches are taken in: those that returned, then the
+    error that stops the run, then the batches it stopped before they began."""
+    error = future.exception()
+    return error is not None, isinstance(error, AnnotationInterrupted)
