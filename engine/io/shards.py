@@ -19,14 +19,16 @@ import itertools
 import os
 from collections.abc import Sequence
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pyarrow as pa
-import pyarrow.fs as pafs
 
 from engine.errors import InputError, MissingDependencyError, Problem
 from engine.io.files import COMPRESSIONS
+
+if TYPE_CHECKING:  # pyarrow's filesystems (S3, GCS, HDFS, ssl) are imported when a shard is found
+    import pyarrow.fs as pafs
 
 __all__ = [
     "Shard",
@@ -92,6 +94,8 @@ def is_sharded(spec: Any) -> bool:
 def resolve(spec: Spec) -> tuple[Shard, ...]:
     """The files of a sharded input, in order (see the module docstring); none is an
     :class:`~engine.errors.InputError` naming what was looked for."""
+    import pyarrow.fs as pafs
+
     items = [spec] if isinstance(spec, str | os.PathLike) else list(spec)
     found: list[Shard] = []
     for item in items:
@@ -135,6 +139,8 @@ def split(shards: Sequence[Shard], size: int) -> tuple[Shard, ...]:
 def filesystem(root: str) -> tuple[pafs.FileSystem, str]:
     """The filesystem of a path or URI, and the path on it: pyarrow's own filesystems
     (local, S3, GCS, HDFS), else fsspec's."""
+    import pyarrow.fs as pafs
+
     if "://" not in root:
         return pafs.LocalFileSystem(), os.path.abspath(root)
     try:
@@ -156,6 +162,8 @@ def _parts(path: str) -> list[str]:
 def _glob(system: pafs.FileSystem, pattern: str) -> list[pafs.FileInfo]:
     """The files whose paths match ``pattern`` segment by segment (``*`` does not cross
     ``/``), sorted."""
+    import pyarrow.fs as pafs
+
     parts = _parts(pattern)
     fixed = next(i for i, part in enumerate(parts) if _MAGIC & set(part))
     base = "/".join(parts[:fixed]) or "/"
@@ -178,6 +186,8 @@ def _glob(system: pafs.FileSystem, pattern: str) -> list[pafs.FileInfo]:
 
 def _listed(system: pafs.FileSystem, path: str) -> list[pafs.FileInfo]:
     """The files below a directory, sorted, hidden names (``.``, ``_``) skipped."""
+    import pyarrow.fs as pafs
+
     infos = system.get_file_info(pafs.FileSelector(path, recursive=True))
     base = len(_parts(path.rstrip("/")))
     return sorted(

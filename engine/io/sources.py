@@ -19,7 +19,6 @@ import attrs
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 
 from engine.errors import InputError, Problem
 from engine.io import documents, frames, sharded, shards, trec
@@ -122,6 +121,8 @@ def _format_of(found: Sequence[Shard]) -> str:
 def _local(shard: Shard) -> Iterator[Path]:
     """A local file of the shard's content (a copy of a remote one, decompressed), whose
     problems name the shard."""
+    import pyarrow.fs as pafs  # only for a shard (S3's and the others' modules, ssl: 15 ms)
+
     system, _ = shards.filesystem(shard.root)
     if isinstance(system, pafs.LocalFileSystem):
         yield Path(shard.path)
