@@ -14,6 +14,7 @@ from engine.evaluation.executors import (
     LocalExecutor,
     RayExecutor,
     ThreadExecutor,
+    on_its_cpus,
     resolve_executor,
 )
 
@@ -142,3 +143,23 @@ class TestRay:
         assert results["ray"].summary() == results["local"].summary()
         assert (tmp_path / "ray.jsonl").read_text() == (tmp_path / "local.jsonl").read_text()
         assert results["ray"].provenance["executor"] == "ray"
+
+    def test_a_worker_scores_without_importing_pandas(self, ray_cluster: None) -> None:
+        """A Ray task converts arrays as scoring does and pandas stays unimported (pyarrow's
+        first conversion imports it otherwise: 0.9 s of a worker's first chunk here); once
+        something imports pandas, pyarrow sees it."""
+        import ray
+
+        def converts() -> tuple[bool, int]:
+            import pyarrow as pa
+
+            pa.array(np.arange(3))
+            before = "pandas" in sys.modules
+            import pandas as pd
+
+            return before, pa.array(pd.Series([1.0, float("nan")])).null_count
+
+        pytest.importorskip("pandas")
+        before, nulls = ray.get(ray.remote(on_its_cpus(converts)).remote())
+        assert before is False
+        assert nulls == 1  # NaN read as null: pyarrow treats the Series as pandas does

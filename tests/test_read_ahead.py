@@ -221,9 +221,7 @@ program()
 """
 
 
-@pytest.mark.parametrize(
-    ("environment", "threads"), [({}, 1), ({"OPENBLAS_NUM_THREADS": "2"}, 2)]
-)
+@pytest.mark.parametrize(("environment", "threads"), [({}, 1), ({"OPENBLAS_NUM_THREADS": "2"}, 2)])
 def test_the_program_runs_blas_on_one_thread_unless_told(environment, threads):
     """OpenBLAS's other threads would spin beside the parse for nothing (each BLAS loaded:
     numpy's, and scipy's when a plugin imports it)."""

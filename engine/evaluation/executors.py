@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from engine.cores import available, limited, one_blas_thread
 from engine.errors import MissingDependencyError
+from engine.lazy_pandas import defer_pandas
 
 __all__ = [
     "IN_PROCESS",
@@ -152,6 +153,7 @@ def on_its_cpus(work: Callable[..., R]) -> Callable[..., R]:
     def task(*args: Any) -> R:
         import ray
 
+        defer_pandas()  # a worker scores without pandas (0.9 s of its first task here)
         cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1)
         with limited(max(1, math.floor(cpus))):
             return work(*args)
