@@ -153,7 +153,7 @@ def on_its_cpus(work: Callable[..., R]) -> Callable[..., R]:
     def task(*args: Any) -> R:
         import ray
 
-        defer_pandas()  # a worker scores without pandas (0.9 s of its first task here)
+        defer_pandas()  # a worker scores without importing pandas, as the CLI does
         cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1)
         with limited(max(1, math.floor(cpus))):
             return work(*args)
