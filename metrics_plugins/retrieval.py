@@ -586,7 +586,7 @@ class JudgedAtK(_Ranked):
     def score(self, batch: Batch) -> FloatArray:
         batch = batch.view(self.ties)
         cutoffs = batch.cutoffs(self.k)
-        judged = (batch.judged & batch.top_k(self.k)).sum(axis=1).astype(np.float64)
+        judged = batch.at_k(batch.judged_found(), self.k).astype(np.float64)
         if self.denominator == "retrieved":
             return _divide(judged, np.minimum(cutoffs, batch.lengths).astype(np.float64))
         return judged / cutoffs.astype(np.float64)

@@ -441,6 +441,11 @@ class Batch:
         ``found(t)[:, k - 1]`` is ``|D_k ∩ Rel|``. Shape ``(Q, L)``, int32, read-only, cached."""
         return self.shared(("found", float(threshold)), lambda: _running(self.relevant(threshold)))
 
+    def judged_found(self) -> IntArray:
+        """The running count of judged documents at each rank: ``judged_found()[:, k - 1]``
+        is how many of the top k have a label. Shape ``(Q, L)``, int32, read-only, cached."""
+        return self.shared("judged-found", lambda: _running(self.judged))
+
     def at_cutoff(self, running: npt.NDArray[Any], cutoffs: IntArray | None) -> npt.NDArray[Any]:
         """Per sample, a running total over its ranks (shape ``(Q, W)``) at rank
         ``min(cutoff, W)``: the total of its top ``cutoff`` (None: of every rank). 0 for a

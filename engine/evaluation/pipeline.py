@@ -507,10 +507,10 @@ def score_batch(batch: Batch, plan: Plan) -> ChunkScores:
 
 
 def _judged_at(batch: Batch, k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Per sample, its judged documents among its top k, and how many documents that is."""
-    cutoffs = batch.cutoffs(k)
-    judged = (batch.judged & batch.top_k(k)).sum(axis=1, dtype=np.int64)
-    return judged, np.minimum(batch.lengths, cutoffs).astype(np.int64)
+    """Per sample, its judged documents among its top k, and how many documents that is
+    (one running count for every cutoff: all_trec asks for nine)."""
+    judged = batch.at_k(batch.judged_found(), k).astype(np.int64)
+    return judged, np.minimum(batch.lengths, batch.cutoffs(k)).astype(np.int64)
 
 
 # -- the driver ----------------------------------------------------------------------------------
