@@ -44,6 +44,7 @@ import argparse
 import compileall
 import functools
 import gc
+import itertools
 import os
 import platform
 import statistics
@@ -308,7 +309,7 @@ def measure(
     point.steps = {key: statistics.median(values) for key, values in timings.items()}
     point.rss = {name: statistics.median(values) for name, values in rss.items()}
     if end_to_end_ranx:
-        point.primitives = floor(qrels_path, run_path)
+        point.primitives = floor(qrels_path, run_path, (qrels, run))
     for path in (qrels_path, run_path):
         path.unlink()
     return point
@@ -329,8 +330,23 @@ _PROCESS_COSTS = {
 }
 
 
-def floor(qrels_path: Path, run_path: Path) -> list[str]:
-    """What the primitives cost on the run: the lower bounds of reading and joining."""
+def flattened(nested: Qrels | RunDict) -> tuple[Any, Any]:
+    """The least a program given pytrec_eval's dicts does before any join: every doc id
+    into one Arrow string array, every number into one float64 array (C-level passes
+    over the dicts, as slotwise's reader makes)."""
+    import pyarrow as pa
+
+    inner = nested.values()
+    ids = pa.array(list(itertools.chain.from_iterable(inner)), pa.string())
+    values = list(itertools.chain.from_iterable(map(dict.values, inner)))
+    return ids, np.array(values, dtype=np.float64)
+
+
+def floor(
+    qrels_path: Path, run_path: Path, dicts: tuple[Qrels, RunDict] | None = None
+) -> list[str]:
+    """What the primitives cost on the run: the lower bounds of reading and joining (and,
+    given the same data as ``dicts``, of taking them in)."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.csv as csv
@@ -376,6 +392,18 @@ def floor(qrels_path: Path, run_path: Path) -> list[str]:
             docs, value_set=judged
         ),
         "sorting every run id (`array_sort_indices`)": lambda: pc.array_sort_indices(docs),
+        **(
+            {
+                "the run's dicts flattened: ids to an Arrow array, scores to float64": (
+                    lambda: flattened(dicts[1])
+                ),
+                "the qrels' dicts flattened: ids to an Arrow array, labels to float64": (
+                    lambda: flattened(dicts[0])
+                ),
+            }
+            if dicts is not None
+            else {}
+        ),
         **{
             f"{what} in a fresh process": functools.partial(
                 subprocess.run, [sys.executable, "-c", code], check=True

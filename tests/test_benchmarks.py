@@ -25,16 +25,17 @@ def test_the_floor_runs_on_a_small_corpus(tmp_path: Path) -> None:
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
     qrels, ranked = corpus.write_files(tmp_path, 50, 20, 10_000, "deep")
+    dicts = corpus.make_dicts(50, 20, 10_000, "deep")
     # The floor collects garbage before each of its 36 timings; frozen, the objects of
     # the test session (torch, Ray, the frameworks: about a million) are not walked by
     # each collection, which took 0.5 s or more each in a long session.
     gc.freeze()
     try:
-        rows = run.floor(qrels, ranked)
+        rows = run.floor(qrels, ranked, dicts)
     finally:
         gc.unfreeze()
     assert rows[:2] == ["| primitive | seconds |", "|---|---:|"]
-    assert len(rows) == 2 + 8 + 4  # the primitives, then what a fresh process pays
+    assert len(rows) == 2 + 10 + 4  # the primitives, then what a fresh process pays
     for row in rows[2:]:
         float(row.rsplit("|", 2)[1])  # a number of seconds in the last column
 
