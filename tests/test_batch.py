@@ -218,6 +218,9 @@ def test_found_and_at_cutoff():
     assert found.tolist() == [[0, 1, 1, 2], [1, 1, 1, 1], [0, 0, 0, 0]]
     assert batch.found(2.0).tolist()[0] == [0, 1, 1, 1]
     assert not found.flags.writeable and batch.found() is found
+    judged = batch.judged_found()  # "c" (label 0) is judged, "x" is not; padding is not
+    assert judged.tolist() == [[1, 2, 2, 3], [1, 1, 1, 1], [0, 0, 0, 0]]
+    assert not judged.flags.writeable and batch.judged_found() is judged
     relevant = batch.num_relevant()  # judged >= 1, retrieved or not: 2, 1 and 1
     assert relevant.tolist() == [2, 1, 1] and batch.num_relevant(2.0).tolist() == [1, 0, 0]
     assert not relevant.flags.writeable and batch.num_relevant(1) is relevant
