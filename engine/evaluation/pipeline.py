@@ -532,9 +532,10 @@ class Source:
 @attrs.frozen
 class Gathering:
     """How chunks' scores are gathered into results, wherever a chunk is summed: the
-    metrics' labels, what a sample with no output (and no error row) is, ``strict``, whether per-sample values are kept for the results
-    (``keep``: their means then come from ``aggregate``) and whether per-sample rows are
-    wanted (``rows``: kept, or written to a sink)."""
+    metrics' labels, what a sample with no output (and no error row) is, ``strict``,
+    whether per-sample values are kept for the results (``keep``: their means then come
+    from ``aggregate``) and whether per-sample rows are wanted (``rows``: kept, or
+    written to a sink)."""
 
     labels: tuple[str, ...]
     missing: MissingOutputs
