@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
-
-import attrs
+from typing import Any, NamedTuple
 
 __all__ = [
     "ConfigError",
@@ -28,9 +26,10 @@ class SlotwiseError(Exception):
     """Base class of every error slotwise raises on purpose."""
 
 
-@attrs.frozen
-class Problem:
-    """One thing wrong with the input: where it is and why it is wrong."""
+class Problem(NamedTuple):
+    """One thing wrong with the input: where it is and why it is wrong (a named tuple, not
+    an attrs class: the command line imports this module before it knows its command, and
+    attrs is a fifth of ``slotwise --help``'s time)."""
 
     message: str
     sample_id: str | None = None

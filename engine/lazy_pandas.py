@@ -4,12 +4,13 @@ sets this up in its process, and each Ray worker before it scores (docs/scale.md
 from __future__ import annotations
 
 import contextlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import importlib.machinery
 
 __all__ = ["defer_pandas"]
 
@@ -33,9 +34,10 @@ def defer_pandas() -> None:
         watch.blocking = False
 
 
-class _PandasWatch(importlib.abc.MetaPathFinder):
+class _PandasWatch:
     """Refuses ``import pandas`` while :attr:`blocking`; afterwards finds pandas as the
-    other finders do, and once it has been executed, has pyarrow look for it again."""
+    other finders do, and once it has been executed, has pyarrow look for it again. A
+    meta path finder by its ``find_spec`` alone: importlib.abc costs a command 7-12 ms."""
 
     blocking = True
 
@@ -46,6 +48,8 @@ class _PandasWatch(importlib.abc.MetaPathFinder):
             return None
         if self.blocking:
             raise ModuleNotFoundError("pandas is not looked for yet", name=name)
+        import importlib.util
+
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
         loader = None if spec is None else spec.loader

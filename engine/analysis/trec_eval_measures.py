@@ -6,7 +6,7 @@ without importing numpy."""
 
 from __future__ import annotations
 
-import attrs
+from typing import NamedTuple
 
 from engine.errors import InputError, Problem
 
@@ -26,8 +26,7 @@ UNCUT = 10**9  # a cutoff beyond any ranking: trec_eval's uncut ndcg
 CUTOFFS = ("5", "10", "15", "20", "30", "100", "200", "500", "1000")
 
 
-@attrs.frozen
-class Measure:
+class Measure(NamedTuple):
     """One trec_eval measure: the slotwise spec of each parameter (``{p}`` the parameter,
     ``{l}`` the relevance level of ``-l``), how trec_eval reads its parameters
     (``kind``), its default parameters, how its ``all`` line is made (``mean``; ``sum``;

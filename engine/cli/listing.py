@@ -7,8 +7,6 @@ import json
 import sys
 from typing import Any
 
-import attrs
-
 from engine.cli.common import Handler, configured_engine
 from engine.cli.console import print_blocks
 
@@ -30,6 +28,8 @@ def add(commands: Any) -> dict[str, Handler]:
 def _metrics(args: argparse.Namespace) -> int:
     infos = configured_engine(args.config).metrics()
     if args.format == "json":
+        import attrs
+
         print(json.dumps([attrs.asdict(i) for i in infos], indent=2))
         return 0
     rows = []

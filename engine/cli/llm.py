@@ -6,13 +6,10 @@ everything closed, and how to resume after Ctrl-C or a failure."""
 from __future__ import annotations
 
 import argparse
-import inspect
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-
-import attrs
 
 from engine.cli.common import non_negative_int, positive_float, positive_int
 from engine.errors import InputError, Problem
@@ -117,6 +114,8 @@ def add_llm_options(parser: argparse.ArgumentParser) -> Any:
 def _annotator(args: argparse.Namespace) -> Any:
     """The annotator ``--annotator`` names, built with the options it takes; an option it
     does not take is an error."""
+    import inspect
+
     from engine.annotate.base import AnnotatorRegistry
 
     cls = AnnotatorRegistry().get(args.annotator)
@@ -164,15 +163,17 @@ class _DryRun(Exception):
     """--dry-run: the plan was said; stop before any model call."""
 
 
-@attrs.define
 class Session:
     """A command's annotator, cache and runner (``--dry-run``: a cache only looked in)."""
 
-    annotator: Any
-    cache: Any
-    runner: Runner
-    cache_path: Path
-    dry_run: bool
+    def __init__(
+        self, annotator: Any, cache: Any, runner: Runner, cache_path: Path, dry_run: bool
+    ) -> None:
+        self.annotator = annotator
+        self.cache = cache
+        self.runner = runner
+        self.cache_path = cache_path
+        self.dry_run = dry_run
 
     @classmethod
     def of(cls, args: argparse.Namespace, cache_path: Path) -> Session:

@@ -9,7 +9,6 @@ from typing import Any
 
 from engine.cli.common import Handler
 from engine.errors import InputError, Problem
-from engine.io import schemas
 from engine.io.config import CONFIG_FILENAME, Config
 from engine.io.files import format_suffix, open_text, read_document, read_jsonl
 
@@ -95,6 +94,8 @@ def _validate(args: argparse.Namespace) -> int:
     elif kind == "config":
         Config.load(path)
     else:
+        from engine.io import schemas
+
         problems = list(schemas.problems(read_document(path), "results", source=str(path)))
         if problems:
             raise InputError(problems, summary=f"invalid results {path}")

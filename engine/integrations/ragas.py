@@ -26,8 +26,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from engine.errors import InputError, MissingDependencyError, Problem
 from engine.evaluation.source_plugins import Loaded
 
@@ -92,7 +90,7 @@ def load(reference: str) -> Loaded:
         return from_ragas(dataset, name=path.stem)
     except InputError as error:
         located = [
-            attrs.evolve(p, source=reference, line=int(p.sample_id) + 1 if p.sample_id else None)
+            p._replace(source=reference, line=int(p.sample_id) + 1 if p.sample_id else None)
             for p in error.problems
         ]
         raise InputError(located, summary=_UNSCORABLE) from None

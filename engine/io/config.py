@@ -2,16 +2,16 @@
 file it is given (or the one ``SLOTWISE_CONFIG`` names); the CLI and the pytest fixture
 also find the nearest ``slotwise.yaml`` from the working directory upward
 (:meth:`Config.discover`). Results record which file, if any, set each default
-(:meth:`Config.provenance`)."""
+(:meth:`Config.provenance`). The records are named tuples: every command line imports
+this module, ``--help`` included, and attrs would be a third of its time."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-import attrs
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from engine.errors import ConfigError, Problem
 from engine.io.files import read_document
@@ -30,8 +30,7 @@ CONFIG_ENV = "SLOTWISE_CONFIG"  # names the config file a library call reads
 DEFAULT_K = 5  # metrics.retrieval.default_k when slotwise.yaml does not set it
 
 
-@attrs.frozen
-class DatasetDeclaration:
+class DatasetDeclaration(NamedTuple):
     """A dataset declared by name: its file, default outputs file and metrics."""
 
     name: str
@@ -40,16 +39,15 @@ class DatasetDeclaration:
     metrics: tuple[str, ...] = ()
 
 
-@attrs.frozen
-class Config:
+class Config(NamedTuple):
     """Resolved settings. ``Config()`` is the built-in default (k = 5, no datasets).
     ``origin`` says where they came from: the file's absolute path, ``"mapping"`` (a
     mapping given in Python) or None (the built-in defaults); ``sets_k``, whether it set
     ``default_k``."""
 
     default_k: int = DEFAULT_K
-    datasets: Mapping[str, DatasetDeclaration] = attrs.field(factory=dict)
-    metric_params: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+    datasets: Mapping[str, DatasetDeclaration] = MappingProxyType({})
+    metric_params: Mapping[str, Mapping[str, Any]] = MappingProxyType({})
     source: Path | None = None
     origin: str | None = None
     sets_k: bool = False

@@ -283,8 +283,7 @@ def _with_lines(error: InputError, text: str) -> InputError:
     """The error with each problem's line in the YAML text (found by its JSON pointer)."""
     lines = yaml_lines(text, [p.pointer for p in error.problems if p.line is None])
     problems = [
-        p if p.line is not None else attrs.evolve(p, line=lines.get(p.pointer))
-        for p in error.problems
+        p if p.line is not None else p._replace(line=lines.get(p.pointer)) for p in error.problems
     ]
     return InputError(problems, summary=error.summary)
 

@@ -4,13 +4,10 @@ line-numbered errors, and atomic writes."""
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import io
 import json
 import lzma
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -66,9 +63,13 @@ def open_binary(path: str | os.PathLike[str]) -> IO[bytes]:
     path = Path(path)
     codec = COMPRESSIONS.get(path.suffix.lower())
     try:
-        if codec == "gzip":
+        if codec == "gzip":  # (gzip, bz2 and tempfile imported when used: 5 ms of --help)
+            import gzip
+
             return gzip.open(path, "rb")  # type: ignore[return-value]
         if codec == "bz2":
+            import bz2
+
             return bz2.open(path, "rb")
         if codec == "xz":
             return lzma.open(path, "rb")
@@ -204,6 +205,8 @@ class AtomicFile:
 
     def __init__(self, path: str | os.PathLike[str], *, binary: bool = False) -> None:
         self.path = Path(path)
+        import tempfile
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, self._temp = tempfile.mkstemp(
             prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import attrs
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -136,7 +135,7 @@ def _local(shard: Shard) -> Iterator[Path]:
             yield path
         except InputError as error:
             named = [
-                attrs.evolve(p, source=shard.name) if p.source == str(path) else p
+                p._replace(source=shard.name) if p.source == str(path) else p
                 for p in error.problems
             ]
             raise InputError(named, summary=error.summary.replace(str(path), shard.name)) from None
