@@ -4,11 +4,10 @@ fails while scoring, a bug), 130 interrupted."""
 
 from __future__ import annotations
 
+import argparse
 import importlib
-import logging
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,7 +16,6 @@ from engine.cli.ahead import split_command
 from engine.cli.common import Handler, Parser, UsageError
 from engine.errors import MetricScoreError, SlotwiseError
 from engine.io.config import CONFIG_ENV, CONFIG_FILENAME
-from engine.logs import configure
 from engine.version import VERSION
 
 __all__ = ["main"]
@@ -91,9 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         process.prepare()  # after the arguments: --help and --version need none of it
         verbose = args.verbose
-        configure(
-            args.log_format, {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
-        )
+        _configure_logs(args)
         code = int(handlers[args.command](args))
         sys.stdout.flush()  # a closed pipe shows here, not at exit, for short outputs too
         return code
@@ -119,11 +115,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
+def _configure_logs(args: argparse.Namespace) -> None:
+    """Log events as ``--log-format`` says, at the level ``-v`` sets (logging is imported
+    here: --help and --version need none of it)."""
+    import logging
+
+    from engine.logs import configure
+
+    levels = {0: logging.WARNING, 1: logging.INFO}
+    configure(args.log_format, levels.get(args.verbose, logging.DEBUG))
+
+
 def _report(error: BaseException, verbose: int, internal: bool = False) -> None:
     prefix = "internal error" if internal else "error"
     kind = type(error).__name__ + ": " if internal else ""
     print(f"slotwise: {prefix}: {kind}{error}", file=sys.stderr)
     if verbose >= 2:
+        import traceback
+
         traceback.print_exception(error, file=sys.stderr)
     else:
         print("(run with -vv for the traceback)", file=sys.stderr)

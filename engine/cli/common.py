@@ -19,7 +19,6 @@ from engine.cli.console import print_blocks
 from engine.errors import InputError, MetricParameterError, Problem
 from engine.io.config import CONFIG_ENV
 from engine.io.files import atomic_write, format_suffix, read_document
-from engine.logs import say
 
 if TYPE_CHECKING:  # what evaluates is imported when a command runs, not for its --help
     from engine.evaluation.api import Engine
@@ -153,6 +152,8 @@ def configured_engine(config: Path | None, **options: Any) -> Engine:
         ours = {name: d["value"] for name, d in defaults.items() if d["set_by"] == found.origin}
         sets = ", ".join(f"{name}={value}" for name, value in ours.items()) or "no default"
         text = f"slotwise: read {found.origin} ({how}); it sets {sets}"
+        from engine.logs import say
+
         say("config.read", text, path=found.origin, found=how, sets=ours)
     return engine
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.cli.common import non_negative_int, positive_float, positive_int
 from engine.errors import InputError, Problem
-from engine.logs import log
 
 if TYPE_CHECKING:  # the annotation machinery is imported when the command runs
     from engine.annotate.runner import Runner
@@ -252,5 +251,7 @@ def _log_finished(runner: Runner, tasks: list[str], cache_path: Path) -> None:
         "truncated": runner.stats.truncated,
         "retries": runner.stats.retries,
     }
+    from engine.logs import log
+
     log.info("annotate.finished", tasks=tasks, cache=str(cache_path), **stats)
     print(runner.stats.line(), file=sys.stderr)

@@ -4,6 +4,7 @@ qrels), in memory, in chunks, or streamed with bounded memory."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -24,7 +25,6 @@ from engine.cli.common import (
 )
 from engine.io.config import CONFIG_FILENAME
 from engine.io.files import RESULT_FORMATS
-from engine.logs import muted
 
 if TYPE_CHECKING:
     from engine.evaluation.api import Engine
@@ -211,7 +211,7 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("--ppi-baseline goes with --ppi PREDICTIONS")
     chunked = args.chunk_size if args.chunk_size is not None or args.executor == "ray" else None
     evaluation = dataset.with_metrics(metrics_with_k(engine, specs, args.k))
-    with muted(_said_with_the_results(args.format)):
+    with _muted_with_the_results(args.format):
         results = evaluation.evaluate(
             outputs,
             strict=args.strict,
@@ -231,7 +231,7 @@ def _run_on_workers(engine: Engine, args: argparse.Namespace) -> int:
         raise UsageError("no metrics: pass --metrics")
     if args.keep_outputs:
         raise UsageError("--keep-outputs needs the outputs here: leave out --executor ray")
-    with muted(_said_with_the_results(args.format)):
+    with _muted_with_the_results(args.format):
         results = engine.evaluate_trec(
             args.qrels,
             args.trec_run,
@@ -289,7 +289,7 @@ def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
         raise UsageError("no metrics: pass --metrics")
     process.return_freed_blocks()
     rows = args.format != "table"
-    with muted(_said_with_the_results(args.format)):
+    with _muted_with_the_results(args.format):
         results = engine.evaluate_stream(
             metrics_with_k(engine, specs, args.k),
             dataset=args.dataset,
@@ -310,14 +310,16 @@ def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
     return _status(results)
 
 
-def _said_with_the_results(fmt: str) -> set[str]:
-    """The log events a command's output already says, to be said once: a metric's
+def _muted_with_the_results(fmt: str) -> contextlib.AbstractContextManager[None]:
+    """The log events a command's output already says muted, to be said once: a metric's
     failure (:func:`_status` prints it), and with the table, the outputs' diagnostics
     (ids not in the dataset, repeated ids dropped) printed under it."""
+    from engine.logs import muted  # (logging imported as the command runs, not for --help)
+
     said = {"metric.failed"}
     if fmt == "table":
         said |= {"outputs.unknown_ids", "outputs.duplicates_dropped"}
-    return said
+    return muted(said)
 
 
 def _status(results: Results) -> int:
