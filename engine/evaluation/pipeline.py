@@ -459,8 +459,10 @@ def _gathered(parts: Sequence[ChunkScores], groups: Sequence[IntArray], rows: in
     )
 
 
-def score_batch(batch: Batch, plan: Plan) -> ChunkScores:
-    """Score a compiled chunk: its requirements and checks first, then each metric."""
+def score_batch(batch: Batch, plan: Plan, *, judged: bool = True) -> ChunkScores:
+    """Score a compiled chunk: its requirements and checks first, then each metric; with
+    ``judged``, how many judged documents each sample's top k holds for the plan's
+    judged diagnostics (which a sample scored alone, ``Scorer.add``, has no use for)."""
     problems = (
         [
             p
@@ -502,7 +504,7 @@ def score_batch(batch: Batch, plan: Plan) -> ChunkScores:
         batch.has_output,
         no_relevant,
         failures=failures,
-        judged={k: _judged_at(batch, k) for k in plan.judged_cutoffs},
+        judged={k: _judged_at(batch, k) for k in plan.judged_cutoffs} if judged else {},
     )
 
 

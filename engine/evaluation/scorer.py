@@ -188,7 +188,7 @@ class Scorer:
             actual_output = documents.plain_output(actual_output)
             documents.parse_outputs([(sample_id, actual_output, None)])
         plan = self.evaluation.plan
-        scores = score_batch(self._batch(row, actual_output, bare=bare), plan)
+        scores = score_batch(self._batch(row, actual_output, bare=bare), plan, judged=False)
         if scores.problems:
             raise MetricRequirementError(
                 list(scores.problems), summary="the sample cannot be scored as the metrics need"
