@@ -29,7 +29,7 @@ class SlotwiseError(Exception):
 class Problem(NamedTuple):
     """One thing wrong with the input: where it is and why it is wrong (a named tuple, not
     an attrs class: the command line imports this module before it knows its command, and
-    attrs is a fifth of ``slotwise --help``'s time)."""
+    attrs was a fifth to a third of ``slotwise --help``'s time)."""
 
     message: str
     sample_id: str | None = None

@@ -3,7 +3,7 @@ file it is given (or the one ``SLOTWISE_CONFIG`` names); the CLI and the pytest 
 also find the nearest ``slotwise.yaml`` from the working directory upward
 (:meth:`Config.discover`). Results record which file, if any, set each default
 (:meth:`Config.provenance`). The records are named tuples: every command line imports
-this module, ``--help`` included, and attrs would be a third of its time."""
+this module, ``--help`` included, and attrs was a fifth to a third of its time."""
 
 from __future__ import annotations
 

@@ -204,9 +204,9 @@ class AtomicFile:
     :meth:`abort` (or leaving a ``with`` block on an exception) removes the partial file."""
 
     def __init__(self, path: str | os.PathLike[str], *, binary: bool = False) -> None:
-        self.path = Path(path)
         import tempfile
 
+        self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, self._temp = tempfile.mkstemp(
             prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
