@@ -8,8 +8,10 @@ share almost no ids with each other), scored with the five measures of
 ``benchmarks/run.py``. Reports the median milliseconds per ``add`` over adding every
 sample once, in dataset order, to a fresh scorer: outputs as bare lists of ids, and as a
 RAG harness returns them, ``{"retrieved": [{"id", "text"}, ...]}`` with a passage text
-of about 400 characters each; and the floor beside them: the least numpy program that
-scores the same outputs one at a time (:func:`least_program`).
+of about 400 characters each; the two largest parts of an ``add`` on their own
+(:func:`parts_ms`: building the one-row batch, and the five metric plugins scoring it);
+and the floor beside them: the least numpy program that scores the same outputs one at a
+time (:func:`least_program`).
 """
 
 from __future__ import annotations
@@ -86,6 +88,35 @@ def scorer_add_ms(samples: int = 1000, *, texts: bool = False) -> float:
     return statistics.median(times) * 1000
 
 
+def parts_ms(samples: int = 1000) -> tuple[float, float]:
+    """Median milliseconds of the two largest parts of an ``add`` of a bare list of ids,
+    each timed alone over the samples of :func:`scorer_add_ms`: building the sample's
+    one-row batch (the output coded, the labels sliced, :meth:`Batch.one`; the scorer's
+    own ``_batch``), and the five metric plugins' ``score`` on a fresh copy of that batch
+    (what they share is computed inside the timing, as in an ``add``). No ``add`` can be
+    faster than the two added, whatever else it leaves out, while the plugins and the
+    batch stay as they are."""
+    import attrs
+
+    import engine
+
+    dataset, outputs = make_samples(samples)
+    evaluation = engine.Engine(config={}).dataset(samples=dataset).with_metrics(METRICS)
+    scorer, metrics = evaluation.scorer(), evaluation.plan.metrics
+    rows = {sample["id"]: row for row, sample in enumerate(dataset)}
+    building, scoring = [], []
+    for sample_id, ranking in outputs.items():
+        start = time.perf_counter()
+        batch = scorer._batch(rows[sample_id], ranking, bare=True)
+        building.append(time.perf_counter() - start)
+        fresh = attrs.evolve(batch)  # none of its shared arrays computed yet
+        start = time.perf_counter()
+        for metric in metrics:
+            metric.score(fresh)
+        scoring.append(time.perf_counter() - start)
+    return statistics.median(building) * 1000, statistics.median(scoring) * 1000
+
+
 def least_program(relevance: dict[str, int], ranking: list[str]) -> list[float]:
     """nDCG@10, AP, RR, R@100 and P@10 of one ranking of distinct ids in ``ranking``'s
     order, in the fewest numpy calls: the floor of one ``add`` (no validation, no repeated
@@ -141,6 +172,9 @@ def main() -> None:
     print(f"scorer.add: {scorer_add_ms(args.samples):.3f} ms per call ({args.samples} samples)")
     with_text = scorer_add_ms(args.samples, texts=True)
     print(f"scorer.add, items with passage texts: {with_text:.3f} ms per call")
+    building, scoring = parts_ms(args.samples)
+    print(f"  of which building the one-row batch alone: {building:.3f} ms")
+    print(f"  of which the five metric plugins' score alone: {scoring:.3f} ms")
     print(f"the least numpy program: {least_program_ms(args.samples):.3f} ms per call")
 
 

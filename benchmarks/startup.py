@@ -1,7 +1,9 @@
 """What a fresh ``slotwise`` process costs before and around its work: ``--version``,
 ``--help`` and every command's ``--help``, and ``slotwise trec-eval`` on trec_eval's own
 test files, beside the floors (Python doing nothing; importing numpy and pyarrow, which
-any program that reads with pyarrow pays) and the trec_eval 10 binary built from source.
+any program that reads with pyarrow pays; the engine's own floor, the evaluation API with
+trec_eval's measures loaded from the metric registry, which ``trec-eval`` pays before it
+reads a byte) and the trec_eval 10 binary built from source.
 
     python benchmarks/startup.py [--repeat 15]
 
@@ -36,6 +38,11 @@ COMMANDS = (
 )  # fmt: skip
 ALL_TREC = ("-m", "all_trec")
 FLOOR = "import numpy, pyarrow, pyarrow.csv, pyarrow.compute"
+ENGINE_FLOOR = (
+    "from engine.analysis.trec_eval import metric_specs, parse_measures; "
+    "from engine.evaluation.api import Engine; engine = Engine(config={}); "
+    "[engine.metric(spec) for spec in metric_specs(parse_measures(['all_trec']), 0.0)]"
+)
 
 
 def _slotwise() -> list[str]:
@@ -51,6 +58,11 @@ def programs(binary: Path | None) -> dict[str, list[str]]:
     found = {
         "python -c pass": [sys.executable, "-c", "pass"],
         f"floor: python -c '{FLOOR}'": [sys.executable, "-c", FLOOR],
+        "engine floor: the evaluation API and all_trec's measures from the registry": [
+            sys.executable,
+            "-c",
+            ENGINE_FLOOR,
+        ],
         "slotwise --version": [*slotwise, "--version"],
         "slotwise --help": [*slotwise, "--help"],
         **{f"slotwise {name} --help": [*slotwise, name, "--help"] for name in COMMANDS},

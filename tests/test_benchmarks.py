@@ -49,6 +49,8 @@ def test_the_least_numpy_program_gives_the_scorers_values() -> None:
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
     assert scorer.least_program_ms(30) > 0
+    building, scoring = scorer.parts_ms(30)  # an add's two largest parts, each alone
+    assert building > 0 and scoring > 0
     ranking = ["a", "x", "b", *(f"n{i}" for i in range(97))]
     values = scorer.least_program({"a": 2, "b": 1, "c": 3, "z": 0}, ranking)
     ideal = 3 + 2 / math.log2(3) + 1 / math.log2(4)  # by hand: the labels 3, 2, 1 at ranks 1-3
