@@ -1,7 +1,7 @@
 """Paired comparison of systems scored on the same dataset: a significance test per metric
 and pair of systems, Holm-Bonferroni correction over all of them, effect sizes (mean
-difference with its bootstrap CI, Cohen's d_z), the samples that moved most, and a
-regression gate.
+difference with its bootstrap CI, Cohen's d_z) and the samples that moved most. The
+regression gate that reads a comparison is :mod:`engine.analysis.verdict`.
 
 Pairing policy: samples are matched by id; a metric's test uses the samples present in
 both results with neither value NA, and reports that count as ``n`` (and how many were
@@ -9,16 +9,10 @@ left out as ``dropped``, split by why: a failure on either side, another NA, or 
 one results only). Means in a comparison are over those pairs.
 
 Failures are never dropped silently: each row carries how many samples failed in each
-system (error rows, or the metric raising), and the regression gate counts a rise in
-failures as a regression unless told to allow it.
+system (error rows, or the metric raising).
 
-What the numbers stand on is part of the gate: each system's judged@k (the share of the
-documents in its top k that have a label) is shown, and a later system whose judged@k
-falls below the baseline's by more than ``max_judged_drop`` (default
-:data:`MAX_JUDGED_DROP`) is a regression: its unjudged documents count as non-relevant,
-so its metrics would read low for want of labels. With a paired PPI report (the
-difference from the baseline, :meth:`Evaluation.ppi`), an interval that lies wholly on the
-worse side of 0 is a regression too.
+What the numbers stand on is part of a comparison: each system's judged@k (the share of
+the documents in its top k that have a label) is carried beside the rows.
 """
 
 from __future__ import annotations
@@ -31,7 +25,6 @@ from typing import Any
 import attrs
 import numpy as np
 
-from engine.analysis.defaults import MAX_JUDGED_DROP
 from engine.analysis.stats import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -47,22 +40,18 @@ from engine.evaluation.tables import html_table, render_text, text_table
 
 __all__ = [
     "COMPARISON_SCHEMA_ID",
-    "MAX_JUDGED_DROP",
     "Comparison",
     "Judged",
     "Mover",
     "PairRow",
-    "Regression",
     "compare",
-    "gate_rule",
-    "ppi_regressions",
     "rescore",
 ]
 
 COMPARISON_SCHEMA_ID = "slotwise.comparison/v1"
 PAIRING = (
     "samples matched by id; pairs where either value is NA are left out (counted by why: "
-    "failed, NA, unpaired); a rise in failures is a regression unless allowed"
+    "failed, NA, unpaired)"
 )
 
 
@@ -104,6 +93,8 @@ class PairRow:
     dropped_failed: int = 0  # pairs left out because either side failed
     dropped_na: int = 0  # ... because either side is NA for another reason
     dropped_unpaired: int = 0  # ids in one of the two results only
+    sd: float | None = None  # the standard deviation of the differences (ddof=1)
+    varied: int = 0  # pairs whose difference is not 0
 
     @property
     def dropped_reasons(self) -> str:
@@ -150,38 +141,6 @@ class Judged:
     def __str__(self) -> str:
         share = "NA" if self.share is None else f"{self.share:.3f}"
         return f"{share} ({self.documents - self.judged:,} of {self.documents:,} unjudged)"
-
-
-@attrs.frozen
-class Regression:
-    """A metric on which a system fell below the baseline (``row``; None for a fall of
-    judged@k or a PPI interval), and why it counts."""
-
-    row: PairRow | None
-    reason: str
-
-    def __str__(self) -> str:
-        return self.reason
-
-
-def gate_rule(
-    alpha: float,
-    max_drop: float | None,
-    allow_failures: bool = False,
-    max_judged_drop: float | None = MAX_JUDGED_DROP,
-) -> str:
-    """What the regression gate counts as a regression, in words."""
-    rule = f"significant drop after Holm at alpha={alpha:g}"
-    rule += f", or any drop > {max_drop:g}" if max_drop is not None else ""
-    rule += "" if allow_failures else ", or more failed samples than the baseline"
-    if max_judged_drop is not None:
-        rule += f", or judged@k below the baseline's by more than {max_judged_drop:g}"
-    return rule
-
-
-#: How the option that lets failures rise is named, in the gate's messages.
-ALLOW_FAILURES = "allow_failures=True (CLI: --allow-failures)"
-ALLOW_UNJUDGED = "--allow-unjudged (Python: max_judged_drop=None) or a larger --max-judged-drop"
 
 
 def _clean(value: float | None) -> float | None:
@@ -245,6 +204,8 @@ class Comparison:
     skipped: tuple[str, ...] = ()
     judged: Mapping[str, tuple[Judged, ...]] = attrs.field(factory=dict)
     """Per system, judged@k at each cutoff its results counted (none: not counted)."""
+    families: Mapping[str, str] = attrs.field(factory=dict)
+    """Per metric label, its metric's family (``"other"`` when its plugin is not here)."""
 
     def row(self, label: str, a: str | None = None, b: str | None = None) -> PairRow:
         """The row of ``label`` for systems ``a``, ``b`` (default: the first two)."""
@@ -254,88 +215,6 @@ class Comparison:
             if (row.label, row.a, row.b) == (label, a, b):
                 return row
         raise KeyError(f"no comparison of {label!r} for {a} -> {b}")
-
-    def regressions(
-        self,
-        *,
-        max_drop: float | None = None,
-        baseline: str | None = None,
-        allow_failures: bool = False,
-        max_judged_drop: float | None = MAX_JUDGED_DROP,
-    ) -> list[Regression]:
-        """Metrics on which a system is worse than ``baseline`` (default: the first system),
-        respecting each metric's direction: significantly worse after Holm's correction at
-        ``alpha``, or worse by more than ``max_drop`` (an absolute amount) whatever the p,
-        or (unless ``allow_failures``) failing on more samples than the baseline: a
-        failed sample is NA and left out of the pairs, so it could not lower the mean.
-        And systems whose judged@k falls below the baseline's by more than
-        ``max_judged_drop`` (None: never)."""
-        baseline = baseline or self.systems[0]
-        found = []
-        for row in self.rows:
-            if row.a != baseline:
-                continue
-            if row.failed_b > row.failed_a and not allow_failures:
-                found.append(
-                    Regression(
-                        row=row,
-                        reason=(
-                            f"{row.label}: {row.b} failed on {row.failed_b} sample(s), "
-                            f"{row.a} on {row.failed_a} (error rows or the metric failing; "
-                            f"left out of the n={row.n} pairs); pass {ALLOW_FAILURES} "
-                            "to allow more failures"
-                        ),
-                    )
-                )
-                continue
-            if row.n == 0:
-                continue
-            drop = -row.improvement
-            if drop <= 0:
-                continue
-            reasons = []
-            if row.significant:
-                reasons.append(f"significant: p (Holm) = {_pvalue(row.p_holm)} < {self.alpha:g}")
-            if max_drop is not None and drop > max_drop + 1e-12:
-                reasons.append(f"drop {drop:.4f} > allowed {max_drop:g}")
-            if reasons:
-                direction = "fell" if row.higher_is_better else "rose (lower is better)"
-                found.append(
-                    Regression(
-                        row=row,
-                        reason=(
-                            f"{row.label}: {row.b} {direction} from {_num(row.mean_a)} to "
-                            f"{_num(row.mean_b)} vs {row.a} (n={row.n}); " + "; ".join(reasons)
-                        ),
-                    )
-                )
-        if max_judged_drop is not None:
-            found += self._judged_regressions(baseline, max_judged_drop)
-        return found
-
-    def _judged_regressions(self, baseline: str, max_drop: float) -> list[Regression]:
-        before = {j.k: j for j in self.judged.get(baseline, ())}
-        found = []
-        for system in self.systems:
-            for after in self.judged.get(system, ()) if system != baseline else ():
-                prior = before.get(after.k)
-                if prior is None or prior.share is None or after.share is None:
-                    continue
-                drop = prior.share - after.share
-                if drop > max_drop + 1e-12:
-                    found.append(
-                        Regression(
-                            row=None,
-                            reason=(
-                                f"judged@{after.k}: {system} {after} vs {baseline} {prior}: "
-                                f"{drop:.3f} lower > allowed {max_drop:g}; unjudged documents "
-                                "count as non-relevant, so its metrics would read low for want "
-                                "of labels: label them (slotwise annotate --task relevance --runs "
-                                f"... --holes), or pass {ALLOW_UNJUDGED} to allow it"
-                            ),
-                        )
-                    )
-        return found
 
     def judged_lines(self) -> list[str]:
         """judged@k of each system, a line per cutoff, for the console."""
@@ -522,6 +401,8 @@ class Comparison:
                     "difference": _clean(r.difference),
                     "ci": None if r.ci is None else list(r.ci),
                     "dz": r.dz,
+                    "sd": r.sd,
+                    "varied": r.varied,
                     "statistic": None
                     if math.isnan(r.statistic) or math.isinf(r.statistic)
                     else r.statistic,
@@ -625,36 +506,6 @@ def rescore(results: Results, dataset: Any, name: str = "the results") -> Result
     return dataset.with_metrics(results.labels).evaluate(results)  # type: ignore[no-any-return]
 
 
-def ppi_regressions(
-    report: Any,
-    system: str,
-    baseline: str,
-    higher_is_better: Mapping[str, bool],
-    max_drop: float | None = None,
-) -> list[Regression]:
-    """The metrics on which a paired PPI report (``system - baseline``,
-    :meth:`Evaluation.ppi` with ``baseline``) says ``system`` is worse: its interval lies
-    wholly on the worse side of 0, or (with ``max_drop``) its estimate falls by more."""
-    if not report.paired:
-        raise ValueError("the PPI gate reads a paired report: Evaluation.ppi(..., baseline=...)")
-    found = []
-    for metric in report.metrics:
-        sign = 1.0 if higher_is_better.get(metric.label, True) else -1.0
-        best = max(sign * metric.ppi.low, sign * metric.ppi.high)
-        drop = -sign * metric.ppi.mean
-        interval = f"[{metric.ppi.low:+.4f}, {metric.ppi.high:+.4f}]"
-        what = f"{metric.label}: PPI estimate of {system} - {baseline} {metric.ppi.mean:+.4f} {interval}"
-        if best < 0:
-            found.append(
-                Regression(
-                    None, f"{what}: the {report.level:.0%} interval lies on the worse side of 0"
-                )
-            )
-        elif max_drop is not None and drop > max_drop + 1e-12:
-            found.append(Regression(None, f"{what}: drop {drop:.4f} > allowed {max_drop:g}"))
-    return found
-
-
 def _set(params: Mapping[str, Any]) -> dict[str, Any]:
     """The parameters that are set: one that is None equals one a results file written
     before the parameter existed leaves out."""
@@ -740,6 +591,7 @@ def compare(
                 seed=seed,
             )
             delta = y[keep] - x[keep]
+            sd = float(delta.std(ddof=1)) if delta.size > 1 else None
             order = np.argsort(-np.abs(delta), kind="stable")[:movers]
             kept_ids = ids[keep]
             moved = tuple(
@@ -770,6 +622,8 @@ def compare(
                     "difference": outcome.difference,
                     "ci": outcome.ci,
                     "dz": outcome.dz,
+                    "sd": sd,
+                    "varied": int(np.count_nonzero(delta)),
                     "statistic": outcome.statistic,
                     "p": outcome.p if outcome.n else math.nan,
                     "movers": moved,
@@ -799,4 +653,19 @@ def compare(
             name: tuple(Judged(k, *counts) for k, counts in sorted(r.diagnostics.judged.items()))
             for name, r in zip(names, results, strict=True)
         },
+        families=_families([m for m in results[0].metrics if m.label in labels]),
     )
+
+
+def _families(records: Sequence[Any]) -> dict[str, str]:
+    """Per metric label, the family its plugin declares ("other" when the plugin is not
+    installed here, or fails to load)."""
+    from engine.evaluation.registry import Registry
+
+    registry, found = Registry(), {}
+    for record in records:
+        try:
+            found[record.label] = str(getattr(registry.get(record.alias), "family", "other"))
+        except Exception:  # missing or broken here: the default margin applies
+            found[record.label] = "other"
+    return found

@@ -10,7 +10,13 @@ __all__ = [
     "DEFAULT_RESAMPLES",
     "DEFAULT_SEED",
     "DEFAULT_TEST_RESAMPLES",
-    "MAX_JUDGED_DROP",
+    "EXIT_CANT_TELL",
+    "FAMILY_MARGINS",
+    "MAX_JUDGED_GAP",
+    "MIN_AGREEMENT",
+    "MIN_JUDGED",
+    "MIN_KNOWN_IDS",
+    "MIN_PPI_LABELLED",
     "TESTS",
     "Test",
 ]
@@ -22,5 +28,36 @@ DEFAULT_SEED = 0
 DEFAULT_RESAMPLES = 1000  # for confidence intervals of a mean
 DEFAULT_TEST_RESAMPLES = 10_000  # for p-values, which need the tail
 
-#: The most judged@k may fall below the baseline's before the gate fails (an absolute share).
-MAX_JUDGED_DROP = 0.05
+#: The exit status of a gate that can't tell (regressed: 1, held: 0).
+EXIT_CANT_TELL = 4
+
+#: The margin of each metric family: *held* means the paired interval of the change shows
+#: the system did not get worse by more than this (an absolute amount on the metric's
+#: scale). Set-based and RAG metrics are scored at a few prompt slots, so each sample
+#: moves in coarser steps: their margin is wider. Metrics not on a 0-1 scale (DCG, counts)
+#: want a margin of their own (``--max-drop LABEL=AMOUNT``).
+FAMILY_MARGINS = {
+    "retrieval": 0.01,
+    "diversity": 0.01,
+    "utility": 0.01,
+    "set-based": 0.02,
+    "rag": 0.02,
+    "other": 0.01,
+}
+
+#: The least judged@k (labelled share of the top-k documents) a system needs for a verdict.
+MIN_JUDGED = 0.9
+
+#: The most two systems' judged@k may differ by before their comparison can't tell.
+MAX_JUDGED_GAP = 0.05
+
+#: Below this share of a system's top-k documents known to the labels, its ids match
+#: nothing (another id field, uuids of a vector store): it gets no verdict.
+MIN_KNOWN_IDS = 0.01
+
+#: The fewest human-labelled samples a PPI interval needs to make a verdict.
+MIN_PPI_LABELLED = 20
+
+#: The least agreement (quadratic-weighted Cohen's kappa on the graded labels both gave)
+#: a judge needs with the human sample to give a verdict without it.
+MIN_AGREEMENT = 0.6

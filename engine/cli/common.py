@@ -37,6 +37,7 @@ __all__ = [
     "metrics_with_k",
     "names_option",
     "non_negative",
+    "share",
     "parse_cutoffs",
     "positive_float",
     "positive_int",
@@ -98,6 +99,7 @@ non_negative_int = _number(int, lambda v: v >= 0, "an integer that is not negati
 positive_float = _number(float, lambda v: v > 0, "a positive number")
 probability = _number(float, lambda v: 0 < v < 1, "a number between 0 and 1")
 non_negative = _number(float, lambda v: v >= 0, "a number that is not negative")
+share = _number(float, lambda v: 0 <= v <= 1, "a share from 0 to 1")
 
 
 def parse_cutoffs(text: str) -> list[int]:

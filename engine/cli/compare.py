@@ -1,17 +1,25 @@
-"""``slotwise compare``: paired significance tests between results files, with a
-regression gate for CI pipelines (exit 1 when a metric regressed, when a system's
-judged@k fell, or when a PPI interval of a difference lies below 0)."""
+"""``slotwise compare``: paired significance tests between results files, and the
+regression gate's verdict for CI pipelines: regressed (exit 1), held (exit 0) or can't
+tell (exit 4, unless ``--allow-inconclusive``), each with its reason
+(:mod:`engine.analysis.verdict`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.analysis.defaults import MAX_JUDGED_DROP
+from engine.analysis.defaults import (
+    EXIT_CANT_TELL,
+    FAMILY_MARGINS,
+    MAX_JUDGED_GAP,
+    MIN_JUDGED,
+    MIN_PPI_LABELLED,
+)
 from engine.cli.common import (
     Handler,
     UsageError,
@@ -20,17 +28,20 @@ from engine.cli.common import (
     emit_tables,
     load_results,
     non_negative,
+    share,
     statistics_options,
 )
 from engine.errors import InputError, Problem
 
 if TYPE_CHECKING:
-    from engine.analysis.compare import Comparison, Regression
+    from engine.analysis.agreement import JudgeAgreement
+    from engine.analysis.compare import Comparison
+    from engine.analysis.verdict import Gate
     from engine.evaluation.api import Engine
 
-__all__ = ["EXIT_REGRESSION", "add"]
+__all__ = ["add"]
 
-EXIT_REGRESSION = 1
+_MARGINS = ", ".join(f"{family} {margin:g}" for family, margin in FAMILY_MARGINS.items())
 
 
 def add(commands: Any) -> dict[str, Handler]:
@@ -78,27 +89,47 @@ def add(commands: Any) -> dict[str, Handler]:
     comparing.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="exit 1 when a later system is worse than the first (the baseline) on a metric: "
-        "significantly after Holm's correction, or by more than --max-drop",
+        help="exit with the verdict of each later system against the first (the baseline): "
+        "1 regressed (significantly worse and not within --max-drop, or more failed samples), "
+        f"0 held (the change's interval lies above -max-drop), {EXIT_CANT_TELL} can't tell "
+        "(too few pairs, an interval wider than the margin, too few labels, ids matching no "
+        "label), each with its reason; the verdict is printed either way",
     )
     comparing.add_argument(
         "--max-drop",
-        type=non_negative,
-        help="with --fail-on-regression: also fail when a metric drops by more than this "
-        "absolute amount, significant or not",
+        action="append",
+        default=[],
+        metavar="[LABEL=]AMOUNT",
+        help="the margin: how far a metric may fall and still have held (an absolute amount "
+        "on its scale); LABEL=AMOUNT for one metric, repeatable or comma-separated; default "
+        f"by the metric's family ({_MARGINS})",
     )
     comparing.add_argument(
+        "--min-judged",
+        type=share,
+        default=MIN_JUDGED,
+        help="the least judged@k (labelled share of the top-k documents) each system needs "
+        f"for a verdict (default {MIN_JUDGED:g}); 0 for labels sparse by design",
+    )
+    comparing.add_argument(
+        "--max-judged-gap",
         "--max-judged-drop",
+        dest="max_judged_gap",
         type=non_negative,
-        default=MAX_JUDGED_DROP,
-        help="with --fail-on-regression: fail when a later system's judged@k is lower than "
-        f"the baseline's by more than this share (default {MAX_JUDGED_DROP:g}): its unjudged "
-        "documents count as non-relevant",
+        default=MAX_JUDGED_GAP,
+        help="the most two systems' judged@k may differ by before their comparison can't tell "
+        f"(default {MAX_JUDGED_GAP:g}): the less judged one's numbers read low",
     )
     comparing.add_argument(
         "--allow-unjudged",
         action="store_true",
-        help="with --fail-on-regression: do not gate on judged@k",
+        help="do not check judged@k (neither --min-judged nor --max-judged-gap)",
+    )
+    comparing.add_argument(
+        "--allow-inconclusive",
+        action="store_true",
+        help=f"with --fail-on-regression: exit 0 rather than {EXIT_CANT_TELL} when the verdict is "
+        "can't tell (it is still printed, with its reasons)",
     )
     comparing.add_argument(
         "--ppi",
@@ -106,8 +137,9 @@ def add(commands: Any) -> dict[str, Handler]:
         help="with --human: the prediction-powered (PPI++) estimate and interval of each "
         "later system's difference from the first, from the human labels and an LLM's labels "
         "on every sample (PREDICTIONS, `slotwise annotate --runs` without --holes), on the "
-        "results' kept outputs; with --fail-on-regression, an interval wholly on the worse "
-        "side of 0 (or an estimated drop > --max-drop) is a regression",
+        "results' kept outputs; the PPI interval then makes the verdict (at least "
+        f"{MIN_PPI_LABELLED} human-labelled samples), the test on the judge's labels is shown "
+        "as advisory, beside the judge's agreement with the human labels",
     )
     comparing.add_argument(
         "--human",
@@ -118,9 +150,8 @@ def add(commands: Any) -> dict[str, Handler]:
     comparing.add_argument(
         "--allow-failures",
         action="store_true",
-        help="with --fail-on-regression: do not fail when a later system failed on more "
-        "samples than the baseline (error rows, or a metric failing; by default a rise in "
-        "failures is a regression, as failed samples are left out of the pairs)",
+        help="do not count a later system failing on more samples than the baseline (error "
+        "rows, or a metric failing) as regressed (failed samples are left out of the pairs)",
     )
 
     return {"compare": _compare}
@@ -130,8 +161,27 @@ def _split(values: Sequence[str]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
+def _margins(values: Sequence[str]) -> float | dict[str, float] | None:
+    """``--max-drop``: one amount for every metric, or amounts per label."""
+    amounts: dict[str, float] = {}
+    every = None
+    for part in _split(values):
+        label, _, amount = part.rpartition("=")
+        if not re.fullmatch(r"[0-9]+(\.[0-9]*)?|\.[0-9]+", amount.strip()):
+            raise UsageError(f"--max-drop {part!r}: the amount must be a decimal number >= 0")
+        value = float(amount)
+        if label:
+            amounts[label] = value
+        else:
+            every = value
+    if every is not None and amounts:
+        raise UsageError("--max-drop: give one amount, or LABEL=AMOUNT pairs, not both")
+    return amounts or every
+
+
 def _compare(args: argparse.Namespace) -> int:
-    from engine.analysis.compare import compare, gate_rule
+    from engine.analysis.compare import compare
+    from engine.analysis.verdict import gate
 
     if len(args.results) < 2:
         raise InputError(
@@ -139,6 +189,7 @@ def _compare(args: argparse.Namespace) -> int:
         )
     if (args.ppi is None) != (args.human is None):
         raise UsageError("--ppi PREDICTIONS and --human DATASET go together")
+    margins = _margins(args.max_drop)
     engine = configured_engine(getattr(args, "config", None))
     dataset = engine.dataset(args.dataset) if args.dataset is not None else None
     results, names = load_results(
@@ -155,65 +206,69 @@ def _compare(args: argparse.Namespace) -> int:
         movers=max(args.movers, 5),
         dataset=dataset,
     )
-    ppi_found = _ppi(engine, args, comparison, results) if args.ppi is not None else []
-    _emit(comparison, args.format, args.output, args.movers, [r for r, _ in ppi_found])
+    reports, agreement = _ppi(engine, args, comparison, results) if args.ppi else ({}, None)
+    unjudged = args.allow_unjudged
+    verdict = gate(
+        comparison,
+        max_drop=margins,
+        allow_failures=args.allow_failures,
+        min_judged=None if unjudged else args.min_judged,
+        max_judged_gap=None if unjudged else args.max_judged_gap,
+        ppi=reports,
+        agreement=agreement,
+    )
+    _emit(comparison, verdict, args.format, args.output, args.movers, list(reports.values()))
     if not args.fail_on_regression:
         return 0
-    judged_drop = None if args.allow_unjudged else args.max_judged_drop
-    found = comparison.regressions(
-        max_drop=args.max_drop, allow_failures=args.allow_failures, max_judged_drop=judged_drop
-    )
-    found += [regression for _, regressions in ppi_found for regression in regressions]
-    rule = gate_rule(args.alpha, args.max_drop, args.allow_failures, judged_drop)
-    rule += ", or a PPI interval of a difference below 0" if ppi_found else ""
-    if found:
-        print(f"regression gate FAILED ({rule}):", file=sys.stderr)
-        for regression in found:
-            print(f"  {regression}", file=sys.stderr)
-        return EXIT_REGRESSION
-    print(
-        f"regression gate passed: no metric regressed against {names[0]} ({rule})",
-        file=sys.stderr,
-    )
-    return 0
+    code = verdict.exit_code(args.allow_inconclusive)
+    allowed = " (--allow-inconclusive)" if code == 0 and verdict.outcome != "held" else ""
+    print(f"regression gate: exit {code}{allowed}", file=sys.stderr)
+    print("\n".join(verdict.lines(held=False)), file=sys.stderr)
+    return code
 
 
 def _ppi(
     engine: Engine, args: argparse.Namespace, comparison: Comparison, results: Sequence[Any]
-) -> list[tuple[Any, list[Regression]]]:
-    """Per later system: the paired PPI report of its difference from the first system,
-    and the regressions it shows."""
-    from engine.analysis.compare import ppi_regressions
+) -> tuple[dict[str, Any], JudgeAgreement]:
+    """Per later system, the paired PPI report of its difference from the first system;
+    and the judge's agreement with the human labels."""
+    from engine.analysis.agreement import judge_agreement
 
-    labels = sorted(
-        {row.label for row in comparison.rows}, key=[r.label for r in comparison.rows].index
-    )
-    evaluation = engine.dataset(args.human).with_metrics(labels)
+    labels = list(dict.fromkeys(row.label for row in comparison.rows))
+    human = engine.dataset(args.human)
+    evaluation = human.with_metrics(labels)
     predictions = engine.dataset(args.ppi)
-    direction = {row.label: row.higher_is_better for row in comparison.rows}
-    baseline, first = comparison.systems[0], results[0]
-    found = []
+    first = results[0]
+    found = {}
     for name, later in zip(comparison.systems[1:], results[1:], strict=True):
         if later.outputs is None or first.outputs is None:
             raise InputError(
                 [Problem("--ppi scores the results' kept outputs: score with --keep-outputs")],
                 summary="cannot estimate by PPI",
             )
-        report = evaluation.ppi(later, predictions, baseline=first)
-        found.append((report, ppi_regressions(report, name, baseline, direction, args.max_drop)))
-    return found
+        found[name] = evaluation.ppi(later, predictions, baseline=first)
+    return found, judge_agreement(human, predictions)
 
 
 def _emit(
-    comparison: Comparison, fmt: str, output: Path | None, movers: int, ppi: Sequence[Any] = ()
+    comparison: Comparison,
+    verdict: Gate,
+    fmt: str,
+    output: Path | None,
+    movers: int,
+    ppi: Sequence[Any] = (),
 ) -> None:
     if fmt == "table":
         tables = [comparison.table(), *(report.table() for report in ppi)]
-        emit_tables(tables, comparison.notes(movers), output)
+        emit_tables(tables, [*comparison.notes(movers), *verdict.lines()], output)
     elif fmt == "json":
         document = comparison.to_dict()
         if ppi:
             document["ppi"] = [report.to_dict()["ppi"] for report in ppi]
+        document["verdict"] = verdict.to_dict()
         emit(json.dumps(document, indent=2, ensure_ascii=False) + "\n", output)
+    elif fmt == "markdown":
+        lines = "".join(f"- {line.strip()}\n" for line in verdict.lines())
+        emit(comparison.to_markdown() + "\n" + lines, output)
     else:
-        emit(comparison.to_markdown() if fmt == "markdown" else comparison.to_latex(), output)
+        emit(comparison.to_latex(), output)

@@ -1,5 +1,6 @@
 """Tools for testing with slotwise, none of which needs pytest: a regression gate for CI
-scripts and test suites (:func:`assert_no_regression`), :func:`make_batch`, which compiles
+scripts and test suites (:func:`assert_no_regression`: regressed and can't tell fail,
+held passes), :func:`make_batch`, which compiles
 raw sample and output dicts into the :class:`~engine.Batch` that ``score`` receives (so a
 metric's own tests can pin values by hand), and ``SAMPLES`` and ``OUTPUTS``, a small
 fixture that carries every requirement kind of :data:`engine.evaluation.metric.REQUIREMENTS`
@@ -20,19 +21,33 @@ module imports without pytest::
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.analysis.compare import MAX_JUDGED_DROP, compare, gate_rule, ppi_regressions
+from engine.analysis.compare import compare
+from engine.analysis.defaults import MAX_JUDGED_GAP, MIN_JUDGED
 from engine.analysis.stats import Test
+from engine.analysis.verdict import CANT_TELL, HELD, gate
 from engine.errors import MissingDependencyError
 from engine.evaluation.results import Results, read_results
 from engine.testing.fixture import OUTPUTS, SAMPLES, make_batch
 
 if TYPE_CHECKING:
+    from engine.analysis.verdict import Gate
     from engine.testing.conformance import MetricConformance
 
-__all__ = ["OUTPUTS", "SAMPLES", "MetricConformance", "assert_no_regression", "make_batch"]
+__all__ = [
+    "OUTPUTS",
+    "SAMPLES",
+    "Inconclusive",
+    "MetricConformance",
+    "assert_no_regression",
+    "make_batch",
+]
+
+
+class Inconclusive(AssertionError):
+    """The gate can't tell whether the results regressed; the message says why."""
 
 
 def __getattr__(name: str) -> Any:
@@ -52,26 +67,28 @@ def assert_no_regression(
     results: Results,
     baseline: Results | str | os.PathLike[str],
     *,
-    max_drop: float | None = None,
+    max_drop: float | Mapping[str, float] | None = None,
     alpha: float = 0.05,
     metrics: Sequence[str] | None = None,
     test: Test = "randomization",
     allow_failures: bool = False,
-    max_judged_drop: float | None = MAX_JUDGED_DROP,
+    min_judged: float | None = MIN_JUDGED,
+    max_judged_gap: float | None = MAX_JUDGED_GAP,
+    allow_inconclusive: bool = False,
     dataset: Any = None,
     ppi: Any = None,
-) -> None:
-    """Fail (``AssertionError``) when ``results`` fell below ``baseline`` (results, or a
-    results file) on a metric they share (or on ``metrics``), by the gate of ``slotwise
-    compare --fail-on-regression``: significantly worse after Holm's correction at
-    ``alpha``, worse by more than ``max_drop`` whatever the p, (unless
-    ``allow_failures``) failing on more samples than the baseline (error rows, a metric
-    failing), or with a judged@k lower than the baseline's by more than
-    ``max_judged_drop`` (None: not gated). ``dataset`` re-scores both (their kept
-    outputs) on newer labels first. ``ppi``: a paired PPI report of ``results - baseline``
-    (``Evaluation.ppi(outputs, predictions, baseline=...)``): an interval wholly on the
-    worse side of 0, or an estimated drop > ``max_drop``, fails too. The message names
-    each regression with both sides and the reason."""
+    agreement: Any = None,
+) -> Gate:
+    """The verdict of ``results`` against ``baseline`` (results, or a results file) on the
+    metrics they share (or ``metrics``), by the gate of ``slotwise compare
+    --fail-on-regression`` (:func:`engine.analysis.verdict.gate`, with the same
+    options): returned when it held; ``AssertionError`` naming each regression when it
+    regressed; :class:`Inconclusive` (an ``AssertionError``) naming why when it can't
+    tell, unless ``allow_inconclusive``. ``dataset`` re-scores both (their kept outputs)
+    on newer labels first. ``ppi``: a paired PPI report of ``results - baseline``
+    (``Evaluation.ppi(outputs, predictions, baseline=...)``), which then makes the verdict;
+    ``agreement``: the judge's agreement with the human labels
+    (:func:`engine.analysis.agreement.judge_agreement`)."""
     __tracebackhide__ = True  # pytest shows the message, not this frame
     before = baseline if isinstance(baseline, Results) else read_results(baseline)
     comparison = compare(
@@ -82,14 +99,16 @@ def assert_no_regression(
         test=test,
         dataset=dataset,
     )
-    found = comparison.regressions(
-        max_drop=max_drop, allow_failures=allow_failures, max_judged_drop=max_judged_drop
+    verdict = gate(
+        comparison,
+        max_drop=max_drop,
+        allow_failures=allow_failures,
+        min_judged=min_judged,
+        max_judged_gap=max_judged_gap,
+        ppi=None if ppi is None else {"current": ppi},
+        agreement=agreement,
     )
-    if ppi is not None:
-        direction = {m.label: m.higher_is_better for m in results.metrics}
-        found += ppi_regressions(ppi, "current", "baseline", direction, max_drop)
-    if found:
-        lines = "\n".join(f"  {regression}" for regression in found)
-        rule = gate_rule(alpha, max_drop, allow_failures, max_judged_drop)
-        rule += ", or a PPI interval below 0" if ppi is not None else ""
-        raise AssertionError(f"retrieval regressed ({rule}):\n{lines}")
+    if verdict.outcome == HELD or (verdict.outcome == CANT_TELL and allow_inconclusive):
+        return verdict
+    kind = Inconclusive if verdict.outcome == CANT_TELL else AssertionError
+    raise kind("\n".join(verdict.lines()))
