@@ -137,3 +137,25 @@ def test_the_startup_benchmark_runs() -> None:
     assert rows[:2] == ["| command | median ms | least ms | / floor |", "|---|---:|---:|---:|"]
     assert [row.split(" | ")[0].lstrip("| ") for row in rows[2:]] == list(commands)
     assert all(float(row.rsplit("|", 2)[1]) > 0 for row in rows[2:])
+
+
+def test_the_gate_simulation_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/gate_simulation.py --quick: a few replicates at small sizes run through
+    compare() and gate() (its rows checked equal to compare()'s), with the population's
+    true mean change solved exactly, and print a table per margin and a line per target."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gate_simulation
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    for target in (0.0, -0.015, 0.1):
+        assert gate_simulation.mean_change(gate_simulation.solve_mu(target)) == pytest.approx(
+            target, abs=1e-12
+        )
+    gate_simulation.main(["--quick", "--workers", "1"])
+    out = capsys.readouterr().out
+    assert out.count("**margin 0.01**") == 2 and out.count("**margin 0.05**") == 2
+    assert "| 5 | 0.0 / 0.0 / 100.0 |" in out  # under min_pairs: always can't tell
+    for what in ("the paired test", "PPI"):
+        assert f"- {what}: false HELD <= 5%: " in out
+        assert f"- {what}: false REGRESSED <= 5%: " in out
