@@ -15,6 +15,7 @@ import engine
 from engine.analysis import stats
 from engine.analysis.compare import compare
 from engine.analysis.curves import curves
+from engine.analysis.verdict import gate
 from engine.cli import main
 from engine.evaluation.results import read_results, results_from_dict
 from engine.evaluation.strata import NO_STRATUM
@@ -167,7 +168,7 @@ class TestCompareAPI:
         assert row.p_holm >= row.p
         assert row.ci[0] < row.difference < row.ci[1]
         assert row.movers and abs(row.movers[0].difference) >= abs(row.movers[-1].difference)
-        assert comparison.regressions() == []
+        assert gate(comparison, min_judged=None, max_judged_gap=None).outcome == "held"
 
     @pytest.mark.parametrize("test", ["randomization", "bootstrap", "t"])
     def test_every_test_runs(self, quickstart_results, test):
@@ -209,7 +210,10 @@ class TestCompareAPI:
         body = [line for line in printed if line.startswith("│")]
         assert body and [line for line in text if line.startswith("│")] == body
         assert text[-len(comparison.notes()) :] == comparison.notes()
-        assert comparison.notes()[-4:] == printed[-4:]  # the samples that moved most
+        verdict = gate(comparison).lines()
+        assert printed[-len(verdict) :] == verdict  # the gate's verdict comes last
+        moved = printed[-len(verdict) - 4 : -len(verdict)]
+        assert comparison.notes()[-4:] == moved  # the samples that moved most
         assert "moved most (b - a):" in text
         assert repr(comparison) == (
             "<Comparison quickstart: bm25 → hybrid-rerank; 4 metric(s), 4 better, 0 worse "
@@ -233,24 +237,33 @@ class TestCompareAPI:
         """A metric where lower is better regresses when it rises (judged@k aside)."""
         dataset = eng.dataset(samples=_samples(30)).with_metrics(["retrieval-mrr"])
         good, worse = dataset.evaluate(_outputs(30)), dataset.evaluate(_outputs(30, shift=3))
-        found = compare([good, worse]).regressions(max_judged_drop=None)
-        assert [r.row.label for r in found if r.row is not None] == ["retrieval-mrr"]
-        assert compare([worse, good]).regressions(max_judged_drop=None) == []
+
+        def outcome(results: list[engine.Results]) -> str:
+            return gate(compare(results), min_judged=None, max_judged_gap=None).outcome
+
+        assert outcome([good, worse]) == "regressed"
+        assert outcome([worse, good]) == "held"
         # flip the direction: the same change is now an improvement
         flipped = [attrs.evolve(m, higher_is_better=False) for m in good.metrics]
         good.metrics, worse.metrics = flipped, flipped
-        assert compare([good, worse]).regressions(max_judged_drop=None) == []
-        assert compare([worse, good]).regressions(max_judged_drop=None)
+        assert outcome([good, worse]) == "held"
+        assert outcome([worse, good]) == "regressed"
 
-    def test_max_drop(self, eng):
-        """A drop larger than max_drop fails even when not significant."""
+    def test_three_samples_cant_tell_whatever_the_margin(self, eng):
+        """Three pairs: an exact paired test's smallest p is 2 / 2**3 = 0.25 > 0.05, so no
+        margin makes a verdict: can't tell, naming the 6 pairs needed."""
         dataset = eng.dataset(samples=_samples(3)).with_metrics(["retrieval-mrr"])
         good, worse = dataset.evaluate(_outputs(3)), dataset.evaluate(_outputs(3, shift=1))
         comparison = compare([good, worse])
         assert not comparison.row("retrieval-mrr").significant
-        assert comparison.regressions(max_judged_drop=None) == []
-        assert comparison.regressions(max_drop=0.01, max_judged_drop=None)
-        assert comparison.regressions(max_drop=1.0, max_judged_drop=None) == []
+        for margin in (None, 0.01, 1.0):
+            (verdict,) = gate(
+                comparison, max_drop=margin, min_judged=None, max_judged_gap=None
+            ).verdicts
+            assert verdict.outcome == "can't tell" and verdict.needed == 6
+            assert (
+                "smallest p an exact paired test can reach is 0.25 > alpha=0.05" in verdict.reason
+            )
 
     def test_zero_variance_and_single_sample(self, eng):
         """Identical systems: p = 1, no crash; one sample: n = 1, no CI, p = 1."""
@@ -417,10 +430,16 @@ class TestCompareCLI:
         if fmt == "json":
             assert json.loads(out)["systems"] == ["bm25", "hybrid-rerank"]
 
-    def test_gate_passes_on_improvement(self, files, capsys):
-        """bm25 -> hybrid improves: exit 0."""
-        assert main(["compare", *map(str, files), "--fail-on-regression"]) == 0
-        assert "regression gate passed" in capsys.readouterr().err
+    def test_gate_holds_on_improvement(self, files, capsys):
+        """bm25 -> hybrid improves: held, exit 0, once the quickstart's sparse labels are
+        allowed (its unjudged documents are non-relevant by design); with the default
+        judged@k checks, can't tell, exit 4, naming the systems' judged@k."""
+        assert main(["compare", *map(str, files), "--fail-on-regression", "--allow-unjudged"]) == 0
+        err = capsys.readouterr().err
+        assert "regression gate: exit 0" in err and "verdict: HELD" in err
+        assert main(["compare", *map(str, files), "--fail-on-regression"]) == 4
+        err = capsys.readouterr().err
+        assert "verdict: CAN'T TELL" in err and "labels: CAN'T TELL: bm25: judged@" in err
 
     def test_gate_fails_on_regression(self, files, capsys):
         """hybrid -> bm25 regresses significantly: exit 1, naming the metrics and why."""
@@ -428,19 +447,28 @@ class TestCompareCLI:
         code = main(["compare", str(baseline), str(new), "--fail-on-regression", "--test", "t"])
         err = capsys.readouterr().err
         assert code == 1
-        assert "FAILED" in err and "retrieval-ndcg-at-k@10" in err and "p (Holm)" in err
+        assert "verdict: REGRESSED" in err
+        assert "retrieval-ndcg-at-k@10: REGRESSED" in err and "p (Holm)" in err
 
     def test_gate_max_drop(self, files, capsys, tmp_path):
-        """--max-drop fails on any larger drop; a big allowance and no significance passes."""
+        """Three samples' MAP lowered by 0.5: not significant (3 pairs differ, smallest p
+        0.25), and the interval reaches below the 0.01 margin: can't tell; a margin of 0.2
+        for MAP (every resample's mean drop is at most 3 x 0.5 / 46 = 0.033) holds."""
         document = json.loads(files[1].read_text())
         for sample in document["samples"][:3]:
             sample["scores"]["retrieval-map"] = max(0.0, sample["scores"]["retrieval-map"] - 0.5)
         lowered = tmp_path / "lowered.json"
         lowered.write_text(json.dumps(document))
-        args = ["compare", str(files[1]), str(lowered), "--fail-on-regression"]
-        assert main(args) == 0
-        assert main([*args, "--max-drop", "0.01"]) == 1
-        assert "drop" in capsys.readouterr().err
+        args = ["compare", str(files[1]), str(lowered), "--fail-on-regression", "--allow-unjudged"]
+        assert main([*args, "--max-drop", "0.01"]) == 4
+        err = capsys.readouterr().err
+        assert "retrieval-map: CAN'T TELL" in err and "only 3 of the 46 pairs differ" in err
+        assert main([*args, "--max-drop", "retrieval-map=0.2"]) == 0
+        assert main([*args, "--max-drop", "retrieval-map=0.2", "--allow-inconclusive"]) == 0
+        assert main([*args, "--max-drop", "0.01", "--allow-inconclusive"]) == 0
+        assert "regression gate: exit 0 (--allow-inconclusive)" in capsys.readouterr().err
+        for bad in ("nope=0.1", "1_0", "-1", "nan", "0.1,retrieval-map=0.2"):
+            assert main([*args, "--max-drop", bad]) == 2, bad
 
     def test_output_file(self, files, tmp_path, capsys):
         """--output writes the rendered comparison."""

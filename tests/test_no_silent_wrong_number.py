@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import engine
+from engine.analysis.verdict import gate
 from engine.cli import main
 from engine.evaluation.batch import row_sums
 from engine.evaluation.results import read_results
@@ -66,12 +67,15 @@ class TestFailingRetriever:
         baseline = evaluation.run(_perfect, progress=False)
         current = evaluation.run(_flaky, progress=False)
         with pytest.raises(AssertionError) as failed:
-            assert_no_regression(current, baseline, max_drop=0.0)
+            assert_no_regression(current, baseline, max_drop=0.0, min_judged=None)
         message = str(failed.value)
-        assert "or more failed samples than the baseline" in message
+        assert "verdict: REGRESSED" in message and "retrieval-mrr: REGRESSED (failures)" in message
         assert "current failed on 30 sample(s), baseline on 0" in message
         assert "allow_failures=True" in message
-        assert_no_regression(current, baseline, max_drop=0.0, allow_failures=True)
+        allowed = assert_no_regression(
+            current, baseline, max_drop=0.0, allow_failures=True, min_judged=None
+        )
+        assert allowed.outcome == "held"
 
     def test_a_comparison_says_how_many_pairs_it_dropped_and_why(self, evaluation):
         baseline = evaluation.run(_perfect, progress=False)
@@ -93,18 +97,18 @@ class TestFailingRetriever:
         )
         entry = comparison.to_dict()["comparisons"][0]
         assert entry["dropped_because"] == {"failed": 30, "na": 0, "unpaired": 0}
-        assert [r.reason for r in comparison.regressions()] != []
+        assert gate(comparison, min_judged=None).outcome == "regressed"
 
     def test_the_cli_gate(self, evaluation, tmp_path, capsys):
         evaluation.run(_perfect, progress=False).to_json(tmp_path / "base.json")
         evaluation.run(_flaky, progress=False).to_json(tmp_path / "flaky.json")
         files = [str(tmp_path / "base.json"), str(tmp_path / "flaky.json")]
-        gate = ["compare", *files, "--fail-on-regression", "--max-drop", "0"]
-        assert main(gate) == 1
+        argv = ["compare", *files, "--fail-on-regression", "--max-drop", "0", "--allow-unjudged"]
+        assert main(argv) == 1
         captured = capsys.readouterr()
         assert "--allow-failures" in captured.err
         assert "30 sample(s) left out: 30 failed on either side" in captured.out
-        assert main([*gate, "--allow-failures"]) == 0
+        assert main([*argv, "--allow-failures"]) == 0
 
     def test_rescoring_keeps_the_error_rows(self, evaluation, tmp_path):
         """Before: the 30 error rows came back as empty rankings, MRR 0, n = 120."""

@@ -15,7 +15,6 @@ __all__ = [
     "MAX_JUDGED_GAP",
     "MIN_AGREEMENT",
     "MIN_JUDGED",
-    "MIN_KNOWN_IDS",
     "MIN_PPI_LABELLED",
     "TESTS",
     "Test",
@@ -50,10 +49,6 @@ MIN_JUDGED = 0.9
 
 #: The most two systems' judged@k may differ by before their comparison can't tell.
 MAX_JUDGED_GAP = 0.05
-
-#: Below this share of a system's top-k documents known to the labels, its ids match
-#: nothing (another id field, uuids of a vector store): it gets no verdict.
-MIN_KNOWN_IDS = 0.01
 
 #: The fewest human-labelled samples a PPI interval needs to make a verdict.
 MIN_PPI_LABELLED = 20

@@ -30,6 +30,7 @@ from engine.analysis.compare import Comparison, compare
 from engine.analysis.curves import curve_labels, curves
 from engine.analysis.explain import DIAGNOSIS, Explanation, SystemView, labels_at
 from engine.analysis.stats import DEFAULT_SEED, DEFAULT_TEST_RESAMPLES, Test
+from engine.analysis.verdict import gate
 from engine.evaluation.label_sources import REPORT as LABEL_SOURCES
 from engine.evaluation.results import Results
 from engine.evaluation.strata import NO_STRATUM, by, stratum_of
@@ -443,6 +444,11 @@ def _summary_section(results: Sequence[Results], names: Sequence[str]) -> str:
         f'<svg class="axis" width="{CI_WIDTH}" height="14" viewBox="0 0 {CI_WIDTH} 14" '
         f'role="img" aria-label="shared axis, 0 to 1">{_axis_svg(UNIT, 11)}</svg>'
     )
+    warnings = "".join(
+        f'<p class="note warn">{_e(name)}: {_e(r.diagnostics.unknown_ids() or "")}</p>'
+        for name, r in zip(names, results, strict=True)
+        if r.diagnostics.unknown_ids() is not None
+    )
     return (
         '<section id="summary"><h2>Summary</h2>'
         '<p class="note">Mean of each metric with its 95% percentile bootstrap confidence '
@@ -452,7 +458,7 @@ def _summary_section(results: Sequence[Results], names: Sequence[str]) -> str:
         f"own under their row, as do those whose values all lie below {FLAT:g} (they would "
         "lie flat at 0 on the shared one). <i>errors</i>: samples whose system call failed "
         "(NA in every metric), of all samples scored.</p>"
-        f"{_legend(names)}"
+        f"{warnings}{_legend(names)}"
         f'<div class="scroll"><table class="summary"><thead><tr><th>metric</th>{head}'
         f'<th class="chart">95% CI, axis 0 to 1<br>{axis}</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div></section>"
@@ -689,7 +695,25 @@ def _comparison_section(comparison: Comparison, chosen: bool) -> str:
         + "".join(f'<p class="note judged">{_e(line)}</p>' for line in comparison.judged_lines())
         + f'<div class="scroll"><table class="comparison"><thead><tr>{head}<th>moved most</th></tr>'
         f"</thead><tbody>{''.join(rows)}</tbody></table></div>"
-        f"{_forest(comparison)}</section>"
+        f"{_forest(comparison)}{_verdict(comparison)}</section>"
+    )
+
+
+def _verdict(comparison: Comparison) -> str:
+    """The gate's verdict with its defaults (``slotwise compare --fail-on-regression``):
+    each later system against the first, a line per verdict."""
+    verdict = gate(comparison)
+    css = {"regressed": "regressed", "held": "held", "can't tell": "cant-tell"}
+    who = len(comparison.systems) > 2
+    items = "".join(
+        f'<li class="{css[v.outcome]}">{_e(v.system + ": " if who else "")}{_e(v.line())}</li>'
+        for v in sorted(verdict.verdicts, key=lambda v: v.outcome == "held")
+    )
+    return (
+        f'<div class="gate-verdict"><h3>Verdict: {_e(verdict.outcome)}</h3>'
+        '<p class="note">As <code>slotwise compare --fail-on-regression</code> with its '
+        f"defaults gives it (margins per metric family, judged@k): {_e(verdict.rule)}.</p>"
+        f"<ul>{items}</ul></div>"
     )
 
 

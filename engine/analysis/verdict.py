@@ -36,10 +36,10 @@ from engine.analysis.defaults import (
     MAX_JUDGED_GAP,
     MIN_AGREEMENT,
     MIN_JUDGED,
-    MIN_KNOWN_IDS,
     MIN_PPI_LABELLED,
 )
 from engine.errors import InputError, Problem
+from engine.evaluation.results import Diagnostics
 
 __all__ = [
     "CANT_TELL",
@@ -114,18 +114,19 @@ class Verdict:
     needed: int | None = None  # about how many pairs would resolve a can't tell
 
     def line(self) -> str:
-        what = self.metric or "labels"
-        interval = (
-            ""
-            if self.change is None
-            else f" {self.change:+.4f}"
-            + (
-                ""
-                if self.interval is None
-                else f" [{self.interval[0]:+.4f}, {self.interval[1]:+.4f}]"
-            )
+        """The verdict in one line: what, the outcome, the change with its interval, by
+        what, why (and, when it decided, the smallest change the test detects)."""
+        if self.metric is None:
+            return f"{self.by}: {self.outcome.upper()}: {self.reason}"
+        change = "" if self.change is None else f" {self.change:+.4f}"
+        if self.change is not None and self.interval is not None:
+            change += f" [{self.interval[0]:+.4f}, {self.interval[1]:+.4f}]"
+        detects = (
+            f"; detects changes of {self.mde:.4f} or more at n={self.n}"
+            if self.mde is not None and self.outcome != CANT_TELL
+            else ""
         )
-        return f"{what}: {self.outcome.upper()}{interval} ({self.by}): {self.reason}"
+        return f"{self.metric}: {self.outcome.upper()}{change} ({self.by}): {self.reason}{detects}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -267,16 +268,24 @@ def _failure_verdict(row: PairRow, allow_failures: bool) -> Verdict | None:
 
 def _test_verdict(row: PairRow, margin: float, alpha: float, floor: int) -> Verdict:
     """The paired test's verdict on one row (the later system ``row.b`` against ``row.a``)."""
-    base = {"system": row.b, "baseline": row.a, "metric": row.label, "by": "paired test"}
+    change = _good(row, row.difference)
+    common = Verdict(
+        system=row.b,
+        baseline=row.a,
+        outcome=CANT_TELL,
+        reason="",
+        by="paired test",
+        metric=row.label,
+        change=None if math.isnan(row.difference) else row.difference,
+        interval=row.ci,
+        margin=margin,
+        n=row.n,
+        mde=_mde(row.sd, row.n, alpha),
+    )
     if row.n < floor:
         smallest = 2.0 ** (1 - row.n) if row.n else 1.0
-        return Verdict(
-            **base,
-            outcome=CANT_TELL,
-            change=None if math.isnan(row.difference) else row.difference,
-            interval=row.ci,
-            margin=margin,
-            n=row.n,
+        return attrs.evolve(
+            common,
             needed=floor,
             reason=(
                 f"too few pairs: with n={row.n} the smallest p an exact paired test can reach "
@@ -284,28 +293,16 @@ def _test_verdict(row: PairRow, margin: float, alpha: float, floor: int) -> Verd
                 "pairs are needed"
             ),
         )
-    change = _good(row, row.difference)
     low, high = sorted(_good(row, bound) for bound in row.ci) if row.ci else (change, change)
     worse = row.significant and change < 0
-    mde = _mde(row.sd, row.n, alpha)
-    common = {
-        **base,
-        "change": row.difference,
-        "interval": row.ci,
-        "margin": margin,
-        "n": row.n,
-        "mde": mde,
-    }
     if low >= -margin - _EPS:
         note = " (significantly lower, by less than the margin)" if worse else ""
-        return Verdict(
-            **common,
-            outcome=HELD,
-            reason=f"the interval lies above -{margin:g}{note}",
+        return attrs.evolve(
+            common, outcome=HELD, reason=f"the interval lies above -{margin:g}{note}"
         )
     if worse:
-        return Verdict(
-            **common,
+        return attrs.evolve(
+            common,
             outcome=REGRESSED,
             reason=f"significantly worse: p (Holm) = {_p(row.p_holm)} < {alpha:g}",
         )
@@ -317,14 +314,17 @@ def _test_verdict(row: PairRow, margin: float, alpha: float, floor: int) -> Verd
         if smallest > alpha
         else ""
     )
-    return Verdict(
-        **common,
-        outcome=CANT_TELL,
+    detects = (
+        f"; the test detects changes of {common.mde:.4f} or more at n={row.n}"
+        if common.mde is not None
+        else ""
+    )
+    return attrs.evolve(
+        common,
         needed=needed,
         reason=(
             f"{why}the interval reaches below -{margin:g} and the drop is not significant "
-            f"(p (Holm) = {_p(row.p_holm)})"
-            + (f"; the test detects {_change(mde)} at n={row.n}" if mde is not None else "")
+            f"(p (Holm) = {_p(row.p_holm)}){detects}"
             + (f"; about {needed:,} pairs would resolve it" if needed else "")
         ),
     )
@@ -338,20 +338,21 @@ def _ppi_verdict(
     sign = 1.0 if higher_is_better else -1.0
     low, high = sorted((sign * estimate.low, sign * estimate.high))
     change = sign * estimate.mean
-    common = {
-        "system": system,
-        "baseline": baseline,
-        "metric": metric.label,
-        "by": "PPI",
-        "change": float(estimate.mean),
-        "interval": (float(estimate.low), float(estimate.high)),
-        "margin": margin,
-        "n": estimate.n,
-    }
+    common = Verdict(
+        system=system,
+        baseline=baseline,
+        outcome=CANT_TELL,
+        reason="",
+        by="PPI",
+        metric=metric.label,
+        change=float(estimate.mean),
+        interval=(float(estimate.low), float(estimate.high)),
+        margin=margin,
+        n=estimate.n,
+    )
     if estimate.n < MIN_PPI_LABELLED:
-        return Verdict(
-            **common,
-            outcome=CANT_TELL,
+        return attrs.evolve(
+            common,
             needed=MIN_PPI_LABELLED,
             reason=(
                 f"only {estimate.n} human-labelled samples: too few to estimate the judge's "
@@ -359,9 +360,8 @@ def _ppi_verdict(
             ),
         )
     if high - low <= _EPS:
-        return Verdict(
-            **common,
-            outcome=CANT_TELL,
+        return attrs.evolve(
+            common,
             reason=(
                 f"the PPI interval has zero width: the {estimate.n} human-labelled differences "
                 "are all equal, which shows no spread to estimate; label more samples (where "
@@ -369,17 +369,16 @@ def _ppi_verdict(
             ),
         )
     if low >= -margin - _EPS:
-        return Verdict(**common, outcome=HELD, reason=f"the PPI interval lies above -{margin:g}")
+        return attrs.evolve(common, outcome=HELD, reason=f"the PPI interval lies above -{margin:g}")
     if high < 0:
-        return Verdict(
-            **common,
+        return attrs.evolve(
+            common,
             outcome=REGRESSED,
             reason="the PPI interval lies wholly on the worse side of 0",
         )
     needed = _resolve(estimate.n, low, high, change, margin, MIN_PPI_LABELLED)
-    return Verdict(
-        **common,
-        outcome=CANT_TELL,
+    return attrs.evolve(
+        common,
         needed=needed,
         reason=(
             f"the PPI interval reaches below -{margin:g} and above 0"
@@ -461,19 +460,9 @@ def _below(judged: Judged, level: float) -> bool:
 
 
 def _unknown_ids(judged: Mapping[int, Judged]) -> str | None:
-    """Why a system's ids match nothing (its top k at the shallowest cutoff almost wholly
-    unknown to the labels), or None."""
-    if not judged:
-        return None
-    shallow = judged[min(judged)]
-    if shallow.share is None or shallow.share >= MIN_KNOWN_IDS:
-        return None
-    return (
-        f"its ids match almost no label: {shallow.judged:,} of {shallow.documents:,} documents "
-        f"in its top {shallow.k} are known to the labels (< {MIN_KNOWN_IDS:.0%}); check which "
-        "field holds the document id (Dataset.run(..., id_key=...), --id-key; vector-store "
-        "uuids and documents without ids match nothing)"
-    )
+    """Why a system's ids match nothing (:meth:`Diagnostics.unknown_ids`), or None."""
+    counts = {k: (j.judged, j.documents) for k, j in judged.items()}
+    return Diagnostics(judged=counts).unknown_ids()
 
 
 def gate(
@@ -574,7 +563,3 @@ def _judge_only(verdict: Verdict, agreement: Any) -> Verdict:
 
 def _p(value: float) -> str:
     return "NA" if math.isnan(value) else ("<0.0001" if value < 0.0001 else f"{value:.4f}")
-
-
-def _change(value: float | None) -> str:
-    return "NA" if value is None else f"changes of {value:.4f} or more"

@@ -37,11 +37,11 @@ __all__ = [
     "metrics_with_k",
     "names_option",
     "non_negative",
-    "share",
     "parse_cutoffs",
     "positive_float",
     "positive_int",
     "probability",
+    "share",
     "split_specs",
     "statistics_options",
 ]

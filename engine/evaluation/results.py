@@ -33,6 +33,7 @@ from engine.io.files import atomic_write, read_document
 from engine.io.sinks import RowChunk, Sink
 
 __all__ = [
+    "MIN_KNOWN_IDS",
     "Diagnostics",
     "MetricRecord",
     "Results",
@@ -43,6 +44,10 @@ __all__ = [
 
 FloatArray = npt.NDArray[np.float64]
 Interval = tuple[float, float] | None
+
+#: Below this share of its top-k documents known to the labels, a system's ids match
+#: nothing: its numbers are flagged, and the gate gives it no verdict.
+MIN_KNOWN_IDS = 0.01
 
 
 @attrs.frozen
@@ -71,6 +76,23 @@ class Diagnostics:
     #: over the samples that have an output and did not fail
     judged: Mapping[int, tuple[int, int]] = attrs.field(factory=dict)
 
+    def unknown_ids(self) -> str | None:
+        """Why the system's ids match almost no label, or None: of the documents in its
+        top k at the shallowest cutoff counted, fewer than :data:`MIN_KNOWN_IDS` have a
+        label (another id field, vector-store uuids, documents without ids)."""
+        if not self.judged:
+            return None
+        k = min(self.judged)
+        judged, slots = self.judged[k]
+        if not slots or judged / slots >= MIN_KNOWN_IDS:
+            return None
+        return (
+            f"the retrieved ids match almost no label: {judged:,} of {slots:,} documents in the "
+            f"top {k} are known to the labels (< {MIN_KNOWN_IDS:.0%}); check which field holds "
+            "the document id (Dataset.run(..., id_key=...), --id-key; vector-store uuids and "
+            "documents without ids match nothing): these numbers say nothing of the system"
+        )
+
     def judged_at(self, k: int) -> float | None:
         """judged@k: the share of the documents in the top k that have a label (None when
         not counted, or when no top k holds a document)."""
@@ -89,11 +111,15 @@ class Diagnostics:
                 {"k": k, "judged": judged, "documents": slots}
                 for k, (judged, slots) in sorted(self.judged.items())
             ],
+            "unknown_ids": self.unknown_ids(),
         }
 
     def lines(self) -> list[str]:
         """The diagnostics as sentences for the console."""
         found = []
+        unknown = self.unknown_ids()
+        if unknown is not None:
+            found.append(f"WARNING: {unknown}")
         if self.missing_outputs:
             found.append(
                 f"{len(self.missing_outputs)} sample(s) had no output and were scored as empty "
@@ -274,8 +300,10 @@ class Results:
         interval of the mean of the non-NA values (``[lo, hi]``; None when n < 2), seeded
         (see :mod:`engine.evaluation.statistics`); and ``missing_outputs``, only when
         samples without an output were scored as empty rankings (``missing="empty"``):
-        how many."""
+        how many; and ``unknown_ids``, only when the retrieved ids match almost no label
+        (:meth:`Diagnostics.unknown_ids`): why these numbers say nothing of the system."""
         intervals = self._intervals(level, resamples, seed)
+        unknown = self.diagnostics.unknown_ids()
         found: dict[str, dict[str, Any]] = {}
         for label in self.labels:
             n, na = self.counts[label]
@@ -292,6 +320,8 @@ class Results:
                 found[label]["error"] = self.diagnostics.metric_errors[label]
             if self.diagnostics.missing_outputs:
                 found[label]["missing_outputs"] = len(self.diagnostics.missing_outputs)
+            if unknown is not None:
+                found[label]["unknown_ids"] = unknown
         return found
 
     def _intervals(self, level: float, resamples: int, seed: int) -> Mapping[str, Interval]:
