@@ -431,7 +431,7 @@ def _labels_verdicts(
                     ),
                 )
             )
-    if max_gap is not None:
+    if max_gap is not None and not any(v.by == "ids" for v in found):
         for k in sorted(set(before) & set(after)):
             a, b = before[k].share, after[k].share
             if a is None or b is None or abs(b - a) <= max_gap + _EPS:

@@ -89,8 +89,9 @@ class Diagnostics:
         return (
             f"the retrieved ids match almost no label: {judged:,} of {slots:,} documents in the "
             f"top {k} are known to the labels (< {MIN_KNOWN_IDS:.0%}); check which field holds "
-            "the document id (Dataset.run(..., id_key=...), --id-key; vector-store uuids and "
-            "documents without ids match nothing): these numbers say nothing of the system"
+            "the document id (an outputs file's ids; a framework retriever's: "
+            "Dataset.run(..., id_key=...)); vector-store uuids and documents without ids match "
+            "nothing: these numbers say nothing of the system"
         )
 
     def judged_at(self, k: int) -> float | None:
