@@ -92,12 +92,13 @@ class TestHeldIsNonInferiority:
         z = NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(0.8)
         assert verdict.mde == pytest.approx(z * sd / math.sqrt(n))
         assert "only 4 of the 40 pairs differ" in verdict.reason
-        # the half width shrinks as 1/sqrt(n): the pairs that bring it to the room between
-        # the change and -0.01 (a change above the margin), else between it and 0
-        low, high = verdict.interval  # type: ignore[misc]
+        # about how many pairs: the change is beyond the margin, so those at which the
+        # drop would be significant (normal approximation, one test in Holm's family),
+        # with the 6 pairs that differ an exact test needs at 4 of 40 that do: 60
         change = row.difference
-        room = change + 0.01 if change > -0.01 else -change
-        assert verdict.needed == math.ceil(n * ((high - low) / 2 / room) ** 2)
+        assert change < -0.01
+        significant = (NormalDist().inv_cdf(1 - 0.05 / 2) * sd / change) ** 2
+        assert verdict.needed == math.ceil(max(significant, 40 * 6 / 4)) == 60
         # a margin wider than the whole interval: held
         (wide,) = gate(comparison, max_drop=1.0).verdicts
         assert wide.outcome == "held" and wide.margin == 1.0

@@ -219,14 +219,6 @@ def _good(row: PairRow, value: float) -> float:
     return value if row.higher_is_better else -value
 
 
-def _needed(n: int, half: float, room: float, floor: int) -> int | None:
-    """About how many pairs shrink an interval's half-width ``half`` (at ``n`` pairs) to
-    ``room``: half-widths shrink as 1/sqrt(n). None when no n would."""
-    if room <= _EPS or not math.isfinite(half):
-        return None
-    return max(floor, math.ceil(n * (half / room) ** 2))
-
-
 def _mde(sd: float | None, n: int, alpha: float) -> float | None:
     """The smallest true change the paired test finds 80% of the time at ``n`` pairs."""
     if sd is None or not n or not math.isfinite(sd):
@@ -235,15 +227,39 @@ def _mde(sd: float | None, n: int, alpha: float) -> float | None:
     return z * sd / math.sqrt(n)
 
 
-def _resolve(
-    n: int, low: float, high: float, change: float, margin: float, floor: int
+def _beyond(n: int, estimate: float) -> int | None:
+    """``estimate`` pairs, when more than the ``n`` there are (else None: the estimate
+    cannot say how many more would do)."""
+    return math.ceil(estimate) if math.isfinite(estimate) and estimate > n else None
+
+
+def _test_needed(
+    row: PairRow, change: float, margin: float, alpha: float, tests: int, level: float
 ) -> int | None:
-    """About how many pairs would turn an interval that reaches below ``-margin`` into a
-    verdict: held when the change lies above ``-margin``, else regressed (the interval
-    clear of 0)."""
-    half = (high - low) / 2
+    """About how many pairs would resolve a can't tell, at the observed change and spread
+    (normal approximation): to hold, an interval at ``level`` above ``-margin``;
+    to regress, a drop significant at ``alpha / tests`` (Holm's strictest step), with at
+    least :func:`min_pairs` pairs that differ at the observed share that do."""
+    if row.sd is None or row.sd == 0:
+        return None
+    if change > -margin:
+        z = NormalDist().inv_cdf(1 - (1 - level) / 2)
+        return _beyond(row.n, (z * row.sd / (change + margin)) ** 2)
+    z = NormalDist().inv_cdf(1 - alpha / (2 * max(tests, 1)))
+    pairs = (z * row.sd / change) ** 2
+    if row.varied:
+        pairs = max(pairs, row.n * min_pairs(alpha / max(tests, 1)) / row.varied)
+    return _beyond(row.n, pairs)
+
+
+def _ppi_needed(n: int, low: float, high: float, change: float, margin: float) -> int | None:
+    """About how many human-labelled samples would resolve a PPI interval that reaches
+    below ``-margin`` and above 0 (its half-width shrinks as 1/sqrt(n)): held when the
+    change lies above ``-margin``, else regressed (clear of 0)."""
     room = change + margin if change > -margin else -change
-    return _needed(n, half, room, floor)
+    if room <= _EPS:
+        return None
+    return _beyond(n, n * ((high - low) / 2 / room) ** 2)
 
 
 def _failure_verdict(row: PairRow, allow_failures: bool) -> Verdict | None:
@@ -266,7 +282,9 @@ def _failure_verdict(row: PairRow, allow_failures: bool) -> Verdict | None:
     )
 
 
-def _test_verdict(row: PairRow, margin: float, alpha: float, floor: int) -> Verdict:
+def _test_verdict(
+    row: PairRow, margin: float, alpha: float, floor: int, tests: int, level: float
+) -> Verdict:
     """The paired test's verdict on one row (the later system ``row.b`` against ``row.a``)."""
     change = _good(row, row.difference)
     common = Verdict(
@@ -293,7 +311,7 @@ def _test_verdict(row: PairRow, margin: float, alpha: float, floor: int) -> Verd
                 "pairs are needed"
             ),
         )
-    low, high = sorted(_good(row, bound) for bound in row.ci) if row.ci else (change, change)
+    low = min(_good(row, bound) for bound in row.ci) if row.ci else change
     worse = row.significant and change < 0
     if low >= -margin - _EPS:
         note = " (significantly lower, by less than the margin)" if worse else ""
@@ -306,7 +324,7 @@ def _test_verdict(row: PairRow, margin: float, alpha: float, floor: int) -> Verd
             outcome=REGRESSED,
             reason=f"significantly worse: p (Holm) = {_p(row.p_holm)} < {alpha:g}",
         )
-    needed = _resolve(row.n, low, high, change, margin, floor)
+    needed = _test_needed(row, change, margin, alpha, tests, level)
     smallest = 2.0 ** (1 - row.varied) if row.varied else 1.0
     why = (
         f"only {row.varied} of the {row.n} pairs differ: the test's smallest p is "
@@ -376,7 +394,7 @@ def _ppi_verdict(
             outcome=REGRESSED,
             reason="the PPI interval lies wholly on the worse side of 0",
         )
-    needed = _resolve(estimate.n, low, high, change, margin, MIN_PPI_LABELLED)
+    needed = _ppi_needed(estimate.n, low, high, change, margin)
     return attrs.evolve(
         common,
         needed=needed,
@@ -500,6 +518,7 @@ def gate(
             )
     ppi = dict(ppi or {})
     floor = min_pairs(comparison.alpha)
+    tests = sum(not math.isnan(r.p) for r in comparison.rows)  # Holm's family
     verdicts: list[Verdict] = []
     advisory: list[Verdict] = []
     for system in comparison.systems:
@@ -511,7 +530,14 @@ def gate(
         failed = [f for f in (_failure_verdict(r, allow_failures) for r in rows) if f]
         verdicts += failed
         tested = [
-            _test_verdict(r, _margin(comparison, r.label, max_drop), comparison.alpha, floor)
+            _test_verdict(
+                r,
+                _margin(comparison, r.label, max_drop),
+                comparison.alpha,
+                floor,
+                tests,
+                comparison.level,
+            )
             for r in rows
             if r.label not in {f.metric for f in failed}
         ]
