@@ -181,8 +181,9 @@ class TestClaimsAndSupport:
         support links become the claims' groups; the metrics read them. Unreadable,
         empty and missing references are reported per sample."""
         server = server_factory("--mode", "logprobs")
-        assert _annotate(files, server.url, "--task", "claims,support") == 0
+        assert _annotate(files, server.url, "--task", "claims,support") == 3
         err = capsys.readouterr().err
+        assert "1 of the 16 items asked about (6.2%) were left unlabelled" in err
         labelled = _labelled(files["labelled"])
         assert labelled["refund"]["claims"] == [
             {"id": "c1", "text": "Thermostats can be returned within 30 days of delivery."},
@@ -200,7 +201,7 @@ class TestClaimsAndSupport:
         for sid in ("garbled", "nothing"):
             assert "claims" not in labelled[sid] and "groups" not in labelled[sid]
         # 4 claim lists + (2 + 1 + 1 claims) x 3 passages
-        assert "16 annotations: 0 from the cache, 16 computed with 16 model calls" in err
+        assert "16 annotations: 0 from the cache, 16 computed with 16 model calls (0 retried" in err
         assert "claims: 2 reference answer(s) split into 3 claims" in err
         assert "support: 12 (claim, passage) pairs judged, 4 support links written" in err
         assert (
@@ -216,7 +217,7 @@ class TestClaimsAndSupport:
 
         # the answers read come from the cache; the garbled claim list, unreadable, is
         # not cached and is asked for again
-        assert _annotate(files, server.url, "--task", "claims,support") == 0
+        assert _annotate(files, server.url, "--task", "claims,support") == 3
         assert "15 from the cache, 1 computed with 1 model calls" in capsys.readouterr().err
         assert server.stats()["requests"] == 17
 
@@ -262,7 +263,8 @@ class TestClaimsAndSupport:
     ) -> None:
         """--k 1 judges each claim against the top passage only: 4 claims x 1 passage."""
         server = server_factory("--mode", "logprobs")
-        assert _annotate(files, server.url, "--task", "claims,support", "--k", "1") == 0
+        arguments = ("--task", "claims,support", "--k", "1", "--max-unlabelled", "0.2")
+        assert _annotate(files, server.url, *arguments) == 0
         assert (
             "support: 4 (claim, passage) pairs judged, 3 support links written"
             in capsys.readouterr().err
@@ -280,7 +282,7 @@ class TestClaimsAndSupport:
         ]
         files = _write(tmp_path, [_sample("s", "Capital?", claims=claims)], {"s": ["p1", "p2"]})
         server = server_factory("--mode", "logprobs")
-        assert _annotate(files, server.url, "--task", "support") == 0
+        assert _annotate(files, server.url, "--task", "support") == 3
         assert (
             "2 judge answer(s) could not be read and were left unlabelled (not cached: asked "
             "again on the next run): s/bad/p1, s/bad/p2" in capsys.readouterr().err
@@ -292,8 +294,9 @@ class TestClaimsAndSupport:
     ) -> None:
         """503s on the first calls are retried like every other task's."""
         server = server_factory("--mode", "logprobs", "--fail-first", "2")
-        assert _annotate(files, server.url, "--task", "claims", "--concurrency", "1") == 0
-        assert "2 retries" in capsys.readouterr().err
+        arguments = ("--task", "claims", "--concurrency", "1", "--max-unlabelled", "0.5")
+        assert _annotate(files, server.url, *arguments) == 0
+        assert "(2 retried;" in capsys.readouterr().err
         assert len(_labelled(files["labelled"])["refund"]["claims"]) == 2
 
     @pytest.mark.parametrize(
@@ -504,6 +507,7 @@ class TestTinyModel:
             "annotate", str(files["dataset"]), "--outputs", str(files["outputs"]),
             "--output", str(files["labelled"]), "--annotator", "transformers", "--model", str(model_dir),
             "--device", "cpu", "--batch-size", "1", "--judge-max-tokens", "8", "--task", "claims,support",
+            "--max-unlabelled", "1",
         ]  # fmt: skip
         assert main(command) == 0
         err = capsys.readouterr().err

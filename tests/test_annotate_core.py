@@ -170,12 +170,13 @@ ITEMS = [UtilityItem("q", "p" * n) for n in range(1, 11)]
 
 class TestRunner:
     def test_batches_retries_and_counts(self, tmp_path: Path) -> None:
-        """Retryable failures are retried; calls, tokens and retries are counted."""
+        """Retryable failures are retried; calls (the failed ones too), tokens and the
+        retried calls are counted."""
         annotator = Flaky(failures=2)
         runner = Runner(Cache(tmp_path / "c.sqlite"), batch_size=4, backoff=0.001)
         values = runner.run(utility_job(annotator, ITEMS))
         assert [v for v, _ in values] == [n / 100 for n in range(1, 11)]
-        assert (runner.stats.calls, runner.stats.retries, runner.stats.prompt_tokens) == (3, 2, 10)
+        assert (runner.stats.calls, runner.stats.retried, runner.stats.prompt_tokens) == (5, 2, 10)
 
     def test_permanent_error_is_not_retried(self, tmp_path: Path) -> None:
         """An AnnotationError stops the run at once."""

@@ -461,7 +461,8 @@ class TestTransformers:
         arguments = ["annotate", str(files["dataset"]), "--task", "relevance", "--runs",
                      str(files["a"]), str(files["b"]), "--depth", "2", "--holes", "--output",
                      str(files["labelled"]), "--annotator", "transformers", "--model",
-                     str(model), "--device", "cpu", "--judge-max-tokens", "8"]  # fmt: skip
+                     str(model), "--device", "cpu", "--judge-max-tokens", "8",
+                     "--max-unlabelled", "1"]  # fmt: skip
         assert main(arguments) == 0
         err = capsys.readouterr().err
         assert (

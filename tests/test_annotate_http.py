@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import signal
 import socket
 import sqlite3
@@ -64,26 +66,40 @@ def _expected(sid: str, doc: str) -> float:
     return expected_p(utility_user_message(QUESTIONS[sid][0], PASSAGES[doc]))
 
 
+def _arguments(files: dict[str, Path], url: str, *extra: str) -> list[str]:
+    return [
+        "annotate",
+        str(files["dataset"]),
+        "--outputs",
+        str(files["outputs"]),
+        "--output",
+        str(files["labelled"]),
+        "--annotator",
+        "openai-compatible",
+        "--base-url",
+        url,
+        "--model",
+        "tiny-chat",
+        "--backoff",
+        "0.01",
+        *extra,
+    ]
+
+
 def _annotate(files: dict[str, Path], url: str, *extra: str) -> int:
-    return main(
-        [
-            "annotate",
-            str(files["dataset"]),
-            "--outputs",
-            str(files["outputs"]),
-            "--output",
-            str(files["labelled"]),
-            "--annotator",
-            "openai-compatible",
-            "--base-url",
-            url,
-            "--model",
-            "tiny-chat",
-            "--backoff",
-            "0.01",
-            *extra,
-        ]
+    return main(_arguments(files, url, *extra))
+
+
+def _tally(err: str) -> dict[str, float]:
+    """The finished tally line's calls, retried calls, tokens and seconds waited."""
+    found = re.search(
+        r"with (\d+) model calls \((\d+) retried; (\d+) prompt \+ (\d+) completion tokens\)"
+        r".* (\d+)s waited on rate limits",
+        err,
     )
+    assert found is not None, err
+    names = ("calls", "retried", "prompt_tokens", "completion_tokens", "waited")
+    return dict(zip(names, map(float, found.groups()), strict=True))
 
 
 def _utility(path: Path) -> dict[str, dict[str, dict[str, object]]]:
@@ -176,10 +192,10 @@ class TestFailures:
     def test_retries_with_backoff_then_succeed(
         self, server_factory: object, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """503s are retried; the run completes and counts the retries."""
+        """503s are retried; the run completes and counts the retried calls among its calls."""
         server = server_factory("--mode", "logprobs", "--fail-first", "3")  # type: ignore[operator]
         assert _annotate(files, server.url, "--concurrency", "1") == 0
-        assert "3 retries" in capsys.readouterr().err
+        assert "12 model calls (3 retried;" in capsys.readouterr().err
         assert len(_utility(files["labelled"])) == 3
 
     @pytest.mark.parametrize(
@@ -194,14 +210,15 @@ class TestFailures:
         message: str,
     ) -> None:
         """Malformed JSON or 503s: after the retries every item is a failure, listed by
-        sample and passage with the reason; the dataset is written without those labels,
-        exit 3, and the message says how to ask again."""
+        sample and passage with the reason, which suggests a larger --retries; the dataset
+        is written without those labels, exit 3, and the message says how to ask again."""
         server = server_factory("--mode", mode)  # type: ignore[operator]
         assert _annotate(files, server.url, "--retries", "2") == 3
         err = capsys.readouterr().err
         assert message in err and "giving up after 3 attempts" in err
+        assert "(--retries 2; a larger --retries tries longer)" in err
         assert "9 call(s) failed for good" in err and "q2/d6 (utility)" in err
-        assert "run the same command again to resume" in err
+        assert "to ask for those alone" in err
         rows = [json.loads(line) for line in files["labelled"].read_text().splitlines()]
         assert all("utility" not in row["expected_output"] for row in rows)
 
@@ -226,6 +243,155 @@ class TestFailures:
         code = _annotate(files, "http://127.0.0.1:9/v1", "--api-key-env", "SLOTWISE_TEST_NO_KEY")
         assert code == 2
         assert "SLOTWISE_TEST_NO_KEY" in capsys.readouterr().err
+
+
+class TestRateLimits:
+    def test_a_rate_limit_storm_is_waited_out(
+        self, server_factory: object, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """429 with Retry-After: 1 to every request for 3 s: waited out without spending
+        a retry (none allowed here), the labels written, exit 0; no line per retry, one
+        tally at the end counting the retried calls among the calls and the time waited."""
+        server = server_factory("--throttle-for", "3", "--retry-after", "1")  # type: ignore[operator]
+        started = time.monotonic()
+        assert _annotate(files, server.url, "--retries", "0") == 0
+        assert time.monotonic() - started >= 3
+        err = capsys.readouterr().err
+        assert "annotate.retry" not in err and "429" not in err
+        tally = _tally(err)
+        stats = server.stats()
+        assert tally["calls"] == stats["requests"] == 9 + tally["retried"]
+        assert tally["retried"] >= 3 and 2 <= tally["waited"] <= 5
+        assert len(_utility(files["labelled"])) == 3
+
+    def test_past_max_wait_the_run_stops_naming_the_limit(
+        self, server_factory: object, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """An endpoint still limiting after --max-wait seconds of waits: exit 2, naming
+        the limit and the time waited, suggesting a larger --max-wait and how to resume."""
+        server = server_factory("--throttle-for", "60", "--retry-after", "1")  # type: ignore[operator]
+        started = time.monotonic()
+        assert _annotate(files, server.url, "--max-wait", "2") == 2
+        assert time.monotonic() - started < 10
+        err = capsys.readouterr().err
+        assert "answered HTTP 429 (Retry-After: 1 s)" in err
+        assert re.search(
+            r"waited [12] s on the endpoint's rate limits in all, and another 1 s would pass "
+            r"--max-wait 2 s: run again later, or with a larger --max-wait",
+            err,
+        )
+        assert "run the same command again to resume" in err
+
+    def test_the_tally_counts_every_request_and_its_tokens(
+        self, server_factory: object, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Batches of 3 whose third item the endpoint fails (HTTP 500): the calls before
+        it were answered, and their tokens count, in each attempt; the tally's calls and
+        tokens are the server's."""
+        canned = files["labelled"].with_name("canned.json")
+        canned.write_text(json.dumps({"Korn is a nu metal": {"status": 500}}))
+        server = server_factory("--canned", str(canned))  # type: ignore[operator]
+        extra = ("--batch-size", "3", "--concurrency", "1", "--retries", "1")
+        assert _annotate(files, server.url, *extra) == 3
+        tally = _tally(capsys.readouterr().err)
+        stats = server.stats()
+        assert tally["calls"] == stats["requests"] and tally["retried"] == 2
+        assert tally["prompt_tokens"] == stats["prompt_tokens"] > 0
+        assert tally["completion_tokens"] == stats["completion_tokens"] > 0
+
+    def test_on_a_terminal_one_line_shows_the_retries_and_waits(
+        self,
+        server_factory: object,
+        files: dict[str, Path],
+        capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """On a terminal the progress line, updated in place, says the retried calls and
+        the time waited, and no line is written per retry."""
+        monkeypatch.setenv("TTY_COMPATIBLE", "1")
+        monkeypatch.setenv("TTY_INTERACTIVE", "1")
+        server = server_factory("--throttle-for", "2", "--retry-after", "1")  # type: ignore[operator]
+        assert _annotate(files, server.url, "--progress", "--concurrency", "1") == 0
+        err = capsys.readouterr().err
+        assert re.search(r"\d+ retried calls, \d+ s waited on rate limits", err)
+        assert "annotate.retry" not in err and "\r" in err
+
+
+class TestUnlabelled:
+    def test_unreadable_answers_past_the_share_exit_3(
+        self,
+        server_factory: object,
+        files: dict[str, Path],
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """A judge whose answers are a third unreadable: the dataset is written, exit 3,
+        the pairs listed (on stderr and in full in OUTPUT.unlabelled.txt) with their
+        reasons counted, and the command that asks for those alone; that command against
+        a judge that answers properly asks for them alone. With --max-unlabelled 0.5: exit
+        0, the count said."""
+        server = server_factory("--unreadable", "0.34")  # type: ignore[operator]
+        arguments = _arguments(files, server.url, "--task", "relevance")
+        assert main(arguments) == 3
+        err = capsys.readouterr().err
+        rows = [json.loads(line) for line in files["labelled"].read_text().splitlines()]
+        missing = [f"{r['id']}/{doc}" for r in rows for doc in r["metadata"].get("unjudged", {})]
+        assert 2 <= len(missing) <= 5
+        share = f"{len(missing) / 9:.1%}"
+        assert (
+            f"slotwise: {len(missing)} of the 9 items asked about ({share}) were left "
+            f"unlabelled: {len(missing)} unreadable answer(s), 0 failed call(s); more than "
+            "--max-unlabelled 0.05" in err
+        )
+        assert f"{len(missing)} judge answer(s) could not be read" in err
+        assert all(pair in err for pair in missing)
+        listed = files["labelled"].with_suffix(".unlabelled.txt")
+        assert listed.read_text() == "".join(f"unreadable\t{pair}\n" for pair in missing)
+        cache = files["labelled"].with_suffix(".cache.sqlite")
+        rerun = shlex.join(["slotwise", *arguments])
+        assert f"to ask for those alone (the cache {cache} has the rest): {rerun}" in err
+
+        healthy = server_factory()  # type: ignore[operator]
+        again = [healthy.url if a == server.url else a for a in arguments]
+        assert main(again) == 0
+        assert healthy.stats()["requests"] == len(missing)
+        assert not listed.exists()
+
+        capsys.readouterr()
+        server = server_factory("--unreadable", "0.34")  # type: ignore[operator]
+        files["labelled"] = files["labelled"].with_name("other.jsonl")
+        assert _annotate(files, server.url, "--task", "relevance", "--max-unlabelled", "0.5") == 0
+        assert (
+            f"slotwise: {len(missing)} of the 9 items asked about ({share}) were left "
+            "unlabelled: " in capsys.readouterr().err
+        )
+
+    def test_failed_calls_count_and_synthesize_has_the_bound_too(
+        self, server_factory: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """synthesize: failed calls (here the question of one passage of six, HTTP 500)
+        count against --max-unlabelled as annotate's unreadable answers do: 1 of the 11
+        items asked about (6 questions, 5 checks)."""
+        corpus = tmp_path / "corpus.jsonl"
+        corpus.write_text(
+            "".join(json.dumps({"id": d, "text": t}) + "\n" for d, t in PASSAGES.items())
+        )
+        canned = tmp_path / "canned.json"
+        canned.write_text(json.dumps({"Follow the Leader was released": {"status": 500}}))
+        server = server_factory("--canned", str(canned))  # type: ignore[operator]
+        arguments = [
+            "synthesize", str(corpus), "--questions", "6", "--oversample", "1",
+            "--output", str(tmp_path / "q.yaml"),
+            "--annotator", "openai-compatible", "--base-url", server.url, "--model", "tiny-chat",
+            "--backoff", "0.01", "--retries", "0",
+        ]  # fmt: skip
+        assert main(arguments) == 3
+        err = capsys.readouterr().err
+        assert (
+            "1 of the 11 items asked about (9.1%) were left unlabelled: 0 unreadable "
+            "answer(s), 1 failed call(s); more than --max-unlabelled 0.05" in err
+        )
+        assert (tmp_path / "q.unlabelled.txt").read_text() == "failed\td3 (question)\n"
+        assert main([*arguments, "--max-unlabelled", "0.1"]) == 0
 
 
 class TestJudges:

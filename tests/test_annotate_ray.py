@@ -108,7 +108,7 @@ class TestRay:
             assert [v for v, _ in values] == pytest.approx(
                 [_expected(sid, doc) for sid, doc in pairs], abs=1e-12
             )
-            assert (runner.stats.computed, runner.stats.calls, runner.stats.retries) == (9, 9, 2)
+            assert (runner.stats.computed, runner.stats.calls, runner.stats.retried) == (9, 11, 2)
             (pool,) = runner._pools.values()  # one pool of 2 actors, each with its annotator
             assert len(pool.actors) == 2
             assert runner.stats.prompt_tokens > 0
@@ -116,7 +116,7 @@ class TestRay:
             # 11 requests at 20/s over both workers: at least 10 intervals of 0.05 s
             assert elapsed >= 0.5
             again = runner.run(utility_job(annotator, items))
-            assert again == values and runner.stats.calls == 9
+            assert again == values and runner.stats.calls == 11
         cache.close()
         annotator.close()
 
@@ -133,5 +133,5 @@ class TestRay:
         code = _annotate(files, server.url, "--executor", "ray", "--retries", "1")
         assert code == 3
         err = capsys.readouterr().err
-        assert "giving up after 2 attempts" in err and "run the same command again" in err
+        assert "giving up after 2 attempts" in err and "to ask for those alone" in err
         assert "9 call(s) failed for good" in err

@@ -27,6 +27,7 @@ __all__ = [
     "AnnotatorRegistry",
     "BatchResult",
     "ItemError",
+    "RateLimited",
     "RetryableError",
     "Throttle",
     "UnknownAnnotatorError",
@@ -51,14 +52,26 @@ class AnnotationInterrupted(AnnotationError):
 
 class RetryableError(AnnotationError):
     """A failure worth retrying (connection refused, timeout, HTTP 429/5xx, garbled body);
-    ``retry_after``: the seconds the server asked to wait (its ``Retry-After``), if any."""
+    ``retry_after``: the seconds the server asked to wait (its ``Retry-After``), if any.
+    ``calls``, ``prompt_tokens``, ``completion_tokens``: what the failed attempt cost (an
+    annotator that knows sets them; else one call), counted in the run's tally."""
 
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.calls, self.prompt_tokens, self.completion_tokens = 1, 0, 0
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (str(self), self.retry_after))
+        return (type(self), (str(self), self.retry_after), self.__dict__)
+
+
+class RateLimited(RetryableError):
+    """The endpoint's limit (HTTP 429, or 503, with ``Retry-After``): waited out without
+    spending a retry, within the runner's ``max_wait``."""
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message, retry_after)
+        self.retry_after: float = retry_after
 
 
 class ItemError(AnnotationError):

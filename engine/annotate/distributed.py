@@ -4,8 +4,8 @@ The driver (this process) keeps the SQLite cache: the runner looks it up, sends 
 uncached items here in batches, and writes each batch to the cache as soon as it comes
 back, so an interrupted run resumes as a local one does. The workers are a pool of Ray
 actors, each holding one annotator, built on the worker from its constructor arguments
-(the model is loaded once per actor, not per batch). Retries (with backoff) are decided
-here (after the server's ``Retry-After`` when it gave one); a batch whose retries run
+(the model is loaded once per actor, not per batch). Retries and waits on the endpoint's
+limits are decided here, by the runner's rules (:meth:`Runner.retry`); a batch whose retries run
 out, or whose request the endpoint refused, becomes a failure of its items and the others
 go on, as on threads; the rate limit is shared by all workers through a small limiter
 actor; the calls and tokens each batch cost come back with its values and are summed here.
@@ -162,42 +162,43 @@ def run_on_ray(
     remote = job.remote
     pool = _pool(runner, remote.annotator)
     ray = pool.ray
-    progress, bar = runner._progress(job.task, sum(map(len, batches)))
+    line = runner._progress(job.task, sum(map(len, batches)), stats)
     waiting: deque[tuple[list[int], int]] = deque((b, 0) for b in batches)
-    delayed: list[tuple[float, list[int], int]] = []  # (when, batch, attempt)
+    delayed: list[tuple[float, list[int], int]] = []  # (when, batch, retries spent)
     idle = list(pool.actors)
     running: dict[Any, tuple[Any, list[int], int]] = {}
     failure: BaseException | None = None
     streak = FailedStreak(job.task)
     try:
         while running or (failure is None and (waiting or delayed)):
+            if line is not None:
+                line.show()
             now = time.monotonic()
             for item in [d for d in delayed if d[0] <= now]:
                 delayed.remove(item)
                 waiting.appendleft((item[1], item[2]))
             while failure is None and idle and waiting:
-                batch, attempt = waiting.popleft()
+                batch, spent = waiting.popleft()
                 actor = idle.pop()
                 inputs = [remote.inputs[i] for i in batch]
-                running[actor.compute.remote(remote.call, inputs)] = (actor, batch, attempt)
+                running[actor.compute.remote(remote.call, inputs)] = (actor, batch, spent)
             if not running:
                 time.sleep(min(0.05, max(0.0, min(d[0] for d in delayed) - now)))
                 continue
             done, _ = ray.wait(list(running), num_returns=1, timeout=0.2)
             for ref in done:
-                actor, batch, attempt = running.pop(ref)
+                actor, batch, spent = running.pop(ref)
                 idle.append(actor)
                 try:
                     status, payload = ray.get(ref)
                     if status == "error":
                         raise AnnotationError(payload)
                     if status == "retry":
-                        delay = runner.retry_delay(job, attempt, payload, stats)
-                        if delay is not None:
-                            delayed.append((time.monotonic() + delay, batch, attempt + 1))
+                        retry = runner.retry(job, spent, payload, stats)
+                        if retry is not None:
+                            delayed.append((time.monotonic() + retry[0], batch, retry[1]))
                             continue
-                        reason = f"giving up after {attempt + 1} attempts: {payload}"
-                        entries = runner.failed(job, batch, reason)
+                        entries = runner.gave_up(job, batch, spent, payload)
                     elif status == "failed":
                         entries = runner.failed(job, batch, payload)
                     else:
@@ -205,8 +206,8 @@ def run_on_ray(
                     for entry in entries:
                         results[entry.key] = (entry.value, entry.truncated)
                     streak.add(entries)
-                    if progress is not None:
-                        progress.advance(bar, len(batch))
+                    if line is not None:
+                        line.show(len(batch))
                 except Exception as error:
                     failure = failure or error
         if failure is not None:
@@ -217,5 +218,5 @@ def run_on_ray(
                 ray.cancel(ref)
         raise AnnotationInterrupted("interrupted") from None
     finally:
-        if progress is not None:
-            progress.stop()
+        if line is not None:
+            line.stop()

@@ -21,26 +21,32 @@ a request that carries it (HTTP 400 or 422) and accepts the same request without
 answers are then read by the free-text patterns (:mod:`engine.annotate.judge`).
 ``"json-schema"`` always sends it, ``"off"`` never does.
 
-A ``Retry-After`` (seconds, or an HTTP date) on a 429 or 5xx answer is passed on to the
-runner, which waits that long before the retry.
+A ``Retry-After`` (seconds, or an HTTP date) on a 429 or 503 answer is the endpoint's
+limit (:class:`RateLimited`): the runner waits it out without spending a retry. On another
+5xx it is passed on as the wait before the retry. A failed batch's error carries the
+requests it made and the tokens their answers used, so that the tally counts them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import json
 import math
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
+
+import attrs
 
 from engine.annotate.base import (
     AnnotationError,
     BatchResult,
     ItemError,
+    RateLimited,
     RetryableError,
     Throttle,
     UtilityItem,
@@ -57,6 +63,8 @@ _METHODS = ("auto", "logprobs", "sampling")
 STRUCTURED = ("auto", "json-schema", "off")
 #: Answers that refuse one request (its content), not the endpoint: the item fails alone.
 _REFUSED = (400, 413, 422)
+#: Answers that, with a Retry-After, are the endpoint's limit: waited out, not failures.
+_LIMITED = (429, 503)
 ABSTENTION = re.compile(r"NO[-\s_]?RESPONSE", re.IGNORECASE)
 
 
@@ -75,6 +83,38 @@ def retry_after(value: str | None) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+@attrs.define
+class _Tally:
+    """The requests a batch made and the tokens their answers used (``usage``)."""
+
+    calls: int = 0
+    prompt: int = 0
+    completion: int = 0
+
+    def add(self, document: dict[str, Any]) -> None:
+        usage = document.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        self.prompt += int(usage.get("prompt_tokens") or 0)
+        self.completion += int(usage.get("completion_tokens") or 0)
+
+    def result(self, values: list[Any]) -> BatchResult:
+        return BatchResult(
+            values, calls=self.calls, prompt_tokens=self.prompt, completion_tokens=self.completion
+        )
+
+
+@contextlib.contextmanager
+def _tallied() -> Iterator[_Tally]:
+    """A batch's tally; a retryable error leaving the block carries it."""
+    tally = _Tally()
+    try:
+        yield tally
+    except RetryableError as error:
+        error.calls, error.prompt_tokens = tally.calls, tally.prompt
+        error.completion_tokens = tally.completion
+        raise
 
 
 def abstains(text: str) -> bool:
@@ -190,12 +230,13 @@ class OpenAICompatibleAnnotator:
                 )
             return self._opened
 
-    def _send(self, body: dict[str, Any], throttle: Throttle) -> Any:
+    def _send(self, body: dict[str, Any], throttle: Throttle, tally: _Tally) -> Any:
         client = self._client()
         import httpx
 
         url = self.base_url + "chat/completions"
         throttle()
+        tally.calls += 1
         try:
             response = client.post("chat/completions", json={"model": self.model, **body})
         except httpx.TransportError as error:
@@ -204,14 +245,15 @@ class OpenAICompatibleAnnotator:
         if status == 429 or status >= 500:
             wait = retry_after(response.headers.get("retry-after"))
             asked = "" if wait is None else f" (Retry-After: {wait:g} s)"
-            raise RetryableError(
-                f"{url} answered HTTP {status}{asked}: {response.text[:200]}", wait
-            )
+            message = f"{url} answered HTTP {status}{asked}: {response.text[:200]}"
+            if wait is not None and status in _LIMITED:
+                raise RateLimited(message, wait)
+            raise RetryableError(message, wait)
         return response
 
-    def _post(self, body: dict[str, Any], throttle: Throttle) -> dict[str, Any]:
+    def _post(self, body: dict[str, Any], throttle: Throttle, tally: _Tally) -> dict[str, Any]:
         url = self.base_url + "chat/completions"
-        response = self._send(body, throttle)
+        response = self._send(body, throttle, tally)
         refused = response.status_code in _REFUSED and "response_format" in body
         if refused and self.structured == "json-schema":
             raise AnnotationError(
@@ -221,7 +263,7 @@ class OpenAICompatibleAnnotator:
             )
         if refused and self.structured == "auto":
             plain = {k: v for k, v in body.items() if k != "response_format"}
-            retried = self._send(plain, throttle)
+            retried = self._send(plain, throttle, tally)
             if retried.status_code < 400:
                 with self._lock:
                     self.structuring = False
@@ -244,14 +286,11 @@ class OpenAICompatibleAnnotator:
             raise RetryableError(
                 f"{url} answered malformed JSON ({error}): {response.text[:200]!r}"
             ) from error
+        if isinstance(document, dict):
+            tally.add(document)
         if not isinstance(document, dict) or not isinstance(document.get("choices"), list):
             raise RetryableError(f"{url} answered without a choices list: {response.text[:200]!r}")
         return document
-
-    @staticmethod
-    def _usage(document: dict[str, Any]) -> tuple[int, int]:
-        usage = document.get("usage") or {}
-        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
 
     def _is_no_response(self, token: str) -> bool:
         if self.no_response_token is not None:
@@ -280,12 +319,10 @@ class OpenAICompatibleAnnotator:
             raise RetryableError(f"unreadable logprobs: {error}") from error
         return min(1.0, total)
 
-    def _sample(
-        self, messages: list[dict[str, str]], throttle: Throttle
-    ) -> tuple[float, int, int, int]:
-        """(abstention frequency, requests, prompt tokens, completion tokens)."""
+    def _sample(self, messages: list[dict[str, str]], throttle: Throttle, tally: _Tally) -> float:
+        """The abstention frequency of ``samples`` answers."""
         texts: list[str] = []
-        calls = prompt = completion = 0
+        calls = 0
         while len(texts) < self.samples and calls < self.samples:
             document = self._post(
                 {
@@ -295,51 +332,47 @@ class OpenAICompatibleAnnotator:
                     "n": self.samples - len(texts),
                 },
                 throttle,
+                tally,
             )
             calls += 1
-            p, c = self._usage(document)
-            prompt, completion = prompt + p, completion + c
             texts.extend(_text(choice) for choice in document["choices"])
         texts = texts[: self.samples]
         if not texts:
             raise AnnotationError("the server returned no choices to sample from")
-        return sum(map(abstains, texts)) / len(texts), calls, prompt, completion
+        return sum(map(abstains, texts)) / len(texts)
 
     # -- the protocol --------------------------------------------------------------------
 
     def p_no_response(self, items: Sequence[UtilityItem], throttle: Throttle) -> BatchResult:
         values: list[float] = []
-        calls = prompt = completion = 0
-        for item in items:
-            messages = utility_messages(item.question, item.passage)
-            value: float | None = None
-            if self._logprobs:
-                document = self._post(
-                    {
-                        "messages": messages,
-                        "max_tokens": 1,
-                        "temperature": 0,
-                        "logprobs": True,
-                        "top_logprobs": self.top_logprobs,
-                    },
-                    throttle,
-                )
-                calls += 1
-                p, c = self._usage(document)
-                prompt, completion = prompt + p, completion + c
-                value = self._from_logprobs(document)
-                if value is None and self.method == "logprobs":
-                    raise AnnotationError(
-                        f"{self.base_url} returned no logprobs; use --method sampling (Monte-Carlo) or auto"
+        with _tallied() as tally:
+            for item in items:
+                messages = utility_messages(item.question, item.passage)
+                value: float | None = None
+                if self._logprobs:
+                    document = self._post(
+                        {
+                            "messages": messages,
+                            "max_tokens": 1,
+                            "temperature": 0,
+                            "logprobs": True,
+                            "top_logprobs": self.top_logprobs,
+                        },
+                        throttle,
+                        tally,
                     )
+                    value = self._from_logprobs(document)
+                    if value is None and self.method == "logprobs":
+                        raise AnnotationError(
+                            f"{self.base_url} returned no logprobs; use --method sampling (Monte-Carlo) or auto"
+                        )
+                    if value is None:
+                        with self._lock:
+                            self._logprobs = False
                 if value is None:
-                    with self._lock:
-                        self._logprobs = False
-            if value is None:
-                value, n, p, c = self._sample(messages, throttle)
-                calls, prompt, completion = calls + n, prompt + p, completion + c
-            values.append(value)
-        return BatchResult(values, calls=calls, prompt_tokens=prompt, completion_tokens=completion)
+                    value = self._sample(messages, throttle, tally)
+                values.append(value)
+        return tally.result(values)
 
     def generate(
         self,
@@ -349,24 +382,20 @@ class OpenAICompatibleAnnotator:
         answer_format: AnswerFormat | None = None,
     ) -> BatchResult:
         texts = []
-        prompt = completion = 0
-        for messages in prompts:
-            body: dict[str, Any] = {
-                "messages": messages,
-                "max_tokens": max_tokens,
-                "temperature": 0,
-            }
-            if answer_format is not None and self.structuring:
-                body["response_format"] = answer_format.response_format()
-            document = self._post(body, throttle)
-            p, c = self._usage(document)
-            prompt, completion = prompt + p, completion + c
-            if not document["choices"]:
-                raise RetryableError("the server returned no choices")
-            texts.append(_text(document["choices"][0]))
-        return BatchResult(
-            texts, calls=len(prompts), prompt_tokens=prompt, completion_tokens=completion
-        )
+        with _tallied() as tally:
+            for messages in prompts:
+                body: dict[str, Any] = {
+                    "messages": messages,
+                    "max_tokens": max_tokens,
+                    "temperature": 0,
+                }
+                if answer_format is not None and self.structuring:
+                    body["response_format"] = answer_format.response_format()
+                document = self._post(body, throttle, tally)
+                if not document["choices"]:
+                    raise RetryableError("the server returned no choices")
+                texts.append(_text(document["choices"][0]))
+        return tally.result(texts)
 
     def close(self) -> None:
         if self._opened is not None:

@@ -1,7 +1,9 @@
 """Running an annotation task over many items: cache look-up first, then the missing
-items in batches on a thread pool, each batch retried on retryable failures (after the
-server's ``Retry-After`` when it gives one, else with exponential backoff), requests
-throttled to a rate limit, a progress bar on a terminal, and a tally of calls and tokens.
+items in batches on a thread pool, each batch retried on retryable failures (with
+exponential backoff, up to ``retries`` times), the endpoint's limits (a 429 or 503 with
+``Retry-After``) waited out without spending a retry (up to ``max_wait`` seconds in all),
+requests throttled to a rate limit, a progress line on a terminal, and a tally of calls
+(retried ones included) and tokens.
 
 Each finished batch is written to the cache before the next result is awaited, so an
 interrupted or failed run loses at most the batches in flight. Only answers are cached:
@@ -33,6 +35,7 @@ from engine.annotate.base import (
     AnnotationInterrupted,
     BatchResult,
     ItemError,
+    RateLimited,
     RetryableError,
     Throttle,
 )
@@ -45,6 +48,7 @@ from engine.logs import log
 __all__ = [
     "AnnotationInterrupted",
     "Job",
+    "ProgressLine",
     "RateLimiter",
     "Remote",
     "Runner",
@@ -63,7 +67,10 @@ class Stats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     truncated: int = 0
-    retries: int = 0
+    retried: int = 0
+    """Calls tried again (after a failure, or the endpoint's limit); counted in ``calls``."""
+    waited: float = 0.0
+    """Seconds waited on the endpoint's limits (wall clock: concurrent waits count once)."""
     unreadable: int = 0
     failed: int = 0
     seconds: float = 0.0
@@ -75,11 +82,17 @@ class Stats:
     def line(self) -> str:
         return (
             f"{self.items} annotations: {self.cached} from the cache, {self.computed} computed "
-            f"with {self.calls} model calls ({self.prompt_tokens} prompt + "
-            f"{self.completion_tokens} completion tokens), {self.unreadable} unreadable, "
-            f"{self.failed} failed, {self.truncated} passages truncated, {self.retries} "
-            f"retries, {self.seconds:.1f}s"
+            f"with {self.calls} model calls ({self.retried} retried; {self.prompt_tokens} "
+            f"prompt + {self.completion_tokens} completion tokens), {self.unreadable} "
+            f"unreadable, {self.failed} failed, {self.truncated} passages truncated, "
+            f"{self.waited:.0f}s waited on rate limits, {self.seconds:.1f}s"
         )
+
+    def waits(self) -> str:
+        """The retries and waits so far, for the progress line ("" while there are none)."""
+        if not self.retried:
+            return ""
+        return f"{self.retried} retried calls, {self.waited:.0f} s waited on rate limits"
 
 
 class RateLimiter:
@@ -137,6 +150,11 @@ class Job:
 class Runner:
     """Runs jobs against a cache with batching, concurrency, retries and a rate limit.
 
+    ``retries``: how often a failed call is tried again (with ``backoff * 2**n`` seconds
+    between, or the server's ``Retry-After``); the endpoint's limits (:class:`RateLimited`)
+    are waited out without spending one, until ``max_wait`` seconds have been waited on
+    them in all, when the run stops (:class:`AnnotationError`).
+
     ``executor``: ``"local"`` (default: ``concurrency`` threads here) or ``"ray"`` / a
     :class:`~engine.executors.RayExecutor` (a pool of Ray actors, each holding one
     annotator, built once: ``in_flight`` of them, default ``concurrency``). Call
@@ -151,6 +169,7 @@ class Runner:
         concurrency: int = 1,
         retries: int = 4,
         backoff: float = 0.5,
+        max_wait: float = 300.0,
         rate_limit: float | None = None,
         progress: bool | None = None,
         executor: str | Executor | None = None,
@@ -165,11 +184,13 @@ class Runner:
         self.concurrency = concurrency
         self.retries = retries
         self.backoff = backoff
+        self.max_wait = max_wait
         self.rate_limit = rate_limit
         self.throttle = RateLimiter(rate_limit)
         self.progress = sys.stderr.isatty() if progress is None else progress
         self.stats = Stats()
         self._stats_lock = threading.Lock()
+        self._waits_end = 0.0  # when the latest wait on a limit ends (time.monotonic)
         self._pools: dict[int, Any] = {}  # id(annotator) -> its Ray actor pool
 
     def close(self) -> None:
@@ -238,7 +259,7 @@ class Runner:
         if isinstance(self.executor, RayExecutor):
             run_on_ray(self, job, batches, results, stats)
             return
-        progress, bar = self._progress(job.task, sum(map(len, batches)))
+        line = self._progress(job.task, sum(map(len, batches)), stats)
         stop = threading.Event()
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="annotate")
         interrupted = False
@@ -264,9 +285,11 @@ class Runner:
                     for entry in entries:
                         results[entry.key] = (entry.value, entry.truncated)
                     streak.add(entries)
-                    if progress is not None:
-                        progress.advance(bar, len(in_flight[future]))
+                    if line is not None:
+                        line.show(len(in_flight[future]))
                     del in_flight[future]
+                if line is not None:
+                    line.show()
         except KeyboardInterrupt:
             interrupted = True
             raise AnnotationInterrupted("interrupted") from None
@@ -274,8 +297,8 @@ class Runner:
             stop.set()
             # after an error, batches in flight finish (and are cached); Ctrl-C does not wait
             pool.shutdown(wait=not interrupted, cancel_futures=True)
-            if progress is not None:
-                progress.stop()
+            if line is not None:
+                line.stop()
 
     def _attempt(
         self, job: Job, batch: list[int], stats: Stats, stop: threading.Event
@@ -283,17 +306,17 @@ class Runner:
         """One batch, retried on retryable failures, and cached (from this worker thread,
         on its own connection) as soon as it is done; its items' :class:`Failure` when
         the retries run out or the endpoint refuses the request."""
-        for attempt in range(self.retries + 1):
+        spent = 0
+        while True:
             if stop.is_set():
                 raise AnnotationInterrupted("stopped")
             try:
                 result = job.compute(batch, self.throttle)
             except RetryableError as error:
-                delay = self.retry_delay(job, attempt, error, stats)
-                if delay is None:
-                    return self.failed(
-                        job, batch, f"giving up after {attempt + 1} attempts: {error}"
-                    )
+                retry = self.retry(job, spent, error, stats)
+                if retry is None:
+                    return self.gave_up(job, batch, spent, error)
+                delay, spent = retry
                 stop.wait(delay)
                 continue
             except ItemError as error:
@@ -302,24 +325,50 @@ class Runner:
                 stop.set()  # the run stops here: no other batch starts a request
                 raise
             return self.record(job, batch, result, stats)
-        raise AssertionError("unreachable")
 
-    def retry_delay(
-        self, job: Job, attempt: int, error: Exception | str, stats: Stats
-    ) -> float | None:
-        """The wait before retrying after failed attempt ``attempt`` (from 0): the
-        server's ``Retry-After`` when it gave one, else ``backoff * 2**attempt``; counted
-        and logged. None when the retries are spent."""
-        if attempt >= self.retries:
-            return None
-        asked = getattr(error, "retry_after", None)
-        delay = asked if asked is not None else self.backoff * 2**attempt
-        log.warning(
-            "annotate.retry", task=job.task, attempt=attempt + 1, delay=delay, reason=str(error)
-        )
+    def retry(
+        self, job: Job, spent: int, error: RetryableError, stats: Stats
+    ) -> tuple[float, int] | None:
+        """After a failed call (its calls and tokens counted), with ``spent`` retries
+        spent: (the wait before trying again, the retries then spent), or None when the
+        retries are spent. The endpoint's limit is waited out (its ``Retry-After``)
+        without spending one; a wait past ``max_wait`` in all stops the run. Another
+        failure waits the server's ``Retry-After``, else ``backoff * 2**spent``."""
+        limited = isinstance(error, RateLimited)
         with self._stats_lock:
-            stats.retries += 1
-        return delay
+            stats.calls += error.calls
+            stats.prompt_tokens += error.prompt_tokens
+            stats.completion_tokens += error.completion_tokens
+            if not limited and spent >= self.retries:
+                return None
+            delay = error.retry_after
+            if delay is None:
+                delay = self.backoff * 2**spent
+            if limited:
+                now = time.monotonic()
+                added = max(0.0, now + delay - max(now, self._waits_end))
+                waited = self.stats.waited + stats.waited
+                if waited + added > self.max_wait:
+                    raise AnnotationError(
+                        f"{job.task}: {error}; waited {waited:.0f} s on the endpoint's rate "
+                        f"limits in all, and another {delay:g} s would pass --max-wait "
+                        f"{self.max_wait:g} s: run again later, or with a larger --max-wait"
+                    )
+                self._waits_end = max(self._waits_end, now + delay)
+                stats.waited += added
+            stats.retried += 1
+        log.debug("annotate.retry", task=job.task, spent=spent, delay=delay, reason=str(error))
+        return delay, spent + (not limited)
+
+    def gave_up(
+        self, job: Job, batch: Sequence[int], spent: int, error: RetryableError
+    ) -> list[Entry]:
+        """The batch's failures once its retries are spent."""
+        reason = (
+            f"giving up after {spent + 1} attempts (--retries {self.retries}; a larger "
+            f"--retries tries longer): {error}"
+        )
+        return self.failed(job, batch, reason)
 
     @staticmethod
     def failed(job: Job, batch: Sequence[int], reason: str) -> list[Entry]:
@@ -348,9 +397,17 @@ class Runner:
             stats.truncated += sum(truncated)
         return entries
 
-    def _progress(self, task: str, total: int) -> tuple[Any, Any]:
-        if not self.progress:
-            return None, None
+    def _progress(self, task: str, total: int, stats: Stats) -> ProgressLine | None:
+        """The job's progress line (None: not shown)."""
+        return ProgressLine(task, total, stats) if self.progress else None
+
+
+class ProgressLine:
+    """A job's progress on stderr, one line updated in place (rich): the items done and,
+    once there are some, the retried calls and the time waited on rate limits; gone
+    when the job ends (the tally line says the same)."""
+
+    def __init__(self, task: str, total: int, stats: Stats) -> None:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -360,16 +417,25 @@ class Runner:
             TimeRemainingColumn,
         )
 
-        progress = Progress(
+        self.stats = stats
+        self._progress = Progress(
             TextColumn(f"annotate {task}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeRemainingColumn(),
+            TextColumn("{task.fields[waits]}"),
             console=Console(file=sys.stderr),
             transient=True,
         )
-        progress.start()
-        return progress, progress.add_task(task, total=total)
+        self._bar = self._progress.add_task(task, total=total, waits="")
+        self._progress.start()
+
+    def show(self, done: int = 0) -> None:
+        """``done`` more items finished; the retries and waits so far."""
+        self._progress.update(self._bar, advance=done, waits=self.stats.waits())
+
+    def stop(self) -> None:
+        self._progress.stop()
 
 
 def _stopping_last(future: Future[list[Entry]]) -> tuple[bool, bool]:

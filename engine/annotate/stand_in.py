@@ -6,7 +6,8 @@ model and no network::
     python -m engine.annotate.stand_in --port 8765
 
 prints ``PORT <n>`` once listening (``--port 0``: any free port). ``GET /stats`` returns
-the request counts (all, those with ``response_format``, and by prompt). Answers follow
+the request counts (all, those with ``response_format``, and by prompt) and the tokens
+its answers' ``usage`` reported. Answers follow
 the prompt they get:
 
 - UMBRELA (graded relevance): 3, 2, 1 or 0 as the share of the question's words of four
@@ -26,10 +27,13 @@ A request with ``response_format`` (a JSON schema) gets the bare JSON object; wi
 a fenced JSON object (UMBRELA: ``##final score: N``). Faults, for tests: ``--mode
 malformed`` (200 with a body that is not JSON), ``--mode fail`` (503); ``--fail-first N``
 (503 to the first N requests), ``--throttle-first N`` (429 with ``Retry-After:
---retry-after`` seconds to the first N), ``--drop-first N`` (the first N connections closed
+--retry-after`` seconds to the first N), ``--throttle-for S`` (the same 429 to every
+request for S seconds from the first), ``--drop-first N`` (the first N connections closed
 without an answer), ``--no-structured`` (400 to any request with ``response_format``),
-``--canned FILE`` (a JSON object: a prompt that contains one of its keys gets that
-answer text as it is, or, for ``{"status": N}``, that HTTP status every time).
+``--unreadable SHARE`` (prose that no reader accepts to that share of the judge prompts,
+chosen by their hash: the same prompts every time), ``--canned FILE`` (a JSON object: a
+prompt that contains one of its keys gets that answer text as it is, or, for
+``{"status": N}``, that HTTP status every time).
 """
 
 from __future__ import annotations
@@ -141,6 +145,8 @@ class State:
         self.delay = args.delay
         self.fail_first = args.fail_first
         self.throttle_first = args.throttle_first
+        self.throttle_for = args.throttle_for
+        self.unreadable = args.unreadable
         self.retry_after = args.retry_after
         self.drop_first = args.drop_first
         self.structured = not args.no_structured
@@ -148,7 +154,9 @@ class State:
             json.loads(Path(args.canned).read_text(encoding="utf-8")) if args.canned else {}
         )
         self.requests = 0
+        self.first: float | None = None  # when the first request came (time.monotonic)
         self.structured_requests = 0  # requests that carried response_format
+        self.tokens = {"prompt_tokens": 0, "completion_tokens": 0}  # the answers' usage
         self.by_prompt: dict[str, int] = {}
         self.lock = threading.Lock()
 
@@ -220,6 +228,7 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
                     "requests": state.requests,
                     "structured": state.structured_requests,
                     "by_prompt": dict(state.by_prompt),
+                    **state.tokens,
                 }
             self._send(200, json.dumps(stats).encode())
 
@@ -232,13 +241,17 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
                 state.by_prompt[key] = state.by_prompt.get(key, 0) + 1
                 state.structured_requests += "response_format" in body
                 number = state.requests
+                state.first = state.first or time.monotonic()
+                storm = time.monotonic() - state.first < state.throttle_for
             if state.delay:
                 time.sleep(state.delay)
             canned = next((v for k, v in state.canned.items() if k in prompt), None)
+            if int(key[:8], 16) / 16**8 < state.unreadable:
+                canned = "I would rather not say."
             if number <= state.drop_first:
                 self.close_connection = True
                 self.connection.shutdown(2)
-            elif number <= state.drop_first + state.throttle_first:
+            elif storm or number <= state.drop_first + state.throttle_first:
                 self._send(429, b'{"error": "slow down"}', {"Retry-After": state.retry_after})
             elif state.mode == "fail" or number <= sum(
                 (state.drop_first, state.throttle_first, state.fail_first)
@@ -253,7 +266,11 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
             elif "response_format" in body and not state.structured:
                 self._send(400, b'{"error": "response_format is not supported"}')
             else:
-                self._send(200, json.dumps(_completion(body, state.mode, canned)).encode())
+                completion = _completion(body, state.mode, canned)
+                with state.lock:
+                    for name in state.tokens:
+                        state.tokens[name] += completion["usage"][name]
+                self._send(200, json.dumps(completion).encode())
 
     return Handler
 
@@ -272,10 +289,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--fail-first", type=int, default=0, help="503 to the first N requests")
     parser.add_argument("--throttle-first", type=int, default=0, help="429 to the first N")
+    parser.add_argument(
+        "--throttle-for", type=float, default=0.0, help="429 to all for S seconds from the first"
+    )
     parser.add_argument("--retry-after", default="1", help="the 429s' Retry-After header")
     parser.add_argument("--drop-first", type=int, default=0, help="close the first N unanswered")
     parser.add_argument(
         "--no-structured", action="store_true", help="refuse response_format (HTTP 400)"
+    )
+    parser.add_argument(
+        "--unreadable", type=float, default=0.0, help="unreadable answers to this share of judges"
     )
     parser.add_argument("--canned", help="JSON file: prompt substring -> answer text or {status}")
     args = parser.parse_args(argv)

@@ -46,7 +46,9 @@ def add(commands: Any) -> dict[str, Handler]:
         "read strictly (a JSON object of the answer's schema, or its one documented "
         "pattern); an unreadable answer or a failed call labels nothing, is listed, and is "
         "asked again by the next run. Answers are cached: an interrupted run resumes, a "
-        "re-run is free. Exit 3: some items failed for good (the rest was written).",
+        "re-run is free. Exit 3: more than --max-unlabelled of the items were left "
+        "unlabelled (the rest was written; the items are listed, and the command that asks "
+        "for them alone is said).",
     )
     annotate.add_argument(
         "dataset", help=f"a dataset declared in {CONFIG_FILENAME}, or a .json/.yaml/.jsonl file"
@@ -208,7 +210,8 @@ def _annotate(args: argparse.Namespace) -> int:
     _write(args.output, labelled, name, report.lines(), session.cache_path)
     if report.agreement is not None:
         print("\n".join(report.agreement.lines()))
-    return session.finished(report.failed)
+    unreadable = [*report.unreadable, *report.claims_unreadable]
+    return session.finished(unreadable, report.failed, args.output)
 
 
 def _fill(
@@ -257,7 +260,7 @@ def _fill(
         named = {str(path): run for path, run in zip(args.runs, runs, strict=True)}
         found = relevance_agreement(raws, labelled, filling, named, metrics, engine)
         print("\n".join(found.lines()))
-    return session.finished(filling.failed)
+    return session.finished(filling.unreadable, filling.failed, args.output)
 
 
 def _write(output: Path, labelled: list[Any], name: Any, lines: Any, cache: Any) -> None:

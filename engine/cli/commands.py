@@ -87,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     verbose = 0
     try:
         args = parser.parse_args(argv)
+        args.argv = list(argv)  # the command line, for a command that says how to rerun it
         process.prepare()  # after the arguments: --help and --version need none of it
         verbose = args.verbose
         _configure_logs(args)

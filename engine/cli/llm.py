@@ -1,17 +1,19 @@
 """What the commands that call an LLM share (``annotate``, ``synthesize``): the annotator
 and its options, the runner's options (batches, concurrency, retries, rate limit,
 executor), the cache, and a :class:`Session` that runs the work and ends it: the tally,
-everything closed, and how to resume after Ctrl-C or a failure."""
+everything closed, how to resume after Ctrl-C or a failure, and the verdict on what was
+left unlabelled (exit 3 past ``--max-unlabelled``)."""
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from engine.cli.common import non_negative_int, positive_float, positive_int
+from engine.cli.common import non_negative, non_negative_int, positive_float, positive_int, share
 from engine.errors import InputError, Problem
 
 if TYPE_CHECKING:  # the annotation machinery is imported when the command runs
@@ -36,7 +38,8 @@ ANNOTATOR_OPTIONS = (
     "prices",
     "structured",
 )
-#: The exit status when some items failed for good (everything else was written).
+#: The exit status when more than --max-unlabelled of the items were left unlabelled
+#: (everything else was written).
 EXIT_INCOMPLETE = 3
 
 
@@ -61,6 +64,22 @@ def add_llm_options(parser: argparse.ArgumentParser) -> Any:
         type=float,
         default=0.5,
         help="first retry delay in seconds, doubled each time (a server's Retry-After wins)",
+    )
+    group.add_argument(
+        "--max-wait",
+        type=non_negative,
+        default=300.0,
+        metavar="SECONDS",
+        help="the most seconds, in all, to wait out the endpoint's rate limits (HTTP 429 or "
+        "503 with Retry-After; such waits spend no retry); past it the run stops (300)",
+    )
+    group.add_argument(
+        "--max-unlabelled",
+        type=share,
+        default=0.05,
+        metavar="SHARE",
+        help="the largest share of the items asked about that may be left unlabelled "
+        "(unreadable answers, failed calls) for exit 0; more: exit 3 (0.05)",
     )
     group.add_argument("--rate-limit", type=positive_float, help="at most this many requests/s")
     group.add_argument(
@@ -144,6 +163,7 @@ def _runner(args: argparse.Namespace, annotator: Any, cache: Any) -> Runner:
         concurrency=args.concurrency or getattr(annotator, "default_concurrency", 1),
         retries=args.retries,
         backoff=args.backoff,
+        max_wait=args.max_wait,
         rate_limit=args.rate_limit,
         progress=args.progress,
         executor=args.executor,
@@ -163,16 +183,26 @@ class _DryRun(Exception):
 
 
 class Session:
-    """A command's annotator, cache and runner (``--dry-run``: a cache only looked in)."""
+    """A command's annotator, cache and runner (``--dry-run``: a cache only looked in),
+    its command line (for running it again) and ``--max-unlabelled``."""
 
     def __init__(
-        self, annotator: Any, cache: Any, runner: Runner, cache_path: Path, dry_run: bool
+        self,
+        annotator: Any,
+        cache: Any,
+        runner: Runner,
+        cache_path: Path,
+        dry_run: bool,
+        command: str,
+        max_unlabelled: float,
     ) -> None:
         self.annotator = annotator
         self.cache = cache
         self.runner = runner
         self.cache_path = cache_path
         self.dry_run = dry_run
+        self.command = command
+        self.max_unlabelled = max_unlabelled
 
     @classmethod
     def of(cls, args: argparse.Namespace, cache_path: Path) -> Session:
@@ -181,12 +211,15 @@ class Session:
         annotator = _annotator(args)
         dry_run = bool(getattr(args, "dry_run", False))
         cache = Cache(cache_path, look_only=dry_run)
-        return cls(annotator, cache, _runner(args, annotator, cache), cache_path, dry_run)
+        runner = _runner(args, annotator, cache)
+        command = shlex.join(["slotwise", *args.argv])
+        return cls(annotator, cache, runner, cache_path, dry_run, command, args.max_unlabelled)
 
     @property
     def resume(self) -> str:
         return (
-            f"finished work is in the cache {self.cache_path}; run the same command again to resume"
+            f"finished work is in the cache {self.cache_path}; run the same command again to "
+            f"resume: {self.command}"
         )
 
     def announce(self, line: str) -> None:
@@ -218,23 +251,38 @@ class Session:
             self.cache.close()
             self.annotator.close()
 
-    def finished(self, failed: list[str]) -> int:
-        """After the output is written: the structured-output note, and 0, or
-        :data:`EXIT_INCOMPLETE` saying how to ask again for what failed."""
+    def finished(self, unreadable: Sequence[str], failed: Sequence[str], output: Path) -> int:
+        """After the output is written: the structured-output note, what was left
+        unlabelled (listed in full in OUTPUT with suffix ``.unlabelled.txt``) and how to
+        ask for it alone; 0, or :data:`EXIT_INCOMPLETE` when that is more than
+        ``--max-unlabelled`` of the items asked about."""
         if getattr(self.annotator, "structured", None) == "auto" and not self.annotator.structuring:
             print(
                 "structured output: the endpoint refused response_format; the answers were "
                 "read by their free-text patterns (docs/annotation.md#prompts-and-answers)",
                 file=sys.stderr,
             )
-        if not failed:
+        listed = output.with_suffix(".unlabelled.txt")
+        missing = len(unreadable) + len(failed)
+        if not missing:
+            listed.unlink(missing_ok=True)  # a list an earlier run left
             return 0
+        listed.write_text(
+            "".join(f"unreadable\t{item}\n" for item in unreadable)
+            + "".join(f"failed\t{item}\n" for item in failed),
+            encoding="utf-8",
+        )
+        asked = max(self.runner.stats.items, missing)
+        over = missing / asked > self.max_unlabelled
         print(
-            f"slotwise: {len(failed)} item(s) failed for good and were left out; "
-            f"{self.resume} (it asks only for what is missing)",
+            f"slotwise: {missing} of the {asked} items asked about ({missing / asked:.1%}) "
+            f"were left unlabelled: {len(unreadable)} unreadable answer(s), {len(failed)} "
+            f"failed call(s); {'more than' if over else 'within'} --max-unlabelled "
+            f"{self.max_unlabelled:g}; all listed in {listed}\n"
+            f"to ask for those alone (the cache {self.cache_path} has the rest): {self.command}",
             file=sys.stderr,
         )
-        return EXIT_INCOMPLETE
+        return EXIT_INCOMPLETE if over else 0
 
 
 def _log_finished(runner: Runner, tasks: list[str], cache_path: Path) -> None:
@@ -249,7 +297,8 @@ def _log_finished(runner: Runner, tasks: list[str], cache_path: Path) -> None:
         "unreadable": runner.stats.unreadable,
         "failed": runner.stats.failed,
         "truncated": runner.stats.truncated,
-        "retries": runner.stats.retries,
+        "retried": runner.stats.retried,
+        "waited": round(runner.stats.waited, 1),
     }
     from engine.logs import log
 

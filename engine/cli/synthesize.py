@@ -37,7 +37,8 @@ def add(commands: Any) -> dict[str, Handler]:
         "and prompt version. The plan (passages drawn, most calls, cost) is said before any "
         "call; answers are cached: a killed run resumes, a re-run is free. Then run the "
         "systems, and fill the rest of the labels with `slotwise annotate --task relevance "
-        "--runs ... --holes`. Exit 3: some calls failed for good (the rest was written).",
+        "--runs ... --holes`. Exit 3: more than --max-unlabelled of the items were left "
+        "unlabelled (unreadable answers, failed calls; the rest was written).",
     )
     synthesize.add_argument("corpus", type=Path, help="the corpus, JSONL: {id, text, metadata?}")
     synthesize.add_argument(
@@ -103,11 +104,11 @@ def _synthesize(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     if not samples:
         print(f"slotwise: no question was kept; {args.output} not written", file=sys.stderr)
-        return session.finished(found.failed) or EXIT_USAGE
+        return session.finished(found.unreadable, found.failed, args.output) or EXIT_USAGE
     parse_samples((sample, None) for sample in samples)
     write_samples(args.output, samples, name=args.output.stem)
     print(
         f"wrote {args.output} ({len(samples)} samples; cache {session.cache_path})",
         file=sys.stderr,
     )
-    return session.finished(found.failed)
+    return session.finished(found.unreadable, found.failed, args.output)
