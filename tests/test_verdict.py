@@ -147,7 +147,9 @@ class TestIdsThatMatchNothing:
         verdict = gate(compare([found["good"], flagged], names=["good", "uuids"]))
         assert verdict.outcome == "can't tell"
         assert [(v.by, v.metric) for v in verdict.verdicts] == [("ids", None)]
-        assert verdict.verdicts[0].reason.startswith("uuids: the retrieved ids match almost no label")
+        assert verdict.verdicts[0].reason.startswith(
+            "uuids: the retrieved ids match almost no label"
+        )
         assert [v.outcome for v in verdict.advisory] == ["regressed"]
         found["good"].to_json(tmp_path / "good.json")
         flagged.to_json(tmp_path / "uuids.json")
@@ -229,6 +231,19 @@ def _biased_files(tmp_path: Path, n: int, labelled: int) -> dict[str, Path]:
         paths[system] = tmp_path / f"{system}.json"
         paths[system].write_text(json.dumps(outputs))
     return paths
+
+
+def test_scales_that_differ_are_compared_as_relevance() -> None:
+    """People grade 5 and 1 (a 1-5 scale), the judge 3 and 0 (0-3): neither scale holds
+    the other, so the kappa is of relevance (label > 0): people relevant, relevant; the
+    judge relevant, not. Observed agreement 1/2, chance 1 x 1/2 + 0 x 1/2 = 1/2: kappa 0."""
+    eng = engine.Engine(config={})
+    human = eng.dataset(samples=[{"id": "q", "expected_output": {"relevance": {"a": 5, "b": 1}}}])
+    judged = eng.dataset(samples=[{"id": "q", "expected_output": {"relevance": {"a": 3, "b": 0}}}])
+    agreement = judge_agreement(human, judged)
+    assert agreement.scale == "binary" and agreement.pairs == 2
+    assert agreement.kappa == pytest.approx(cohen_kappa_score([1, 1], [1, 0], weights="quadratic"))
+    assert "the two label scales differing" in agreement.describe()
 
 
 class TestHumanLabelsDecide:

@@ -2,7 +2,9 @@
 quadratic weights over the (sample, document) pairs both labelled, as
 ``sklearn.metrics.cohen_kappa_score(human, judge, weights="quadratic")`` computes it (the
 categories are the label values either side used, in order; a disagreement weighs the
-square of how many categories apart the two labels are). The gate reads it
+square of how many categories apart the two labels are). When neither side's values lie
+within the other's (people grading 1-5, a judge 0-3), the grades do not compare and the
+kappa is of relevance, label > 0, on both sides. The gate reads it
 (:data:`~engine.analysis.defaults.MIN_AGREEMENT`): a judge below it cannot decide alone.
 """
 
@@ -53,6 +55,8 @@ class JudgeAgreement:
     kappa: float | None
     pairs: int
     samples: int
+    scale: str = "graded"
+    """``graded``, or ``binary`` when the two sides' label scales differ."""
 
     @property
     def sufficient(self) -> bool:
@@ -61,7 +65,9 @@ class JudgeAgreement:
 
     def describe(self) -> str:
         kappa = "NA" if self.kappa is None else f"{self.kappa:.2f}"
-        return f"weighted kappa {kappa} on {self.pairs:,} pairs of {self.samples:,} samples"
+        what = "weighted kappa" if self.scale == "graded" else "kappa of relevance (label > 0)"
+        scales = "" if self.scale == "graded" else ", the two label scales differing"
+        return f"{what} {kappa} on {self.pairs:,} pairs of {self.samples:,} samples{scales}"
 
     def line(self) -> str:
         """The agreement as the gate prints it."""
@@ -76,6 +82,7 @@ class JudgeAgreement:
         return {
             "weighted_kappa": self.kappa,
             "weights": "quadratic",
+            "scale": self.scale,
             "pairs": self.pairs,
             "samples": self.samples,
             "threshold": MIN_AGREEMENT,
@@ -119,8 +126,15 @@ def judge_agreement(human: Any, judge: Any) -> JudgeAgreement:
     labelled; labels ``judge`` records as a person's (its label sources) are left out."""
     judged = _labels(judge).join(_human_sourced(judge), keys=["id", "doc"], join_type="left anti")
     both = _labels(human).join(judged, keys=["id", "doc"], join_type="inner", right_suffix="_judge")
+    people = both.column("label").to_numpy()
+    judge = both.column("label_judge").to_numpy()
+    values = set(people.tolist()), set(judge.tolist())
+    graded = values[0] <= values[1] or values[1] <= values[0]
+    if not graded:
+        people, judge = people > 0, judge > 0
     return JudgeAgreement(
-        weighted_kappa(both.column("label").to_numpy(), both.column("label_judge").to_numpy()),
+        weighted_kappa(people, judge),
         both.num_rows,
         len(pc.unique(both.column("id"))),
+        "graded" if graded else "binary",
     )
