@@ -93,7 +93,8 @@ def add_llm_options(parser: argparse.ArgumentParser) -> Any:
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="progress bar (default: on a terminal)",
+        help="one progress line per task: items done, retried calls, seconds waited on rate "
+        "limits (default: on a terminal)",
     )
     group.add_argument(
         "--judge-max-tokens",
