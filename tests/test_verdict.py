@@ -313,3 +313,46 @@ class TestHumanLabelsDecide:
         report = human.ppi(b, predictions, baseline=a)
         with pytest.raises(Inconclusive, match="only 10 human-labelled samples"):
             assert_no_regression(b, a, ppi=report)
+
+
+def test_a_third_of_the_labels_missing_cant_tell(
+    server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The stand-in answers about a third of the judge prompts unreadably; annotate
+    allowed to go on (--max-unlabelled 0.5) leaves those pairs unlabelled, so each system's
+    judged@3 is about 1 - 2/3 x 0.31 = 0.79 (its filler labelled by a person): can't tell,
+    naming the system and its unjudged count.
+    Before: the unlabelled pairs counted as non-relevant and the gate passed."""
+    server = server_factory("--unreadable", "0.31")
+    paths = _biased_files(tmp_path, n=30, labelled=0)
+    # a person labelled each filler (so no question is left with no label at all)
+    questions = yaml.safe_load(paths["questions"].read_text())["samples"]
+    for i, sample in enumerate(questions):
+        sample["expected_output"] = {"relevance": {f"filler{i}": 0}}
+    paths["questions"].write_text(yaml.safe_dump({"samples": questions}))
+    annotate = [
+        "annotate", str(paths["questions"]), "--task", "relevance", "--runs",
+        str(paths["a"]), str(paths["b"]), "--holes", "--depth", "3", "--output",
+        str(paths["predictions"]), "--annotator", "openai-compatible", "--base-url",
+        server.url, "--model", "stand-in", "--backoff", "0.01", "--max-unlabelled", "0.5",
+    ]  # fmt: skip
+    assert main(annotate) == 0
+    for system in ("a", "b"):
+        run = [
+            "run", str(paths["predictions"]), "--outputs", str(paths[system]), "--metrics",
+            "retrieval-precision-at-k@3", "--format", "json", "--output",
+            str(tmp_path / f"{system}.results.json"),
+        ]  # fmt: skip
+        assert main(run) == 0
+    found = [engine.read_results(tmp_path / f"{s}.results.json") for s in ("a", "b")]
+    shares = [r.diagnostics.judged_at(3) for r in found]
+    assert all(s is not None and 0.5 < s < 0.9 for s in shares), shares
+    capsys.readouterr()
+    argv = ["compare", *(str(tmp_path / f"{s}.results.json") for s in ("a", "b"))]
+    assert main([*argv, "--fail-on-regression"]) == 4
+    err = capsys.readouterr().err
+    judged, documents = found[0].diagnostics.judged[3]
+    assert (
+        f"a.results: judged@3 {judged / documents:.3f} ({documents - judged} of {documents} unjudged) < 0.9"
+        in err
+    )
