@@ -417,7 +417,7 @@ def test_atomic_write_keeps_usual_permissions(tmp_path):
     import os
     import stat
 
-    from engine.io.files import atomic_write
+    from engine.io.writer import atomic_write
 
     old_umask = os.umask(0o022)
     try:

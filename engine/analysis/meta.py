@@ -33,7 +33,8 @@ import numpy.typing as npt
 from engine.errors import InputError, MissingDependencyError, Problem
 from engine.evaluation.api import Dataset, Engine
 from engine.evaluation.batch import Batch
-from engine.io.files import atomic_write, read_document, read_jsonl
+from engine.io.files import read_document, read_jsonl
+from engine.io.writer import atomic_write
 
 if TYPE_CHECKING:
     from engine.evaluation.metric import Metric

@@ -35,7 +35,7 @@ from engine.evaluation.label_sources import REPORT as LABEL_SOURCES
 from engine.evaluation.results import Results
 from engine.evaluation.strata import NO_STRATUM, by, stratum_of
 from engine.io.config import DEFAULT_K
-from engine.io.files import atomic_write
+from engine.io.writer import atomic_write
 
 __all__ = ["build_report", "write_report"]
 

@@ -18,7 +18,8 @@ from engine.analysis.defaults import DEFAULT_SEED, DEFAULT_TEST_RESAMPLES, TESTS
 from engine.cli.console import print_blocks
 from engine.errors import InputError, MetricParameterError, Problem
 from engine.io.config import CONFIG_ENV
-from engine.io.files import atomic_write, format_suffix, read_document
+from engine.io.files import format_suffix, read_document
+from engine.io.writer import atomic_write
 
 if TYPE_CHECKING:  # what evaluates is imported when a command runs, not for its --help
     from engine.evaluation.api import Engine

@@ -9,7 +9,8 @@ from typing import Any
 
 from engine.cli.common import Handler, Parser, UsageError, configured_engine
 from engine.io.config import CONFIG_FILENAME
-from engine.io.files import atomic_write, base_name
+from engine.io.files import base_name
+from engine.io.writer import atomic_write
 
 __all__ = ["add"]
 

@@ -20,7 +20,7 @@ from engine.cli.common import (
 )
 from engine.errors import InputError, Problem
 from engine.io.config import CONFIG_FILENAME
-from engine.io.files import atomic_write
+from engine.io.writer import atomic_write
 
 if TYPE_CHECKING:
     from engine.evaluation.api import Dataset

@@ -27,7 +27,8 @@ import orjson
 
 from engine.evaluation.scorer import Outcomes
 from engine.evaluation.systems import System
-from engine.io.files import atomic_write, format_suffix
+from engine.io.files import format_suffix
+from engine.io.writer import atomic_write
 
 if TYPE_CHECKING:
     import asyncio

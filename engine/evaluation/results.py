@@ -29,8 +29,9 @@ from engine.evaluation.statistics import DEFAULT_RESAMPLES, DEFAULT_SEED, Bootst
 from engine.evaluation.tables import html_table, render_text, text_table
 from engine.io import schemas
 from engine.io.documents import RESULTS_SCHEMA_ID, canonical_json
-from engine.io.files import atomic_write, read_document
+from engine.io.files import read_document
 from engine.io.sinks import RowChunk, Sink
+from engine.io.writer import atomic_write
 
 __all__ = [
     "MIN_KNOWN_IDS",

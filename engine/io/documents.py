@@ -30,7 +30,6 @@ from engine.io.columns import (
     table_of,
 )
 from engine.io.files import (
-    atomic_write,
     base_name,
     format_suffix,
     read_document,
@@ -39,6 +38,7 @@ from engine.io.files import (
     yaml_lines,
 )
 from engine.io.frames import Coded
+from engine.io.writer import atomic_write
 
 __all__ = [
     "DOCUMENT_SUFFIXES",

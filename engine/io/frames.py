@@ -45,8 +45,9 @@ from engine.io.columns import (
     string_bytes,
     table_of,
 )
-from engine.io.files import AtomicFile, arrow_input, format_suffix
+from engine.io.files import arrow_input, format_suffix
 from engine.io.shards import Shard
+from engine.io.writer import AtomicFile
 
 __all__ = [
     "SHARD_SHIFT",

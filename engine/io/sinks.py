@@ -23,7 +23,8 @@ import numpy.typing as npt
 import orjson
 import pyarrow as pa
 
-from engine.io.files import RESULT_FORMATS, AtomicFile
+from engine.io.files import RESULT_FORMATS
+from engine.io.writer import AtomicFile
 
 __all__ = ["RowChunk", "Sink", "open_sink"]
 

@@ -35,7 +35,7 @@ import pyarrow.csv as csv
 from engine.errors import InputError, Problem
 from engine.io import shards, trec_csv
 from engine.io.columns import GROUPS, Columns, lengths, string_bytes
-from engine.io.files import COMPRESSIONS, AtomicFile, open_binary
+from engine.io.files import COMPRESSIONS, open_binary
 from engine.io.frames import (
     Coded,
     Where,
@@ -45,6 +45,7 @@ from engine.io.frames import (
     retrieved_twice,
     run_columns,
 )
+from engine.io.writer import AtomicFile
 
 __all__ = [
     "read_qrels",
