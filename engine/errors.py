@@ -45,8 +45,9 @@ class Problem(NamedTuple):
             where.append(f"line {self.line}")
         if self.sample_id is not None:
             where.append(f"sample {self.sample_id!r}")
-        where.append(self.pointer or "/")
-        return f"{' '.join(where)}: {self.message}"
+        if self.pointer:
+            where.append(self.pointer)
+        return f"{' '.join(where)}: {self.message}" if where else self.message
 
 
 class InputError(SlotwiseError, ValueError):

@@ -126,11 +126,11 @@ class TestValidate:
         qrels = tmp_path / "qrels.txt"
         qrels.write_text("q1 0 d1 1\nq1 0 d2 high\n")
         assert main(["validate", str(qrels)]) == 2
-        assert f"{qrels}:2 /: relevance 'high' is not a finite number" in capsys.readouterr().err
+        assert f"{qrels}:2 sample 'q1': relevance 'high' is not a finite number" in capsys.readouterr().err
         run = tmp_path / "run.trec"
         run.write_text("q1 Q0 d1 1 2.0 tag\nq1 Q0 d2 2 1.0\n")
         assert main(["validate", str(run)]) == 2
-        assert f"{run}:2 /: expected 6 fields" in capsys.readouterr().err
+        assert f"{run}:2 sample 'q1': expected 6 fields" in capsys.readouterr().err
 
     def test_unknown_kind_says_so(self, tmp_path, capsys):
         path = tmp_path / "notes.txt"

@@ -125,7 +125,7 @@ class TestTrecReaders:
         """A file without a query scores nothing: refused, naming the file (as trec_eval)."""
         (tmp_path / "e").write_text("")
         for read, kind in ((trec.read_run, "run"), (trec.read_qrels, "qrels")):
-            with pytest.raises(InputError, match=f"e /: no {kind} line: the file holds no query"):
+            with pytest.raises(InputError, match=f"e: no {kind} line: the file holds no query"):
                 read(tmp_path / "e")
 
     def test_qrels_judging_twice_is_reported(self, tmp_path: Path) -> None:

@@ -97,7 +97,7 @@ class TestSourceDateEpoch:
             evaluation.evaluate({"q0": ["d0"], "q1": ["d1"]})
         assert _Counted.scored == []
         assert (
-            f"SOURCE_DATE_EPOCH /: must be whole seconds since 1970, as `date +%s` prints, got {value!r}"
+            f"SOURCE_DATE_EPOCH: must be whole seconds since 1970, as `date +%s` prints, got {value!r}"
             in str(refused.value)
         )
 
@@ -112,7 +112,7 @@ class TestSourceDateEpoch:
         captured = capsys.readouterr()
         assert captured.out == ""
         assert "slotwise: error: cannot date the results" in captured.err
-        assert "SOURCE_DATE_EPOCH /: must be whole seconds since 1970" in captured.err
+        assert "SOURCE_DATE_EPOCH: must be whole seconds since 1970" in captured.err
         assert "internal error" not in captured.err
 
     def test_whole_seconds_date_the_results(self, monkeypatch):
@@ -133,7 +133,7 @@ class TestSourceDateEpoch:
             .with_metrics(["retrieval-mrr"])
             .evaluate({"q0": ["d0"]})
         )
-        with pytest.raises(engine.InputError, match=r"created /: must be .*ISO 8601 text"):
+        with pytest.raises(engine.InputError, match=r"created: must be .*ISO 8601 text"):
             results.to_json(created=created)
 
 
@@ -312,9 +312,9 @@ class TestInputsThatScoreNothing:
     @pytest.mark.parametrize(
         ("inputs", "culprit"),
         [
-            (["--qrels", "empty.qrels", "--run", "r.run"], "empty.qrels /: no qrels line"),
-            (["--qrels", "comments.qrels", "--run", "r.run"], "comments.qrels /: no qrels line"),
-            (["--qrels", "q.qrels", "--run", "empty.run"], "empty.run /: no run line"),
+            (["--qrels", "empty.qrels", "--run", "r.run"], "empty.qrels: no qrels line"),
+            (["--qrels", "comments.qrels", "--run", "r.run"], "comments.qrels: no qrels line"),
+            (["--qrels", "q.qrels", "--run", "empty.run"], "empty.run: no run line"),
             (
                 ["--qrels", "q.qrels", "--run", "other.run"],
                 "none of the 1 output(s) is for a sample of the dataset: their ids ('z9') are "
@@ -322,10 +322,10 @@ class TestInputsThatScoreNothing:
             ),
             (
                 ["data.json", "--outputs", "other.json"],
-                "other.json /: none of the 2 output(s) is for a sample of the dataset: their "
+                "other.json: none of the 2 output(s) is for a sample of the dataset: their "
                 "ids ('z8', 'z9') are not in the dataset, whose samples are 'q0', 'q1'",
             ),
-            (["data.json", "--outputs", "none.json"], "none.json /: no outputs"),
+            (["data.json", "--outputs", "none.json"], "none.json: no outputs"),
         ],
     )
     def test_the_cli_exits_2_naming_it(self, files, inputs, culprit, stream, capsys):
@@ -340,19 +340,19 @@ class TestInputsThatScoreNothing:
         eng = engine.Engine(config={})
         mrr = ["retrieval-mrr"]
         cases = [
-            (lambda: eng.evaluate_trec("empty.qrels", "r.run", mrr), "empty.qrels /: no qrels"),
-            (lambda: eng.evaluate_trec("q.qrels", "empty.run", mrr), "empty.run /: no run line"),
+            (lambda: eng.evaluate_trec("empty.qrels", "r.run", mrr), "empty.qrels: no qrels"),
+            (lambda: eng.evaluate_trec("q.qrels", "empty.run", mrr), "empty.run: no run line"),
             (lambda: eng.evaluate_trec("q.qrels", "other.run", mrr), "their ids ('z9')"),
             (lambda: eng.evaluate_trec({}, {"q0": {"d0": 1.0}}, mrr), "the dataset has no samples"),
             (lambda: eng.dataset({}), "the dataset has no samples"),
             (
                 lambda: eng.dataset("data.json").with_metrics(mrr).evaluate("other.json"),
-                "other.json /: none",
+                "other.json: none",
             ),
             (lambda: eng.dataset("data.json").with_metrics(mrr).evaluate({}), "no outputs"),
             (
                 lambda: eng.evaluate_stream(mrr, qrels="q.qrels", run="other.run"),
-                "other.run /: none of the 1 output(s)",
+                "other.run: none of the 1 output(s)",
             ),
         ]
         for call, culprit in cases:

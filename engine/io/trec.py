@@ -127,7 +127,9 @@ def read_subtopic_qrels(path: str | os.PathLike[str], threshold: float = 1.0) ->
             label = _number(fields[3]) if len(fields) == 4 else None
             if label is None:
                 message = "expected 4 fields 'qid subtopic docid rel', rel a finite number"
-                problems.append(Problem(message, source=str(path), line=number))
+                problems.append(
+                    Problem(message, sample_id=fields[0], source=str(path), line=number)
+                )
                 continue
             qid, subtopic, doc = fields[:3]
             first = seen.setdefault((qid, subtopic, doc), number)
@@ -355,12 +357,16 @@ def _by_line(
                 fields = fields[:width]  # trec_eval ignores what follows the sixth field
             if len(fields) != width:
                 message = f"expected {width} fields '{layout.layout}', got {len(fields)}"
-                problems.append(Problem(message, source=str(path), line=number))
+                problems.append(
+                    Problem(message, sample_id=fields[0], source=str(path), line=number)
+                )
                 continue
             value = _number(fields[column])
             if value is None:
                 message = f"{layout.what} {fields[column]!r} is not a finite number"
-                problems.append(Problem(message, source=str(path), line=number))
+                problems.append(
+                    Problem(message, sample_id=fields[0], source=str(path), line=number)
+                )
                 continue
             lines.append(number)
             queries.append(fields[0])
