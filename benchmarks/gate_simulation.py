@@ -29,7 +29,8 @@ engine's default 1,000 resamples and seed. Rows are built as ``compare`` builds 
 (``paired_test``, ``holm``, sd with ddof=1, varied = nonzero differences) and, for the first
 replicate of every cell, checked equal to the row ``compare()`` itself builds.
 
-    python benchmarks/gate_simulation.py [--replicates 1000] [--workers 2] [--quick]
+    python benchmarks/gate_simulation.py [--replicates 1000] [--ppi-replicates 500]
+        [--workers 2] [--only gate|ppi] [--quick]
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from __future__ import annotations
 import argparse
 import math
 import multiprocessing
+import os
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -270,6 +272,8 @@ def run(tasks: Sequence[Any], fn: Any, workers: int) -> list[Any]:
     """``fn`` over ``tasks``, largest first, in ``workers`` processes (1: here)."""
     if workers <= 1:
         return [fn(t) for t in tasks]
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, "1")  # a process per core, not a process per thread
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         return list(pool.imap_unordered(fn, tasks))
 
@@ -404,6 +408,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--ppi-replicates", type=int, default=500, help="per cell of PPI")
     parser.add_argument("--resamples", type=int, default=2000, help="randomization test's")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--only", choices=("gate", "ppi"), help="one part of the two")
     parser.add_argument("--quick", action="store_true", help="small sizes, a few replicates")
     args = parser.parse_args(argv)
     sizes, labelled, big_n = SIZES, LABELLED, POPULATION
@@ -431,16 +436,37 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     print()
 
+    targets, ppi_targets, judge_targets = Targets(), Targets(), Targets()
+    if args.only != "ppi":
+        gate_part(args, shifts, sizes, targets)
+    if args.only != "gate":
+        ppi_part(args, shifts, labelled, big_n, ppi_targets, judge_targets)
+    print("### The targets\n")
+    print("\n".join(targets.lines("the paired test")))
+    print("\n".join(ppi_targets.lines("PPI")))
+    print("\n".join(judge_targets.lines("the judge alone (advisory, not a target)")))
+    print(f"\n{time.perf_counter() - started:.0f} s")
+
+
+def gate_part(args: Any, shifts: Sequence[float], sizes: Sequence[int], targets: Targets) -> None:
     tasks = [
         (i, n, mu, args.replicates, args.resamples)
         for n in sorted(sizes, reverse=True)
         for i, mu in enumerate(shifts)
     ]
     found = {(i, n): counts for i, n, counts in run(tasks, gate_cell, args.workers)}
-    targets = Targets()
     print(f"### The paired test's gate, {args.replicates} replicates per cell\n")
     print("\n".join(gate_tables(found, sizes, targets)))
 
+
+def ppi_part(
+    args: Any,
+    shifts: Sequence[float],
+    labelled: Sequence[int],
+    big_n: int,
+    ppi_targets: Targets,
+    judge_targets: Targets,
+) -> None:
     ppi_tasks = [
         (j * len(shifts) + i, big_n, mu, args.ppi_replicates, args.resamples, bias, noise, labelled)
         for j, (_, bias, noise) in enumerate(JUDGES)
@@ -449,15 +475,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ppi_found = {}
     for index, counts in run(ppi_tasks, ppi_cell, args.workers):
         ppi_found[divmod(index, len(shifts))] = counts
-    ppi_targets, judge_targets = Targets(), Targets()
     print(f"### PPI's gate: N = {big_n:,} queries, {args.ppi_replicates} replicates per cell\n")
     print("\n".join(ppi_tables(ppi_found, labelled, big_n, ppi_targets, judge_targets)))
-
-    print("### The targets\n")
-    print("\n".join(targets.lines("the paired test")))
-    print("\n".join(ppi_targets.lines("PPI")))
-    print("\n".join(judge_targets.lines("the judge alone (advisory, not a target)")))
-    print(f"\n{time.perf_counter() - started:.0f} s")
 
 
 if __name__ == "__main__":
