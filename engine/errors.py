@@ -15,6 +15,7 @@ __all__ = [
     "MetricRequirementError",
     "MetricScoreError",
     "MissingDependencyError",
+    "OutputError",
     "Problem",
     "RunInterrupted",
     "SlotwiseError",
@@ -132,6 +133,18 @@ class MissingDependencyError(SlotwiseError, ImportError):
         super().__init__(
             f"{feature} needs the optional extra '{extra}'{missing}: pip install 'slotwise[{extra}]'"
         )
+
+
+class OutputError(SlotwiseError):
+    """An output cannot be written: it is one of the command's inputs, or the system
+    refused it (disk full, read-only, quota, file size limit); names the path and why."""
+
+    def __init__(self, path: Any, reason: Any) -> None:
+        if isinstance(reason, OSError):
+            reason = reason.strerror or str(reason)
+        self.path = str(path)
+        self.reason = str(reason)
+        super().__init__(f"cannot write {self.path}: {self.reason}")
 
 
 class RunInterrupted(KeyboardInterrupt):

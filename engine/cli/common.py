@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # what evaluates is imported when a command runs, not for its
     from engine.evaluation.results import Results
 
 __all__ = [
+    "LARGEST_INT",
     "Handler",
     "Parser",
     "UsageError",
@@ -38,6 +39,7 @@ __all__ = [
     "metrics_with_k",
     "names_option",
     "non_negative",
+    "non_negative_int",
     "parse_cutoffs",
     "positive_float",
     "positive_int",
@@ -80,6 +82,11 @@ class Parser(argparse.ArgumentParser):
         return parsed, extras
 
 
+#: The largest value an integer option takes (a cutoff, a count, a seed): a larger one is a
+#: usage error, never an overflow deep in the arrays.
+LARGEST_INT = 2**31 - 1
+
+
 def _number(
     kind: type[float] | type[int], accept: Callable[[float], bool], wording: str
 ) -> Callable[[str], float]:
@@ -95,8 +102,12 @@ def _number(
     return convert
 
 
-positive_int = _number(int, lambda v: v > 0, "a positive integer")
-non_negative_int = _number(int, lambda v: v >= 0, "an integer that is not negative")
+positive_int = _number(
+    int, lambda v: 0 < v <= LARGEST_INT, f"a positive integer up to {LARGEST_INT}"
+)
+non_negative_int = _number(
+    int, lambda v: 0 <= v <= LARGEST_INT, f"an integer from 0 to {LARGEST_INT}"
+)
 positive_float = _number(float, lambda v: v > 0, "a positive number")
 probability = _number(float, lambda v: 0 < v < 1, "a number between 0 and 1")
 non_negative = _number(float, lambda v: v >= 0, "a number that is not negative")
@@ -105,17 +116,13 @@ share = _number(float, lambda v: 0 <= v <= 1, "a share from 0 to 1")
 
 def parse_cutoffs(text: str) -> list[int]:
     """``--k`` values: one positive integer, or several separated by commas (a curve)."""
-    cutoffs = []
-    for part in text.split(","):
-        try:
-            value = int(part.strip())
-        except ValueError:
-            value = 0
-        if value <= 0:
-            raise argparse.ArgumentTypeError(
-                f"must be a positive integer or a comma-separated list of them, got {text!r}"
-            )
-        cutoffs.append(value)
+    try:
+        cutoffs = [int(positive_int(part.strip())) for part in text.split(",")]
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"must be a positive integer up to {LARGEST_INT} or a comma-separated list of "
+            f"them, got {text!r}"
+        ) from None
     return list(dict.fromkeys(cutoffs))
 
 
@@ -265,7 +272,10 @@ def statistics_options(parser: argparse.ArgumentParser) -> None:
         help=f"resamples of the randomization/bootstrap test (default {DEFAULT_TEST_RESAMPLES})",
     )
     parser.add_argument(
-        "--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default {DEFAULT_SEED})"
+        "--seed",
+        type=non_negative_int,
+        default=DEFAULT_SEED,
+        help=f"random seed (default {DEFAULT_SEED})",
     )
     names_option(parser)
 

@@ -28,6 +28,7 @@ from engine.cli.common import (
     emit_tables,
     load_results,
     non_negative,
+    non_negative_int,
     share,
     statistics_options,
 )
@@ -82,7 +83,7 @@ def add(commands: Any) -> dict[str, Handler]:
     comparing.add_argument("--output", type=Path, help="write here instead of stdout")
     comparing.add_argument(
         "--movers",
-        type=int,
+        type=non_negative_int,
         default=3,
         help="samples that moved most, listed per metric in the table format (default 3; 0: none)",
     )

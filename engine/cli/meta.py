@@ -14,6 +14,7 @@ from engine.cli.common import (
     configured_engine,
     emit,
     emit_tables,
+    non_negative_int,
     positive_float,
     positive_int,
     split_specs,
@@ -116,7 +117,9 @@ def _inputs(parser: argparse.ArgumentParser) -> None:
 
 
 def _statistics(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap (and split) seed")
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="bootstrap (and split) seed"
+    )
     parser.add_argument("--resamples", type=positive_int, default=1000, help="bootstrap resamples")
     parser.add_argument("--confidence", type=float, default=0.95, help="CI level (default 0.95)")
 

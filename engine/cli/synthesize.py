@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.cli.common import Handler, positive_int
+from engine.cli.common import Handler, non_negative_int, positive_int
 from engine.cli.llm import Ended, Session, add_llm_options
 
 __all__ = ["add"]
@@ -53,7 +53,7 @@ def add(commands: Any) -> dict[str, Handler]:
         help="draw passages stratified by this field of metadata (its values take turns), "
         "recorded as each sample's metadata.stratum (for --by stratum); default: uniformly",
     )
-    synthesize.add_argument("--seed", type=int, default=0, help="the draw's seed (0)")
+    synthesize.add_argument("--seed", type=non_negative_int, default=0, help="the draw's seed (0)")
     synthesize.add_argument(
         "--oversample",
         type=_at_least_one,

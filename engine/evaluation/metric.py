@@ -109,9 +109,12 @@ class MetricBase:
 
 
 def positive_int(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    """attrs validator: a positive integer (booleans are not integers here)."""
+    """attrs validator: a positive integer that fits the int64 arrays (booleans are not
+    integers here)."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise MetricParameterError(f"{attribute.name} must be a positive integer, got {value!r}")
+    if value >= 2**63:
+        raise MetricParameterError(f"{attribute.name} must be below 2**63, got {value!r}")
 
 
 def finite_number(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
