@@ -19,7 +19,7 @@ from engine.cli.console import print_blocks
 from engine.errors import InputError, MetricParameterError, Problem
 from engine.io.config import CONFIG_ENV
 from engine.io.files import format_suffix, read_document
-from engine.io.writer import atomic_write
+from engine.io.writer import atomic_write, note_inputs
 
 if TYPE_CHECKING:  # what evaluates is imported when a command runs, not for its --help
     from engine.evaluation.api import Engine
@@ -151,6 +151,7 @@ def configured_engine(config: Path | None, **options: Any) -> Engine:
 
     engine = Engine.from_config(config, **options)
     found = engine.config
+    note_inputs(found.source)
     if found.source is not None:
         if config is not None:
             how = "--config"

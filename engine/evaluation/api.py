@@ -61,6 +61,7 @@ from engine.io.records import Sample, outputs_of, samples_of
 from engine.io.sharded import Long
 from engine.io.shards import is_sharded
 from engine.io.sinks import open_sink
+from engine.io.writer import note_inputs
 from engine.logs import log
 
 __all__ = ["Dataset", "Engine", "Evaluation"]
@@ -216,6 +217,7 @@ class Engine:
             return Dataset(sources.dataset_columns(source), self, name=name)
         declared = self.config.datasets.get(str(source))
         if declared is not None:
+            note_inputs(declared.path, declared.outputs)  # the CLI writes over neither
             _, columns = sources.read_dataset(declared.path)
             return Dataset(
                 columns,
