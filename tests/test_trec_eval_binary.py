@@ -282,12 +282,37 @@ def test_statuses_as_trec_eval(
         assert run_slotwise(args, capsysbinary) == run_binary(trec_eval_binary, args, tmp_path)
 
 
+def test_number_texts_as_trec_eval(
+    trec_eval_binary: Path, tmp_path: Path, capsysbinary
+) -> None:
+    """Labels and scores written every way the grammar allows (docs/file-formats.md, "What
+    comes in"): signs, leading zeros, a bare or trailing decimal point, exponents, an
+    overflow to infinity, ``inf`` spelled as C's atof reads it: the same bytes as
+    trec_eval, which reads each as written (atol for labels, atof for scores)."""
+    (tmp_path / "qrels").write_text(
+        "a 0 d1 +1\na 0 d2 01\na 0 d3 -0\na 0 d4 007\na 0 d5 2\nb 0 d1 1\nb 0 d2 +0\n"
+    )
+    scores = ["1e3", "+2", ".5", "5.", "1E-2", "-0", "007", "2.50", "1e400", "-Infinity"]
+    lines = [f"a Q0 d{i} {i} {s} t\n" for i, s in enumerate(scores, start=1)]
+    lines += ["b Q0 d1 1 INF t\n", "b Q0 d2 2 -1.5e+2 t\n", "b Q0 d3 3 0.0 t\n"]
+    (tmp_path / "run").write_text("".join(lines))
+    for option in (["-q"], ["-q", "-m", "all_trec"], ["-q", "-l", "2", "-m", "relstring"]):
+        args = [*option, str(tmp_path / "qrels"), str(tmp_path / "run")]
+        assert run_slotwise(args, capsysbinary) == run_binary(trec_eval_binary, args, tmp_path)
+
+
 @pytest.mark.parametrize(
     ("qrels", "run", "args", "message"),
     [
-        ("a 0 d1 1.5\n", "a Q0 d1 1 1 t\n", [], "not an integer"),  # trec_eval: 1
-        ("a 0 d1 rel\n", "a Q0 d1 1 1 t\n", [], "not a finite number"),  # trec_eval: 0
+        ("a 0 d1 1.5\n", "a Q0 d1 1 1 t\n", [], "line 1: label '1.5' is not an integer"),  # 1
+        ("a 0 d1 1\na 0 d2 rel\n", "a Q0 d1 1 1 t\n", [], "line 2: label 'rel' is not an"),  # 0
+        ("a 0 d1 1e3\n", "a Q0 d1 1 1 t\n", [], "label '1e3' is not an integer"),  # 1
+        ("a 0 d1 1_0\n", "a Q0 d1 1 1 t\n", [], "label '1_0' is not an integer"),  # 1
+        ("a 0 d1 \uff12\n", "a Q0 d1 1 1 t\n", [], "is not an integer"),  # full-width 2: 0
         ("a 0 d1 1\n", "a Q0 d1 1 abc t\n", [], "not a finite number"),  # trec_eval: 0
+        ("a 0 d1 1\n", "a Q0 d1 1 1_000 t\n", [], "run:1 sample 'a': score '1_000' is not"),  # 1
+        ("a 0 d1 1\n", "a Q0 d1 1 \u0661\u0662 t\n", [], "is not a finite number"),  # 0
+        ("a 0 d1 1\n", "a Q0 d1 1 nan t\n", [], "is not a finite number"),
         ("a 0 d1 1\nb 0 d1 -2\n", "a Q0 d1 1 1 t\n", ["-c"], "no label >= 0"),  # crashes
         ("a 0 d1 1\nb 0 d1 -1\n", "a Q0 d1 1 1 t\n", ["-c"], "no label >= 0"),  # stale memory
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-l", "-1"], "integer >= 0"),

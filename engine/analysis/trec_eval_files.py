@@ -6,6 +6,7 @@ are read in :mod:`engine.analysis.trec_eval_prefs`."""
 
 from __future__ import annotations
 
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -17,8 +18,9 @@ import pyarrow.compute as pc
 
 from engine.analysis.trec_eval import GROUP_SEPARATOR, Stop
 from engine.errors import InputError
-from engine.io import trec
+from engine.io import grammar, trec
 from engine.io.columns import Columns, lengths, offsets_of
+from engine.io.files import open_binary
 
 __all__ = [
     "ZScores",
@@ -34,18 +36,16 @@ __all__ = [
 
 def read_qrels(path: Path) -> Columns:
     """The qrels, refusing what trec_eval cannot evaluate or reads by accident: an empty
-    file or one without a judgement, a label that is not an integer (trec_eval reads
-    ``1.5`` as 1 and ``rel`` as 0), a query without a label >= 0: status 2."""
+    file or one without a judgement, a label that C's atol does not read whole (trec_eval
+    reads ``1.5``, ``1e3`` and ``1_0`` as 1, ``rel`` and full-width digits as 0), a query
+    without a label >= 0: status 2."""
     if path.is_file() and path.stat().st_size == 0:
         raise Stop(f"cannot read qrels file '{path}': it is empty", 2)
+    _integer_labels(path)
     qrels = trec.read_qrels(path)
     labels = pc.list_flatten(qrels.column("relevance")).field("label").to_numpy()
     if labels.size == 0:
         raise Stop(f"qrels file '{path}' has no judgement", 2)
-    fractional = labels != np.floor(labels)
-    if fractional.any():
-        value = labels[np.flatnonzero(fractional)[0]]
-        raise Stop(f"qrels file '{path}': label {value!r} is not an integer", 2)
     sizes = lengths(qrels.column("relevance"))
     maxima = np.full(sizes.size, -np.inf)
     judged = sizes > 0
@@ -58,6 +58,23 @@ def read_qrels(path: Path) -> Columns:
             2,
         )
     return qrels
+
+
+#: A qrels line whose label (its fourth field) is not an integer (:data:`grammar.INTEGER`).
+_NOT_INTEGER = re.compile(
+    rb"^[ \t]*[^#\s]\S*[ \t]+\S+[ \t]+\S+[ \t]+(?![+-]?[0-9]+[ \t\r]*$)(\S+)[ \t\r]*$", re.M
+)
+
+
+def _integer_labels(path: Path) -> None:
+    """Refuse (status 2) the first qrels line whose label is not an integer, naming it."""
+    with open_binary(path) as handle:
+        text = handle.read()
+    found = _NOT_INTEGER.search(text)
+    if found is not None:
+        line = text.count(b"\n", 0, found.start()) + 1
+        label = found.group(1).decode("utf-8", "replace")
+        raise Stop(f"qrels file '{path}' line {line}: label '{label}' is not an integer", 2)
 
 
 def read_qrels_jg(path: Path) -> Columns:
@@ -122,19 +139,22 @@ def _read_run(path: Path, name: str) -> tuple[Columns, str]:
     return run, trec.run_tag(path)
 
 
+#: A score C's atof reads as written: a number of the grammar (which may overflow to
+#: infinity, ``1e400``), or ``inf``/``infinity`` with a sign or none.
+_INFINITE = re.compile(rb"(?i:[+-]?inf(?:inity)?)|" + grammar.NUMBER.pattern.encode())
+
+
 def _infinite_scores(path: Path, error: InputError) -> Columns:
     """A run some of whose scores overflow to infinity (``1e400``, which trec_eval reads as
     +inf and ranks first): each score is replaced by its place among the run's distinct
     scores, which keeps trec_eval's order and ties, and the run read again. Any other
-    score that is not a number (NaN, ``abc``) is refused, ``error`` naming it."""
+    score that is not a number of the grammar (NaN, ``abc``, ``1_000``) is refused,
+    ``error`` naming it."""
     lines = [line.split() for line in path.read_bytes().splitlines()]
     scored = [f for f in lines if f and not f[0].startswith(b"#") and len(f) >= 6]
-    try:
-        scores = np.array([float(f[4]) for f in scored])
-    except ValueError:
-        raise error from None
-    if np.isnan(scores).any():
+    if not all(map(_INFINITE.fullmatch, (f[4] for f in scored))):
         raise error
+    scores = np.array([float(f[4]) for f in scored])
     places = np.searchsorted(np.unique(scores), scores)
     for fields, place in zip(scored, places.tolist(), strict=True):
         fields[4] = str(place).encode()

@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as csv
 
 from engine.errors import InputError, Problem
-from engine.io import shards, trec_csv
+from engine.io import grammar, shards, trec_csv
 from engine.io.columns import GROUPS, Columns, lengths, string_bytes
 from engine.io.files import COMPRESSIONS, open_binary
 from engine.io.frames import (
@@ -124,7 +124,7 @@ def read_subtopic_qrels(path: str | os.PathLike[str], threshold: float = 1.0) ->
                 continue
             if not fields or fields[0].startswith("#"):
                 continue
-            label = _number(fields[3]) if len(fields) == 4 else None
+            label = grammar.number(fields[3]) if len(fields) == 4 else None
             if label is None:
                 message = "expected 4 fields 'qid subtopic docid rel', rel a finite number"
                 problems.append(
@@ -361,7 +361,7 @@ def _by_line(
                     Problem(message, sample_id=fields[0], source=str(path), line=number)
                 )
                 continue
-            value = _number(fields[column])
+            value = grammar.number(fields[column])
             if value is None:
                 message = f"{layout.what} {fields[column]!r} is not a finite number"
                 problems.append(
@@ -382,14 +382,6 @@ def _by_line(
         where,
         problems,
     )
-
-
-def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 class _Reads:
