@@ -7,6 +7,8 @@ import sys
 from collections.abc import Sequence
 from typing import IO, Any
 
+from engine.evaluation.tables import plain_console
+
 __all__ = ["print_blocks"]
 
 
@@ -25,23 +27,22 @@ def print_blocks(
     own wrapping (for prose columns such as descriptions). A closed pipe (``| head``)
     raises :class:`BrokenPipeError`, which the CLI turns into exit 141.
     """
-    from rich.console import Console
     from rich.measure import Measurement
 
     target = file or sys.stdout
-    probe = Console(file=target)
+    probe = plain_console(file=target)
     unbounded = probe.options.update(width=10_000)
     width = probe.width
     if not fit:
         width = max([width, *(Measurement.get(probe, unbounded, t).maximum for t in tables)])
-    console = Console(file=target, width=width, record=True)
+    console = plain_console(file=target, width=width, record=True)
     try:
         for table in tables:
             for column in getattr(table, "columns", ()):
                 column.no_wrap = column.no_wrap or not fit
             console.print(table)
         for line in lines:
-            console.print(line, markup=False, emoji=False, soft_wrap=True)
+            console.print(line, soft_wrap=True)
     except SystemExit:
         if console.quiet:  # rich's answer to a closed pipe: quiet, then exit 1
             raise BrokenPipeError from None

@@ -20,6 +20,7 @@ from engine.cli.common import (
     names_option,
     positive_int,
 )
+from engine.evaluation.tables import printable
 
 if TYPE_CHECKING:
     from engine.analysis.explain import Explanation, Missed, Slot, SystemView
@@ -91,7 +92,7 @@ def _explain(args: argparse.Namespace) -> int:
         return 0
     for explanation in found:
         lines += [*explanation_lines(explanation), ""]
-    emit("\n".join(lines), args.output)
+    emit("\n".join(map(printable, lines)), args.output)
     return 0
 
 
@@ -211,7 +212,9 @@ def _score_table(systems: Sequence[SystemView]) -> list[str]:
 
 def _aligned(rows: Sequence[Sequence[str]], left: set[int]) -> list[str]:
     """Rows as lines, columns two spaces apart: those in ``left`` left-aligned, the others
-    right-aligned; the last column is not padded."""
+    right-aligned; the last column is not padded (control characters escaped first, as
+    they are shown)."""
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     last = len(widths) - 1
     return [

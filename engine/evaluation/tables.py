@@ -1,28 +1,58 @@
 """Tables of results as notebooks show them: a small, self-contained HTML ``<table>``
 (escaped, no scripts, no external styles), used by ``_repr_html_``; and as a plain script
-or the REPL shows them: a rich Table whose ``str()`` and ``repr()`` are its text."""
+or the REPL shows them: a rich Table whose ``str()`` and ``repr()`` are its text, printed
+by a console that shows the user's text as written (no markup, control characters
+escaped)."""
 
 from __future__ import annotations
 
 import functools
 import html
 import io
+import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["html_table", "render_text", "text_table"]
+__all__ = ["html_table", "plain_console", "printable", "render_text", "text_table"]
+
+
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with its terminal control characters escaped (ESC as ``\\x1b``, a tab as
+    ``\\t``): a terminal shows them rather than runs them."""
+    return _CONTROLS.sub(lambda found: repr(found.group())[1:-1], text)
+
+
+def plain_console(**options: Any) -> Any:
+    """A rich ``Console(**options)`` that prints the text of a cell, a title or a line as
+    written: never read as markup (``[/]``, ``[bold]``) or emoji codes (``:x:``), its
+    control characters escaped (:func:`printable`), for ids, metadata values, labels and
+    file names are the user's."""
+    return _plain_console_class()(markup=False, emoji=False, **options)
+
+
+@functools.cache
+def _plain_console_class() -> type[Any]:
+    from rich.console import Console
+
+    class PlainConsole(Console):
+        def render_str(self, text: str, **options: Any) -> Any:
+            return super().render_str(printable(text), **options)
+
+    return PlainConsole
 
 
 def render_text(renderable: Any) -> str:
     """A rich renderable as plain text, as wide as it needs (no colour, nothing cut)."""
-    from rich.console import Console
     from rich.measure import Measurement
 
-    probe = Console(file=io.StringIO(), width=10_000)
+    probe = plain_console(file=io.StringIO(), width=10_000)
     width = Measurement.get(probe, probe.options, renderable).maximum
-    console = Console(file=io.StringIO(), width=max(width, 20), color_system=None)
+    console = plain_console(file=io.StringIO(), width=max(width, 20), color_system=None)
     console.print(renderable)
-    return console.file.getvalue().rstrip("\n")  # type: ignore[attr-defined, no-any-return]
+    return console.file.getvalue().rstrip("\n")  # type: ignore[no-any-return]
 
 
 @functools.cache
@@ -41,11 +71,11 @@ def _text_table_class() -> type[Any]:
         def __rich_console__(self, console: Any, options: Any) -> Any:
             yield from super().__rich_console__(console, options)
             for note in self.notes:
-                yield Text(note, no_wrap=True, overflow="ignore")
+                yield Text(printable(note), no_wrap=True, overflow="ignore")
 
         def __rich_measure__(self, console: Any, options: Any) -> Any:
             found = super().__rich_measure__(console, options)
-            widest = max(map(len, self.notes), default=0)
+            widest = max((len(printable(note)) for note in self.notes), default=0)
             return Measurement(found.minimum, max(found.maximum, widest))
 
         def __str__(self) -> str:
