@@ -1,6 +1,7 @@
 """The ``slotwise`` command line's commands, one thin module each, assembled into one
-parser. Exit codes: 0 success, 2 bad input or usage, 1 internal error (a plugin that
-fails while scoring, a bug), 130 interrupted."""
+parser. Exit codes: 0 success, 2 bad input or usage (an input or output the system
+refuses too), 1 internal error (a plugin that fails while scoring, a bug), 130
+interrupted."""
 
 from __future__ import annotations
 
@@ -14,13 +15,24 @@ from pathlib import Path
 from engine.cli import process
 from engine.cli.ahead import split_command
 from engine.cli.common import Handler, Parser, UsageError
-from engine.errors import MetricScoreError, SlotwiseError
+from engine.errors import MetricScoreError, OutputError, SlotwiseError
 from engine.io.config import CONFIG_ENV, CONFIG_FILENAME
+from engine.io.writer import STDOUT, guarding_inputs, note_inputs, refuse_inputs
 from engine.version import VERSION
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
+#: The options that name what a command writes (every other file named is an input).
+OUTPUT_OPTIONS = {
+    "output",
+    "dataset_output",
+    "outputs_output",
+    "dataset_out",
+    "outputs_out",
+    "qrels_out",
+    "run_out",
+}
 #: The modules of engine.cli that add commands, in the order the help lists them, and the
 #: commands each adds.
 MODULES = {
@@ -86,16 +98,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser, handlers = _build_parser(argv)
     verbose = 0
     try:
-        args = parser.parse_args(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exit_:  # --help, --version (from a command, a failure)
+            return int(exit_.code or 0)
+        inputs = _inputs_of(args)
         args.argv = list(argv)  # the command line, for a command that says how to rerun it
         process.prepare()  # after the arguments: --help and --version need none of it
         verbose = args.verbose
         _configure_logs(args)
-        code = int(handlers[args.command](args))
+        with guarding_inputs():
+            note_inputs(*inputs)
+            for dest in OUTPUT_OPTIONS & set(vars(args)):  # before any work, not at the end
+                refuse_inputs(getattr(args, dest))
+            code = _command(handlers[args.command], args)
         sys.stdout.flush()  # a closed pipe shows here, not at exit, for short outputs too
         return code
-    except SystemExit as exit_:  # --help, --version
-        return int(exit_.code or 0)
     except UsageError as error:
         print(f"slotwise: error: {error}", file=sys.stderr)
         return error.status
@@ -104,16 +122,56 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERNAL
     except SlotwiseError as error:
         print(f"slotwise: error: {error}", file=sys.stderr)
+        if isinstance(error, OutputError) and error.path == STDOUT:
+            _drop_stdout()  # what is left in its buffer would fail again at exit
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("slotwise: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as C tools do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _drop_stdout()
         return 141
+    except OSError as error:  # an input or output the system refused, named
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"slotwise: error: {where}{error.strerror or error}", file=sys.stderr)
+        return EXIT_USAGE
     except Exception as error:
         _report(error, verbose, internal=True)
         return EXIT_INTERNAL
+
+
+def _drop_stdout() -> None:
+    """Send what stdout still holds to /dev/null: it can no longer be written."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _command(handler: Handler, args: argparse.Namespace) -> int:
+    """The command's exit code; a ``sys.exit`` inside it (a library's, a plugin's) is a
+    failure, never taken for success."""
+    try:
+        return int(handler(args))
+    except SystemExit as exit_:
+        raise RuntimeError(f"sys.exit({exit_.code!r}) called while the command ran") from None
+
+
+def _inputs_of(args: argparse.Namespace) -> list[str]:
+    """The files the command line names, for :func:`note_inputs`: every option's value
+    that is an existing file, a directory's files or a glob's matches, outputs aside."""
+    import glob
+
+    found = []
+    for dest, value in vars(args).items():
+        if dest in OUTPUT_OPTIONS:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if not isinstance(item, str | os.PathLike):
+                continue
+            text = os.fspath(item)
+            if os.path.isdir(text):
+                found += [entry.path for entry in os.scandir(text)]
+            else:
+                found += glob.glob(text) if glob.has_magic(text) else [text]
+    return found
 
 
 def _configure_logs(args: argparse.Namespace) -> None:

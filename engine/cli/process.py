@@ -1,6 +1,7 @@
 """What the command line sets up in its process: Arrow's allocator and glibc's heaps,
 pyarrow's look for pandas put off until something imports pandas (engine.lazy_pandas),
-and a quick exit (docs/scale.md)."""
+a stdout whose every write is checked (engine.io.writer), and a quick exit
+(docs/scale.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import sys
 from typing import NoReturn
 
+from engine.io.writer import check_stdout
 from engine.lazy_pandas import defer_pandas
 
 __all__ = ["exit_with", "give_back_freed", "prepare", "return_freed_blocks"]
@@ -20,6 +22,7 @@ def prepare() -> None:
     _use_the_system_allocator()
     _one_heap()
     defer_pandas()
+    check_stdout()  # a full disk under `> out.json` is an error, not a file cut short
 
 
 def exit_with(code: int) -> NoReturn:

@@ -122,7 +122,7 @@ class Registry:
         reported, when :meth:`get` asks for it."""
         for alias in aliases:
             for candidate in self.candidates().get(alias, ()):
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(Exception, SystemExit):
                     candidate.entry_point.load()
 
     # -- load ----------------------------------------------------------------------------
@@ -151,8 +151,10 @@ class Registry:
     def _load(self, candidate: Candidate) -> type[Any]:
         try:
             cls = candidate.entry_point.load()
-        except Exception as error:
+        except (Exception, SystemExit) as error:  # a sys.exit() at import is a failure too
             reason = f"{type(error).__name__}: {error}"
+            if isinstance(error, SystemExit):
+                reason = f"it called sys.exit({error.code!r}) while being imported"
             log.warning(
                 "plugin.load_failed",
                 alias=candidate.alias,
