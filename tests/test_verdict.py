@@ -233,17 +233,18 @@ def _biased_files(tmp_path: Path, n: int, labelled: int) -> dict[str, Path]:
     return paths
 
 
-def test_scales_that_differ_are_compared_as_relevance() -> None:
-    """People grade 5 and 1 (a 1-5 scale), the judge 3 and 0 (0-3): neither scale holds
-    the other, so the kappa is of relevance (label > 0): people relevant, relevant; the
-    judge relevant, not. Observed agreement 1/2, chance 1 x 1/2 + 0 x 1/2 = 1/2: kappa 0."""
+def test_relevance_kappa_beside_the_graded_one() -> None:
+    """People grade 5 and 1 (a 1-5 scale), the judge 3 and 0 (0-3): the graded kappa
+    reads them as given (categories 0, 1, 3, 5); the kappa of relevance (label > 0) has
+    people relevant, relevant and the judge relevant, not: observed agreement 1/2, chance
+    1 x 1/2 + 0 x 1/2 = 1/2, kappa 0. Both as scikit-learn computes them."""
     eng = engine.Engine(config={})
     human = eng.dataset(samples=[{"id": "q", "expected_output": {"relevance": {"a": 5, "b": 1}}}])
     judged = eng.dataset(samples=[{"id": "q", "expected_output": {"relevance": {"a": 3, "b": 0}}}])
     agreement = judge_agreement(human, judged)
-    assert agreement.scale == "binary" and agreement.pairs == 2
-    assert agreement.kappa == pytest.approx(cohen_kappa_score([1, 1], [1, 0], weights="quadratic"))
-    assert "the two label scales differing" in agreement.describe()
+    assert agreement.pairs == 2 and agreement.binary == 0.0
+    assert agreement.kappa == pytest.approx(cohen_kappa_score([5, 1], [3, 0], weights="quadratic"))
+    assert "(of relevance, label > 0: 0.00)" in agreement.describe()
 
 
 class TestHumanLabelsDecide:
@@ -285,6 +286,7 @@ class TestHumanLabelsDecide:
         assert f"{metric}: REGRESSED" in err and "(paired test on the judge's labels)" in err
         assert "but the judge cannot decide alone" in err
         assert "judge agreement with the human sample: weighted kappa" in err
+        assert "(of relevance, label > 0: " in err
         assert "on 120 pairs of 40 samples" in err  # echo, answer, filler of each
         human = engine.Engine(config={}).dataset(paths["human"])
         agreement = judge_agreement(human, engine.Engine(config={}).dataset(paths["predictions"]))

@@ -2,9 +2,9 @@
 quadratic weights over the (sample, document) pairs both labelled, as
 ``sklearn.metrics.cohen_kappa_score(human, judge, weights="quadratic")`` computes it (the
 categories are the label values either side used, in order; a disagreement weighs the
-square of how many categories apart the two labels are). When neither side's values lie
-within the other's (people grading 1-5, a judge 0-3), the grades do not compare and the
-kappa is of relevance, label > 0, on both sides. The gate reads it
+square of how many categories apart the two labels are), beside Cohen's kappa of relevance
+(label > 0 on both sides), which reads labels on different scales too. The gate reads the
+weighted one
 (:data:`~engine.analysis.defaults.MIN_AGREEMENT`): a judge below it cannot decide alone.
 """
 
@@ -55,8 +55,8 @@ class JudgeAgreement:
     kappa: float | None
     pairs: int
     samples: int
-    scale: str = "graded"
-    """``graded``, or ``binary`` when the two sides' label scales differ."""
+    binary: float | None = None
+    """Cohen's kappa of relevance (label > 0) on the same pairs."""
 
     @property
     def sufficient(self) -> bool:
@@ -65,9 +65,11 @@ class JudgeAgreement:
 
     def describe(self) -> str:
         kappa = "NA" if self.kappa is None else f"{self.kappa:.2f}"
-        what = "weighted kappa" if self.scale == "graded" else "kappa of relevance (label > 0)"
-        scales = "" if self.scale == "graded" else ", the two label scales differing"
-        return f"{what} {kappa} on {self.pairs:,} pairs of {self.samples:,} samples{scales}"
+        binary = "NA" if self.binary is None else f"{self.binary:.2f}"
+        return (
+            f"weighted kappa {kappa} (of relevance, label > 0: {binary}) on {self.pairs:,} "
+            f"pairs of {self.samples:,} samples"
+        )
 
     def line(self) -> str:
         """The agreement as the gate prints it."""
@@ -82,7 +84,7 @@ class JudgeAgreement:
         return {
             "weighted_kappa": self.kappa,
             "weights": "quadratic",
-            "scale": self.scale,
+            "binary_kappa": self.binary,
             "pairs": self.pairs,
             "samples": self.samples,
             "threshold": MIN_AGREEMENT,
@@ -128,13 +130,9 @@ def judge_agreement(human: Any, judge: Any) -> JudgeAgreement:
     both = _labels(human).join(judged, keys=["id", "doc"], join_type="inner", right_suffix="_judge")
     people = both.column("label").to_numpy()
     judge = both.column("label_judge").to_numpy()
-    values = set(people.tolist()), set(judge.tolist())
-    graded = values[0] <= values[1] or values[1] <= values[0]
-    if not graded:
-        people, judge = people > 0, judge > 0
     return JudgeAgreement(
         weighted_kappa(people, judge),
         both.num_rows,
         len(pc.unique(both.column("id"))),
-        "graded" if graded else "binary",
+        weighted_kappa(people > 0, judge > 0),  # two categories: weights change nothing
     )

@@ -14,6 +14,7 @@ __all__ = [
     "FAMILY_MARGINS",
     "MAX_JUDGED_GAP",
     "MIN_AGREEMENT",
+    "MIN_HELD_PAIRS",
     "MIN_JUDGED",
     "MIN_PPI_LABELLED",
     "TESTS",
@@ -52,6 +53,12 @@ MAX_JUDGED_GAP = 0.05
 
 #: The fewest human-labelled samples a PPI interval needs to make a verdict.
 MIN_PPI_LABELLED = 20
+
+#: The fewest pairs whose interval can show a change held: with fewer, most differences
+#: are 0 and the percentile interval is [0, 0] or a sliver whatever the true drop (by
+#: simulation, benchmarks/gate_simulation.py: up to 25% false held at 6-10 pairs, under 5%
+#: from 20).
+MIN_HELD_PAIRS = 20
 
 #: The least agreement (quadratic-weighted Cohen's kappa on the graded labels both gave)
 #: a judge needs with the human sample to give a verdict without it.

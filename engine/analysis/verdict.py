@@ -4,7 +4,7 @@ and overall, *regressed*, *held* or *can't tell*, and why.
 - **held**: the data show the system did not get worse by more than a margin: the lower
   end of the paired interval of the change (in the metric's good direction) lies above
   ``-margin`` (a non-inferiority decision; :data:`FAMILY_MARGINS` gives each metric
-  family's default margin).
+  family's default margin), on at least :data:`MIN_HELD_PAIRS` pairs.
 - **regressed**: not held, and significantly worse (the paired test after Holm's
   correction at alpha; with a PPI report, its interval wholly on the worse side of 0); or
   failing on more samples than the baseline (unless allowed).
@@ -35,6 +35,7 @@ from engine.analysis.defaults import (
     FAMILY_MARGINS,
     MAX_JUDGED_GAP,
     MIN_AGREEMENT,
+    MIN_HELD_PAIRS,
     MIN_JUDGED,
     MIN_PPI_LABELLED,
 )
@@ -159,9 +160,8 @@ class Gate:
     @property
     def outcome(self) -> Outcome:
         """The worst outcome of any verdict (regressed, then can't tell); held when every
-        verdict held."""
-        worst = max((v.outcome for v in self.verdicts), key=_SEVERITY.__getitem__, default=HELD)
-        return worst
+        verdict held (can't tell when there is none)."""
+        return max((v.outcome for v in self.verdicts), key=_SEVERITY.__getitem__, default=CANT_TELL)
 
     def exit_code(self, allow_inconclusive: bool = False) -> int:
         """1 regressed, 0 held, :data:`EXIT_CANT_TELL` can't tell (0 with
@@ -313,6 +313,16 @@ def _test_verdict(
         )
     low = min(_good(row, bound) for bound in row.ci) if row.ci else change
     worse = row.significant and change < 0
+    if low >= -margin - _EPS and row.n < MIN_HELD_PAIRS:
+        return attrs.evolve(
+            common,
+            needed=MIN_HELD_PAIRS,
+            reason=(
+                f"the interval lies above -{margin:g}, but with n={row.n} pairs (fewer than "
+                f"{MIN_HELD_PAIRS}) an interval this narrow is too often [0, 0] whatever the "
+                f"true drop; at least {MIN_HELD_PAIRS} pairs are needed to hold"
+            ),
+        )
     if low >= -margin - _EPS:
         note = " (significantly lower, by less than the margin)" if worse else ""
         return attrs.evolve(
@@ -343,7 +353,11 @@ def _test_verdict(
         reason=(
             f"{why}the interval reaches below -{margin:g} and the drop is not significant "
             f"(p (Holm) = {_p(row.p_holm)}){detects}"
-            + (f"; about {needed:,} pairs would resolve it" if needed else "")
+            + (
+                f"; about {needed:,} pairs ({needed - row.n:,} more) would resolve it"
+                if needed
+                else ""
+            )
         ),
     )
 
@@ -400,7 +414,12 @@ def _ppi_verdict(
         needed=needed,
         reason=(
             f"the PPI interval reaches below -{margin:g} and above 0"
-            + (f"; about {needed:,} human-labelled samples would resolve it" if needed else "")
+            + (
+                f"; about {needed:,} human-labelled samples ({needed - estimate.n:,} more) "
+                "would resolve it"
+                if needed
+                else ""
+            )
         ),
     )
 
