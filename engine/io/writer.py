@@ -174,9 +174,9 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes) -> None:
 def check_stdout() -> None:
     """Have ``sys.stdout`` write whole or raise (the interpreter's own stream only; a
     test's capture is left as it is)."""
-    stream: Any = sys.stdout
-    if stream is None or stream is not sys.__stdout__:
+    if sys.stdout is None or sys.stdout is not sys.__stdout__:
         return
+    stream: Any = sys.stdout
     stream.flush()
     raw = _WholeWrites(stream.fileno(), STDOUT, closefd=False)
     sys.stdout = io.TextIOWrapper(
