@@ -27,7 +27,7 @@ from engine.errors import InputError, Problem
 from engine.io import frames, trec
 from engine.io.columns import LABEL_KINDS, Columns
 from engine.io.frames import SHARD_SHIFT, Coded, Spread
-from engine.io.shards import Shard, Spec, resolve, split
+from engine.io.shards import Shard, Spec, resolve, split, unchanged
 
 __all__ = [
     "Long",
@@ -188,9 +188,11 @@ class Rows:
 
 
 def rows(long: Long, index: int) -> Rows:
-    """The long rows of shard ``index``."""
+    """The long rows of shard ``index``; a file that changed since it was listed (before
+    or while it was read) is refused (:func:`~engine.io.shards.unchanged`)."""
     shard = long.shards[index]
     found = trec.shard_rows(shard, long.kind) if long.trec else frames.shard_table(shard, long.kind)
+    unchanged(shard)
     return Rows.of(_numbered(found, index, 0))
 
 
@@ -250,7 +252,9 @@ def read(long: Long) -> Columns:
 
 def stream(long: Long) -> Iterator[Columns]:
     """The columns in blocks of whole queries, shard after shard: a query's lines must
-    be together (they may go on from one shard into the next), as in a streamed file."""
+    be together (they may go on from one shard into the next), as in a streamed file. A
+    file that changed since it was listed is refused when it is opened, or once read
+    (what was yielded of it is then not to be written)."""
     held: pa.Table | None = None
     for index, shard in enumerate(long.shards):
         first = 0
@@ -263,6 +267,7 @@ def stream(long: Long) -> Iterator[Columns]:
             if cut:
                 yield columns(long, [Rows.of(_recoded(table.slice(0, cut)))])
             held = _recoded(table.slice(cut))
+        unchanged(shard)
     if held is not None and held.num_rows:
         yield columns(long, [Rows.of(held)])
 

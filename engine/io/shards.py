@@ -8,6 +8,13 @@ skip ``_SUCCESS`` and ``.crc`` files) and a glob's matches sorted by path. Its r
 the rows of its files one after the other, so one file cut into shards at any lines is
 the same input. A :class:`Shard` is one file, or a byte range of an uncompressed one,
 named by a URI any process resolves the same way: a worker reads its shard itself.
+
+A local directory is walked following its symbolic links, each directory entered once: a
+link back up the tree (a cycle), or a second way into a directory, is refused naming the
+link, and a file listed twice (a link to a file also listed, or given twice) is refused,
+so each file is read once. A shard keeps the size and modification time it was listed
+with, and a file whose size or time differs when it is read (it changed in between, or
+while it was read) is refused, naming it, before any number is made of it.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ __all__ = [
     "read_lines",
     "resolve",
     "split",
+    "unchanged",
 ]
 
 #: A sharded input as given: a path or URI (a file, a directory, a glob), or a list of them.
@@ -51,12 +59,14 @@ _MAGIC = frozenset("*?[")
 @attrs.frozen
 class Shard:
     """One file of a sharded input (``root``: the URI or path it was found from, which
-    names its filesystem; ``path``: its path on that filesystem), or the whole lines of
-    its bytes from ``start`` to ``end`` (None: the end)."""
+    names its filesystem; ``path``: its path on that filesystem; ``size`` and ``mtime_ns``
+    as listed, None where the filesystem does not tell), or the whole lines of its bytes
+    from ``start`` to ``end`` (None: the end)."""
 
     root: str
     path: str
     size: int | None = None
+    mtime_ns: int | None = None
     start: int = 0
     end: int | None = None
 
@@ -113,10 +123,24 @@ def resolve(spec: Spec) -> tuple[Shard, ...]:
                 raise InputError([Problem("no such file or directory", source=root)])
         if not infos:
             raise InputError([Problem("no file matches", source=root)])
-        found += [Shard(root, info.path, info.size) for info in infos]
+        found += [Shard(root, info.path, info.size, info.mtime_ns) for info in infos]
     if not found:
         raise InputError([Problem("an empty list of files")])
+    _once(found)
     return tuple(found)
+
+
+_TWICE = "a file or directory reached twice"
+
+
+def _once(found: Sequence[Shard]) -> None:
+    """Refuse a file listed twice (a link to a file also listed, a file given twice)."""
+    first: dict[str, str] = {}
+    for shard in found:
+        key = os.path.realpath(shard.path) if "://" not in shard.root else shard.name
+        if first.setdefault(key, shard.name) != shard.name:
+            message = f"the same file as {first[key]}: each file is read once"
+            raise InputError([Problem(message, source=shard.name)], summary=_TWICE)
 
 
 def split(shards: Sequence[Shard], size: int) -> tuple[Shard, ...]:
@@ -162,43 +186,81 @@ def _parts(path: str) -> list[str]:
 def _glob(system: pafs.FileSystem, pattern: str) -> list[pafs.FileInfo]:
     """The files whose paths match ``pattern`` segment by segment (``*`` does not cross
     ``/``), sorted."""
-    import pyarrow.fs as pafs
-
     parts = _parts(pattern)
     fixed = next(i for i, part in enumerate(parts) if _MAGIC & set(part))
     base = "/".join(parts[:fixed]) or "/"
+    wanted = len(parts)
+    return [
+        info
+        for info in _files(system, base, hidden=True)
+        if len(found := _parts(info.path)) == wanted
+        and all(fnmatch.fnmatchcase(a, b) for a, b in zip(found, parts, strict=True))
+    ]
+
+
+def _listed(system: pafs.FileSystem, path: str) -> list[pafs.FileInfo]:
+    """The files below a directory, sorted, hidden names (``.``, ``_``) skipped."""
+    return _files(system, path.rstrip("/") or "/", hidden=False)
+
+
+def _files(system: pafs.FileSystem, base: str, *, hidden: bool) -> list[pafs.FileInfo]:
+    """The files below ``base`` (none when it is not a directory), every level, sorted by
+    path; with ``hidden`` False, none below a name starting with ``.`` or ``_``."""
+    import pyarrow.fs as pafs
+
+    if isinstance(system, pafs.LocalFileSystem):
+        paths = _walk(base, hidden=hidden)
+        return list(system.get_file_info(paths)) if paths else []
     try:
         listed = system.get_file_info(pafs.FileSelector(base, recursive=True))
     except (FileNotFoundError, OSError):
         return []
-    wanted = len(parts)
+    depth = len(_parts(base.rstrip("/")))
     return sorted(
         (
             info
             for info in listed
             if info.type == pafs.FileType.File
-            and len(found := _parts(info.path)) == wanted
-            and all(fnmatch.fnmatchcase(a, b) for a, b in zip(found, parts, strict=True))
+            and (hidden or not any(part[:1] in "._" for part in _parts(info.path)[depth:]))
         ),
         key=lambda info: info.path,
     )
 
 
-def _listed(system: pafs.FileSystem, path: str) -> list[pafs.FileInfo]:
-    """The files below a directory, sorted, hidden names (``.``, ``_``) skipped."""
-    import pyarrow.fs as pafs
-
-    infos = system.get_file_info(pafs.FileSelector(path, recursive=True))
-    base = len(_parts(path.rstrip("/")))
-    return sorted(
-        (
-            info
-            for info in infos
-            if info.type == pafs.FileType.File
-            and not any(part[:1] in "._" for part in _parts(info.path)[base:])
-        ),
-        key=lambda info: info.path,
-    )
+def _walk(base: str, *, hidden: bool) -> list[str]:
+    """The files below a local directory, sorted, its symbolic links followed and each
+    directory entered once: the tree itself first, then what its links lead to, so a
+    link that reaches a directory already entered (up the tree: a cycle) is found as
+    such, an :class:`~engine.errors.InputError` naming it."""
+    if not os.path.isdir(base):
+        return []
+    entered: dict[tuple[int, int], str] = {}
+    files: list[str] = []
+    folders, linked = [(base, "")], []  # each folder, and the last link on the way to it
+    while folders or linked:
+        folder, link = folders.pop() if folders else linked.pop()
+        found = os.stat(folder)
+        key = (found.st_dev, found.st_ino)
+        if key in entered:
+            first = entered[key]
+            how = "a cycle" if folder.startswith(first + "/") else "its files would be read twice"
+            message = f"following this symbolic link reaches {first} again ({how})"
+            raise InputError([Problem(message, source=link)], summary=_TWICE)
+        entered[key] = folder
+        try:
+            entries = list(os.scandir(folder))
+        except OSError as error:
+            raise InputError([Problem(f"cannot list: {error.strerror}", source=folder)]) from None
+        for entry in entries:
+            if not hidden and entry.name[:1] in "._":
+                continue
+            if entry.is_dir() and entry.is_symlink():
+                linked.append((entry.path, entry.path))
+            elif entry.is_dir():
+                folders.append((entry.path, link))
+            elif entry.is_file():
+                files.append(entry.path)
+    return sorted(files)
 
 
 # -- reading -----------------------------------------------------------------------------
@@ -209,8 +271,35 @@ def _unreadable(shard: Shard, error: Exception) -> InputError:
     return InputError([Problem(f"cannot read file: {reason}", source=shard.name)])
 
 
+def unchanged(shard: Shard) -> None:
+    """Refuse the shard (an :class:`~engine.errors.InputError` naming its file) when its
+    file's size or modification time is not what it was listed with: it changed since,
+    and its numbers would be of neither version (what the filesystem does not tell is
+    not compared)."""
+    import pyarrow.fs as pafs
+
+    system, _ = filesystem(shard.root)
+    try:
+        info = system.get_file_info(shard.path)
+    except OSError as error:
+        raise _unreadable(shard, error) from None
+    summary = "a file changed after it was listed"
+    if info.type != pafs.FileType.File:
+        problem = Problem("the file is gone since it was listed", source=shard.name)
+        raise InputError([problem], summary=summary)
+    for what, listed, now in (
+        ("size", shard.size, info.size),
+        ("modification time (ns)", shard.mtime_ns, info.mtime_ns),
+    ):
+        if listed is not None and now is not None and listed != now:
+            message = f"the file changed since it was listed: its {what} was {listed}, is {now}"
+            raise InputError([Problem(message, source=shard.name)], summary=summary)
+
+
 def open_file(shard: Shard) -> Any:
-    """The shard's file for random access (Parquet, Arrow files)."""
+    """The shard's file for random access (Parquet, Arrow files), refused if it changed
+    since it was listed."""
+    unchanged(shard)
     system, _ = filesystem(shard.root)
     try:
         return system.open_input_file(shard.path)
@@ -219,7 +308,9 @@ def open_file(shard: Shard) -> Any:
 
 
 def open_stream(shard: Shard) -> Any:
-    """The shard's whole file as a pyarrow input stream, decompressed by its suffix."""
+    """The shard's whole file as a pyarrow input stream, decompressed by its suffix;
+    refused if it changed since it was listed."""
+    unchanged(shard)
     system, _ = filesystem(shard.root)
     codec = COMPRESSIONS.get(PurePosixPath(shard.path).suffix.lower())
     try:
