@@ -138,9 +138,10 @@ def _once(found: Sequence[Shard]) -> None:
     first: dict[str, str] = {}
     for shard in found:
         key = os.path.realpath(shard.path) if "://" not in shard.root else shard.name
-        if first.setdefault(key, shard.name) != shard.name:
+        if key in first:
             message = f"the same file as {first[key]}: each file is read once"
             raise InputError([Problem(message, source=shard.name)], summary=_TWICE)
+        first[key] = shard.name
 
 
 def split(shards: Sequence[Shard], size: int) -> tuple[Shard, ...]:
