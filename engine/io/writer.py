@@ -57,20 +57,22 @@ def note_inputs(*paths: str | os.PathLike[str] | None) -> None:
     """Remember files the command reads (no-op outside :func:`guarding_inputs`)."""
     if _inputs is None:
         return
-    for path in paths:
-        with contextlib.suppress(OSError, TypeError, ValueError):
-            info = os.stat(path)  # type: ignore[arg-type]
+    for path in (p for p in paths if p is not None):
+        with contextlib.suppress(OSError, ValueError):  # none (a name, a URI): nothing to keep
+            info = os.stat(path)
             if stat.S_ISREG(info.st_mode):
                 _inputs.setdefault((info.st_dev, info.st_ino), str(path))
 
 
 def refuse_inputs(path: str | os.PathLike[str] | None) -> None:
     """Raise :class:`OutputError` when ``path`` is (links to) a file the command reads."""
-    try:
-        info = os.stat(path)  # type: ignore[arg-type]
-    except (OSError, TypeError):
+    if not _inputs or path is None:
         return
-    found = (_inputs or {}).get((info.st_dev, info.st_ino))
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):  # none yet
+        return
+    found = _inputs.get((info.st_dev, info.st_ino))
     if found is not None:
         raise OutputError(path, f"it is the input {found} (the same file): write elsewhere")
 
