@@ -237,7 +237,8 @@ def _walk(base: str, *, hidden: bool) -> list[str]:
         return []
     entered: dict[tuple[int, int], str] = {}
     files: list[str] = []
-    folders, linked = [(base, "")], []  # each folder, and the last link on the way to it
+    folders: list[tuple[str, str]] = [(base, "")]  # each folder, and the last link to it
+    linked: list[tuple[str, str]] = []
     while folders or linked:
         folder, link = folders.pop() if folders else linked.pop()
         found = os.stat(folder)
