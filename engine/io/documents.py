@@ -62,8 +62,9 @@ RESULTS_SCHEMA_ID = "slotwise.results/v1"
 
 
 def canonical_json(value: Any) -> str:
-    """Compact JSON with sorted keys: equal values give equal text."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    """Compact JSON with sorted keys: equal values give equal text (a number a document
+    wrote otherwise, :class:`~engine.io.grammar.WrittenFloat`, as its value)."""
+    return orjson.dumps(value, default=float, option=orjson.OPT_SORT_KEYS).decode()
 
 
 # -- samples -------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ COMPRESSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
 #: The formats per-sample results are written in (:mod:`engine.io.sinks`).
 RESULT_FORMATS = ("json", "jsonl", "csv", "parquet")
 
+_WRITTEN = "tag:yaml.org,2002:written-number"  # a YAML number that keeps its text
 _SCAN = 1 << 24  # bytes of a JSON text whose brackets are counted at a time
 
 
@@ -283,6 +284,8 @@ def parse_yaml(text: str, source: str) -> Any:
         mark = getattr(error, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(error, "problem", None) or str(error)
+        if "nesting depth" in problem:  # libyaml's own limit, under ours unless raised
+            raise exceeded("depth", source, line) from None
         raise InputError(
             [Problem(f"malformed YAML: {problem}", source=source, line=line)]
         ) from None
@@ -351,6 +354,8 @@ def _yaml_loader() -> Any:
             for key_node, _ in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
                     continue
+                if key_node.tag == _WRITTEN:  # a key is an id: its text, 007 not 7
+                    key_node.tag = "tag:yaml.org,2002:str"
                 key = self.construct_object(key_node, deep=True)
                 try:
                     repeated = key in keys
@@ -361,11 +366,11 @@ def _yaml_loader() -> Any:
                 keys.add(key)
             return super().construct_mapping(node, deep=deep)
 
-    Loader.add_constructor("tag:yaml.org,2002:written-number", Loader.construct_written_number)
+    Loader.add_constructor(_WRITTEN, Loader.construct_written_number)
     resolvers = [
         ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
         ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
-        ("tag:yaml.org,2002:written-number", rf"^(?:{NUMBER.pattern})$", "-+.0123456789"),
+        (_WRITTEN, rf"^(?:{NUMBER.pattern})$", "-+.0123456789"),
         ("tag:yaml.org,2002:merge", r"^(?:<<)$", ["<"]),
     ]
     for tag, pattern, first in resolvers:

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from engine.cores import on_cores
 from engine.errors import InputError, Problem
-from engine.io import fingerprints, shards
+from engine.io import fingerprints, grammar, shards
 from engine.io.columns import (
     LABEL_KINDS,
     OUTPUT_COLUMNS,
@@ -72,7 +72,9 @@ __all__ = [
 ]
 
 TABLE_SUFFIXES = (".parquet", ".arrow", ".feather", ".csv")
-_ID_COLUMNS = {"query_id": pa.string(), "doc_id": pa.string()}  # "007" stays "007"
+#: A CSV table's columns read as text: ids as written ("007" stays "007"), numbers then
+#: read by the grammar (pyarrow's own reading takes "0x1F" for 31).
+_TEXT_COLUMNS = dict.fromkeys(("query_id", "doc_id", *LABEL_KINDS, "rank", "score"), pa.string())
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -134,7 +136,10 @@ class Coded:
 
     @classmethod
     def of(cls, column: pa.Array | pa.ChunkedArray) -> Coded:
-        """Encode a string (or dictionary, or integer) column, in C."""
+        """Encode a string (or dictionary, or integer) column, in C; a null is the empty
+        id (which the readers refuse)."""
+        if column.null_count:
+            column = column.cast(pa.string()).fill_null("")
         if isinstance(column, pa.ChunkedArray) and pa.types.is_dictionary(column.type):
             return cls.of_blocks(column.chunks)
         if isinstance(column, pa.ChunkedArray):
@@ -277,15 +282,22 @@ def _numbers(
     problem per row that is not a finite number (or null when required)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
-    numeric = pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
-    if not (numeric or pa.types.is_null(column.type)):
-        text = column.cast(pa.string())
-        number = pc.match_substring_regex(text, r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$")
+    integer = pa.types.is_integer(column.type)
+    if not (integer or pa.types.is_floating(column.type) or pa.types.is_null(column.type)):
+        text = pc.utf8_trim_whitespace(column.cast(pa.string()))
+        number = pc.match_substring_regex(text, rf"^(?:{grammar.NUMBER.pattern})$")
         bad = np.flatnonzero(~number.fill_null(True).to_numpy(zero_copy_only=False))
         if bad.size:
             return np.zeros(0), where.rows(bad, f"{what} is not a number", queries)
+        column = text
     null = column.is_null().to_numpy(zero_copy_only=False)
-    values = column.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64, copy=True)
+    if integer:  # beyond 2**53 a float64 is not the integer written
+        big = pc.greater(pc.abs_checked(column.cast(pa.float64(), safe=False)), 2.0**53)
+        inexact = np.flatnonzero(big.fill_null(False).to_numpy(zero_copy_only=False))
+        if inexact.size:
+            return np.zeros(0), where.rows(inexact, f"{what} is beyond 2**53", queries)
+    values = column.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
+    values = values.astype(np.float64, copy=True)
     problems = where.rows(
         np.flatnonzero(~np.isfinite(values) & ~null), f"{what} is not a finite number", queries
     )
@@ -640,15 +652,59 @@ def run_from_table(table: pa.Table, where: Where = Where()) -> Columns:
     numbers, found = _numbers(table.column(order), order, queries, where, optional=False)
     problems += found
     if not problems and order == "rank":
-        bad = np.flatnonzero((numbers < 1) | (numbers != np.floor(numbers)))
-        problems += where.rows(bad, "rank must be a positive integer", queries)
+        problems += _rank_problems(queries, numbers, where)
     if problems:
         raise InputError(
             problems, summary=f"invalid run{f' {where.source}' if where.source else ''}"
         )
-    if order == "rank":
-        return run_columns(queries, docs, ranks=numbers.astype(np.int64))
-    return run_columns(queries, docs, scores=numbers)
+    if order == "score":
+        return run_columns(queries, docs, scores=numbers)
+    ranked = run_columns(queries, docs, ranks=numbers.astype(np.int64))
+    if "score" in names:
+        _agree(ranked, table.column("score"), queries, docs, where)
+    return ranked
+
+
+def _rank_problems(queries: Coded, ranks: FloatArray, where: Where) -> list[Problem]:
+    """A rank is a place: each query's ranks are 1, 2, ..., n, each once (a rank twice,
+    or a gap, is refused: which document is first would be a guess)."""
+    bad = np.flatnonzero((ranks < 1) | (ranks != np.floor(ranks)))
+    if bad.size:
+        return where.rows(bad, "rank must be a positive integer", queries)
+    order = np.lexsort((ranks, queries.codes))
+    query, rank = queries.codes[order], ranks[order]
+    start = np.flatnonzero(np.concatenate(([True], query[1:] != query[:-1])))
+    place = np.arange(rank.size) - np.repeat(start, np.diff(np.append(start, rank.size))) + 1
+    twice = np.flatnonzero((query[1:] == query[:-1]) & (rank[1:] == rank[:-1])) + 1
+    if twice.size:
+        return where.rows(order[twice], "this rank is given twice for this query", queries)
+    gaps = np.flatnonzero(rank != place)
+    message = "a query's ranks must be 1, 2, 3, ... with no gap; this rank leaves one"
+    return where.rows(order[gaps[np.unique(query[gaps], return_index=True)[1]]], message, queries)
+
+
+def _agree(
+    ranked: Columns, scores: pa.ChunkedArray, queries: Coded, docs: Coded, where: Where
+) -> None:
+    """A run with both ``rank`` and ``score``: refused unless the ranks order each query's
+    documents as trec_eval orders them by score (score descending, ties by doc id
+    descending)."""
+    values, problems = _numbers(scores, "score", queries, where, optional=False)
+    if not problems:
+        by_score = run_columns(queries, docs, scores=values).column("retrieved")
+        given = ranked.column("retrieved")
+        differ = np.flatnonzero(
+            pc.list_flatten(given).to_numpy() != pc.list_flatten(by_score).to_numpy()
+        )
+        if not differ.size:
+            return
+        query = int(np.searchsorted(offsets_of(lengths(given)), differ[0], side="right")) - 1
+        message = (
+            "rank and score order the documents differently (by score, as trec_eval "
+            "ranks: score descending, ties by doc id descending); give one of them"
+        )
+        problems = [Problem(message, sample_id=ranked.ids[query].as_py(), source=where.source)]
+    raise InputError(problems, summary=f"invalid run{f' {where.source}' if where.source else ''}")
 
 
 def run_from_dicts(run: Mapping[str, Any]) -> Columns | None:
@@ -710,8 +766,18 @@ def run_table(outputs: Columns) -> pa.Table:
 def _require(
     table: pa.Table, ids: Sequence[str], values: Sequence[str], what: str, source: str | None
 ) -> None:
+    """The columns a table needs are there, and its id columns hold text or integers (as
+    their decimal digits; other types are refused: their text would not be the id)."""
     needed = [*ids, *values]
     missing = [c for c in needed if c not in table.column_names]
+    for name in ids:
+        kind = table.schema.field(name).type if name in table.column_names else pa.string()
+        kind = kind.value_type if pa.types.is_dictionary(kind) else kind
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)) and not (
+            pa.types.is_integer(kind) or pa.types.is_null(kind)
+        ):
+            message = f"{name} is a column of {kind}; ids are text (or integers)"
+            raise InputError([Problem(message, source=source)])
     if missing:
         raise InputError(
             [
@@ -793,10 +859,13 @@ def shard_table(shard: Shard, kind: str) -> pa.Table:
 
 
 def csv_options() -> Any:
-    """How a CSV table is read: ids as text, empty cells as missing."""
+    """How a CSV table is read: ids, labels and scores as text as written (``NA``,
+    ``null``, ``nan`` ids too), empty cells (only) as missing."""
     import pyarrow.csv
 
-    return pyarrow.csv.ConvertOptions(column_types=_ID_COLUMNS, strings_can_be_null=True)
+    return pyarrow.csv.ConvertOptions(
+        column_types=_TEXT_COLUMNS, null_values=[""], strings_can_be_null=True
+    )
 
 
 def as_table(frame: Any) -> pa.Table | None:

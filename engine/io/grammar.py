@@ -39,7 +39,7 @@ INTEGER = re.compile(r"[+-]?[0-9]+")
 #: Each limit: its environment variable, default and what it bounds (in words).
 LIMITS = {
     "line": ("SLOTWISE_MAX_LINE_BYTES", 1 << 20, "bytes in a line"),
-    "ratio": ("SLOTWISE_MAX_DECOMPRESSION_RATIO", 1000, "decompressed bytes per compressed byte"),
+    "ratio": ("SLOTWISE_MAX_DECOMPRESSION_RATIO", 200, "decompressed bytes per compressed byte"),
     "depth": ("SLOTWISE_MAX_DEPTH", 100, "levels of nesting in a JSON or YAML document"),
     "aliases": ("SLOTWISE_MAX_YAML_ALIAS_NODES", 10_000, "nodes YAML aliases repeat"),
 }

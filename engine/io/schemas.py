@@ -310,6 +310,7 @@ def sample_id_of(raw: Any) -> str | None:
     """The id of a raw sample or output line, as a string, if it has a usable one."""
     if isinstance(raw, Mapping):
         value = raw.get("id")
-        if isinstance(value, str | int) and not isinstance(value, bool):
-            return str(value)
+        integral = isinstance(value, float) and value.is_integer()  # as the schema reads it
+        if (isinstance(value, str | int) and not isinstance(value, bool)) or integral:
+            return str(value)  # a number's text as written (engine.io.grammar)
     return None
