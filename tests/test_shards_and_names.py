@@ -158,6 +158,11 @@ class TestProblemNames:
         assert run.returncode == 2
         assert "r.run:2 sample 'q7': expected 6 fields" in run.stderr
 
+    def test_a_line_not_utf8_is_named(self, tmp_path: Path) -> None:
+        (tmp_path / "r.run").write_bytes(b"q1 Q0 d1 1 1.0 t\nq2 Q0 d\xff 2 0.5 t\n")
+        done = _cli("validate", "r.run", cwd=tmp_path)
+        assert done.returncode == 2 and "r.run:2: not UTF-8 text" in done.stderr
+
     def test_no_stray_slash_without_a_pointer(self) -> None:
         assert str(Problem("no qrels line", source="e.qrels")) == "e.qrels: no qrels line"
         assert str(Problem("an empty list of files")) == "an empty list of files"

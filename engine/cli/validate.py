@@ -10,7 +10,7 @@ from typing import Any
 from engine.cli.common import Handler
 from engine.errors import InputError, Problem
 from engine.io.config import CONFIG_FILENAME, Config
-from engine.io.files import format_suffix, open_text, read_document, read_jsonl
+from engine.io.files import format_suffix, open_binary, read_document, read_jsonl
 
 __all__ = ["add"]
 
@@ -64,8 +64,9 @@ def _guess_kind(path: Path) -> str:
 
 
 def _trec_kind(path: Path) -> str:
-    """``qrels`` or ``run`` by the number of columns of the first line that has any."""
-    with open_text(path) as handle:
+    """``qrels`` or ``run`` by the number of columns of the first line that has any (its
+    bytes: a line that is not UTF-8 is named by the reader of its kind)."""
+    with open_binary(path) as handle:
         fields = next((line.split() for line in handle if line.strip()), [])
     kinds = {4: "qrels", 6: "run"}
     if len(fields) not in kinds:

@@ -373,7 +373,8 @@ def _by_line(
             docs.append(fields[2])
             values.append(value)
     except UnicodeDecodeError as error:
-        raise InputError([Problem(f"not UTF-8 text: {error.reason}", source=str(path))]) from None
+        problem = Problem(f"not UTF-8 text: {error.reason}", source=str(path), line=number)
+        raise InputError([problem]) from None
     where = Where(str(path), lines=np.asarray(lines, dtype=np.int64))
     return (
         Coded.of_strings(queries, len(queries)),
