@@ -170,7 +170,8 @@ class RBP(_CWL):
     def gains(self, labels: FloatArray) -> FloatArray:
         if self.relevance_threshold is None:
             return super().gains(labels)
-        return (np.fmax(labels, 0.0) >= self.relevance_threshold).astype(np.float64)
+        # np.maximum keeps NaN (unjudged, padding), which compares below any threshold
+        return (np.maximum(labels, 0.0) >= self.relevance_threshold).astype(np.float64)
 
     def continuation(
         self, ranks: IntArray, gains: FloatArray, gained: FloatArray, cutoffs: IntArray

@@ -214,11 +214,14 @@ _JUDGED_ONLY = attrs.field(
 
 
 def _uncut_limit(batch: Batch, k: int | None) -> IntArray | None:
-    """Per-sample rank limit of a metric with no cutoff by default (MRR, AP): ``metadata.k``,
-    else the metric's ``k``; None when neither is set for any sample (no cutoff at all)."""
-    if k is None and not batch.sets_k:
+    """Per-sample rank limit of a metric with no cutoff by default (MRR, AP): the metric's
+    ``k`` when its spec sets one, else ``metadata.k`` (no limit for a sample without it);
+    None when neither is set (no cutoff at all)."""
+    if k is not None:
+        return np.full(batch.sample_k.size, k, dtype=np.int64)
+    if not batch.sets_k:
         return None
-    return np.where(batch.sample_k > 0, batch.sample_k, k or np.iinfo(np.int64).max)
+    return np.where(batch.sample_k > 0, batch.sample_k, np.iinfo(np.int64).max)
 
 
 def _relevant_within(batch: Batch, threshold: float, limit: IntArray | None) -> BoolArray:

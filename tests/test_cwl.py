@@ -37,6 +37,17 @@ class TestByHand:
         assert _one("cwl-rbp(p=0.99)", qrels, run) == pytest.approx(0.010000432, abs=1e-9)
         assert _one("cwl-rbp(p=0.999)", qrels, run) == pytest.approx(0.00158, abs=1e-5)
 
+    def test_rel_0_counts_judged_documents_not_unjudged_ones(self) -> None:
+        """RBP(rel=0): a judged non-relevant a (label 0 >= 0) gains 1 at rank 1, the
+        unjudged u nothing: (1 - p) / (1 - p^1000) = 0.2 at p = 0.8, as cwl_eval says.
+        Before: u counted too, 0.2 + 0.16 = 0.36."""
+        qrels, run = {"q": {"a": 0}}, {"q": {"a": 2.0, "u": 1.0}}
+        expected = 0.2 / (1 - 0.8**1000)
+        assert _one("RBP(rel=0, p=0.8)", qrels, run) == pytest.approx(expected, rel=1e-12)
+        assert _one("cwl-rbp(p=0.8, relevance_threshold=0)", qrels, run) == pytest.approx(
+            expected, rel=1e-12
+        )
+
     def test_graded_rbp(self) -> None:
         """Without relevance_threshold the gains are the scaled labels."""
         p = 0.5

@@ -103,6 +103,7 @@ NAMES = [
     "Accuracy@3",
     "Accuracy(rel=2)@5",
     "RBP(rel=1)",
+    "RBP(rel=0, p=0.8)",  # unjudged documents gain nothing (judged 0 >= 0 does)
     "RBP(rel=2, p=0.99)",
     "RBP(rel=1, p=0.999)",
     "SDCG(max_rel=4)@10",

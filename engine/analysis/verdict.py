@@ -123,7 +123,7 @@ class Verdict:
         if self.change is not None and self.interval is not None:
             change += f" [{self.interval[0]:+.4f}, {self.interval[1]:+.4f}]"
         detects = (
-            f"; detects changes of {self.mde:.4f} or more at n={self.n}"
+            f"; detects changes >= {self.mde:.4f} at n={self.n}"
             if self.mde is not None and self.outcome != CANT_TELL
             else ""
         )
@@ -221,8 +221,8 @@ def _good(row: PairRow, value: float) -> float:
 
 def _mde(sd: float | None, n: int, alpha: float) -> float | None:
     """The smallest true change the paired test finds 80% of the time at ``n`` pairs."""
-    if sd is None or not n or not math.isfinite(sd):
-        return None
+    if sd is None or not n or not math.isfinite(sd) or sd == 0:
+        return None  # no spread: the test detects nothing but a constant shift
     z = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(_POWER)
     return z * sd / math.sqrt(n)
 
@@ -343,7 +343,7 @@ def _test_verdict(
         else ""
     )
     detects = (
-        f"; the test detects changes of {common.mde:.4f} or more at n={row.n}"
+        f"; the test detects changes >= {common.mde:.4f} at n={row.n}"
         if common.mde is not None
         else ""
     )

@@ -102,6 +102,13 @@ def add(commands: Any) -> dict[str, Handler]:
         help="duplicate retrieved ids and outputs for unknown samples are errors",
     )
     run.add_argument(
+        "--missing",
+        choices=("error", "empty"),
+        help="a sample with no output: an error row (NA, counted in errors, exit 3) or an "
+        "empty ranking (trec_eval's -c, listed under the tables); default as in Python: "
+        "error for outputs files, empty for TREC runs",
+    )
+    run.add_argument(
         "--qrels",
         action="append",
         metavar="QRELS",
@@ -217,7 +224,7 @@ def _run(args: argparse.Namespace) -> int:
             strict=args.strict,
             chunk_size=chunked,
             keep_outputs=args.keep_outputs,
-            missing="empty",  # trec_eval's -c, with a note under the tables
+            missing=args.missing,
         )
     process.give_back_freed()  # what scoring freed, before the results are laid out
     _emit(results, args.format, args.output, by=args.by)
@@ -298,7 +305,7 @@ def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
             run=args.trec_run,
             chunk_size=args.chunk_size or STREAM_CHUNK_SIZE,
             strict=args.strict,
-            missing="empty",
+            missing=args.missing,
             scores=(args.output or sys.stdout) if rows else None,
             scores_format=args.format if rows else None,
         )

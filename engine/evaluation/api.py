@@ -783,8 +783,8 @@ class Evaluation:
         """The same evaluation with every metric that has a ``k`` parameter left unset
         evaluated at each of ``ks`` (labels ``alias@K``), in one pass: the curve Metric@K.
         A metric given its own cutoff (``retrieval-ndcg-at-k@10``) keeps it, as the CLI's
-        ``--k`` does; metrics without ``k`` are kept once; a sample's ``metadata.k`` still
-        overrides K."""
+        ``--k`` does; metrics without ``k`` are kept once; each K is K for every sample (a
+        sample's ``metadata.k`` applies only to a metric whose k is left open)."""
         if isinstance(ks, int) or not ks:
             raise TypeError("at_k takes a non-empty list of cutoffs, e.g. at_k([1, 3, 5, 10])")
         cutoffs = list(dict.fromkeys(ks))

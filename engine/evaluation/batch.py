@@ -314,11 +314,12 @@ class Batch:
         return self.doc_codes >= 0
 
     def cutoffs(self, k: int | None = None) -> IntArray:
-        """Per-sample k: ``metadata.k``, else the metric's ``k``, else the config default."""
-        fallback = self.default_k if k is None else k
-        if not self.sets_k:
-            return np.full(self.sample_k.size, fallback, dtype=np.int64)
-        return np.where(self.sample_k > 0, self.sample_k, fallback)
+        """Per-sample k: the metric's ``k`` when its spec sets one (an explicit ``@10`` is
+        10 for every sample); when it leaves k open (None), the sample's ``metadata.k``,
+        else the config default."""
+        if k is not None or not self.sets_k:
+            return np.full(self.sample_k.size, self.default_k if k is None else k, np.int64)
+        return np.where(self.sample_k > 0, self.sample_k, self.default_k)
 
     @cached_property
     def sets_k(self) -> bool:
@@ -462,8 +463,8 @@ class Batch:
 
     def at_k(self, running: npt.NDArray[Any], k: int | None = None) -> npt.NDArray[Any]:
         """:meth:`at_cutoff` at each sample's :meth:`cutoffs` ``(k)``: the total of its top
-        k. When no sample sets its own k, one column read (no per-sample pick)."""
-        if self.sets_k:
+        k. When every sample has the same k, one column read (no per-sample pick)."""
+        if self.sets_k and k is None:
             return self.at_cutoff(running, self.cutoffs(k))
         rows, width = running.shape
         last = min(self.default_k if k is None else k, width)
