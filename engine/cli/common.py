@@ -236,9 +236,9 @@ def _results_of(path: Path, dataset: Any, metrics: Sequence[str]) -> Results:
             ],
             summary="no metrics",
         )
-    # as `slotwise run` scores an outputs file: a sample it lacks is an empty ranking
+    # as `slotwise run` and `evaluate` score an outputs file: a sample it lacks is an error
     evaluation = dataset.with_metrics(list(metrics))
-    return evaluation.evaluate(path, keep_outputs=True, missing="empty")  # type: ignore[no-any-return]
+    return evaluation.evaluate(path, keep_outputs=True)  # type: ignore[no-any-return]
 
 
 def _is_results(path: Path) -> bool:
