@@ -18,6 +18,7 @@ from engine.cli.common import Handler, Parser, UsageError
 from engine.errors import MetricScoreError, OutputError, SlotwiseError
 from engine.io.config import CONFIG_ENV, CONFIG_FILENAME
 from engine.io.writer import STDOUT, guarding_inputs, note_inputs, refuse_inputs
+from engine.redact import redact
 from engine.version import VERSION
 
 __all__ = ["main"]
@@ -100,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             args = parser.parse_args(argv)
-        except SystemExit as exit_:  # --help, --version (from a command, a failure)
+        except SystemExit as exit_:  # --help, --version (within a command: _command)
             return int(exit_.code or 0)
         inputs = _inputs_of(args)
         args.argv = list(argv)  # the command line, for a command that says how to rerun it
@@ -115,13 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, not at exit, for short outputs too
         return code
     except UsageError as error:
-        print(f"slotwise: error: {error}", file=sys.stderr)
+        print(f"slotwise: error: {redact(str(error))}", file=sys.stderr)
         return error.status
     except MetricScoreError as error:
         _report(error, verbose)
         return EXIT_INTERNAL
     except SlotwiseError as error:
-        print(f"slotwise: error: {error}", file=sys.stderr)
+        print(f"slotwise: error: {redact(str(error))}", file=sys.stderr)
         if isinstance(error, OutputError) and error.path == STDOUT:
             _drop_stdout()  # what is left in its buffer would fail again at exit
         return EXIT_USAGE
@@ -188,10 +189,10 @@ def _configure_logs(args: argparse.Namespace) -> None:
 def _report(error: BaseException, verbose: int, internal: bool = False) -> None:
     prefix = "internal error" if internal else "error"
     kind = type(error).__name__ + ": " if internal else ""
-    print(f"slotwise: {prefix}: {kind}{error}", file=sys.stderr)
+    print(f"slotwise: {prefix}: {kind}{redact(str(error))}", file=sys.stderr)
     if verbose >= 2:
         import traceback
 
-        traceback.print_exception(error, file=sys.stderr)
+        print(redact("".join(traceback.format_exception(error))), end="", file=sys.stderr)
     else:
         print("(run with -vv for the traceback)", file=sys.stderr)
