@@ -5,7 +5,8 @@ event, with no timestamp or level rendered into it: ``record.event`` (the event 
 e.g. ``outputs.duplicates_dropped``), ``record.fields`` (its fields, a dict) and each
 field as an attribute of its own (``record.samples``; a field whose name a LogRecord
 already uses is only in ``fields``), so a JSON formatter gets them as keys; the message
-is the event name and its fields as ``key=value``. The CLI calls :func:`configure`.
+is the event name and its fields as ``key=value``. No field shows a secret
+(:func:`engine.redact.redact`). The CLI calls :func:`configure`.
 structlog is imported at the first event that is logged: most commands log none, and its
 import (with rich's) is some 40 ms of a fresh process."""
 
@@ -19,11 +20,26 @@ from collections.abc import Collection, Iterator, MutableMapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from engine.redact import redact
+
 __all__ = ["configure", "log", "muted", "say"]
 
 _LOGGER = logging.getLogger("slotwise")
 _RESERVED = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 _PASSED = ("exc_info", "stack_info", "stacklevel")  # keywords of Logger.log itself
+
+
+def _redacted(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """structlog's processor that hides secrets: a text field redacted; another that
+    shows one (a list of URLs) becomes its redacted text."""
+    for key, value in event_dict.items():
+        if isinstance(value, str):
+            event_dict[key] = redact(value)
+        elif key not in _PASSED and not isinstance(value, int | float | None):
+            shown = redact(repr(value))
+            if shown != repr(value):
+                event_dict[key] = shown
+    return event_dict
 
 
 def _to_record(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> tuple[Any, ...]:
@@ -58,7 +74,7 @@ def _structured() -> Any:
 
     return structlog.wrap_logger(
         _LOGGER,
-        processors=[structlog.stdlib.filter_by_level, _to_record],
+        processors=[structlog.stdlib.filter_by_level, _redacted, _to_record],
         wrapper_class=structlog.stdlib.BoundLogger,
     )
 
@@ -91,7 +107,7 @@ class _Formatter(logging.Formatter):
             "timestamp": datetime.fromtimestamp(record.created, UTC).isoformat(),
         }
         if record.exc_info:
-            event["exception"] = self.formatException(record.exc_info)
+            event["exception"] = redact(self.formatException(record.exc_info))
         return str(self.render(None, level, event))
 
 

@@ -25,6 +25,8 @@ A ``Retry-After`` (seconds, or an HTTP date) on a 429 or 503 answer is the endpo
 limit (:class:`RateLimited`): the runner waits it out without spending a retry. On another
 5xx it is passed on as the wait before the retry. A failed batch's error carries the
 requests it made and the tokens their answers used, so that the tally counts them.
+Its messages show no secret: the URL's credentials, the API key and any ``Authorization``
+or ``Bearer`` text an error body echoes are ``***`` (:mod:`engine.redact`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import math
 import os
 import re
 import threading
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -56,6 +59,7 @@ from engine.annotate.judge import AnswerFormat
 from engine.annotate.prompts import NO_RESPONSE, utility_messages
 from engine.errors import MissingDependencyError
 from engine.logs import log
+from engine.redact import redact, secret
 
 __all__ = ["ABSTENTION", "OpenAICompatibleAnnotator", "abstains"]
 
@@ -163,6 +167,8 @@ class OpenAICompatibleAnnotator:
                     f"the environment variable {api_key_env} (the API key) is not set"
                 )
             headers["Authorization"] = f"Bearer {key}"
+            secret(key)
+        secret(urllib.parse.urlsplit(base_url).password)
         # what pickling carries (to a Ray worker, which builds its own client)
         self._init_options: dict[str, Any] = {
             "base_url": base_url,
@@ -180,6 +186,8 @@ class OpenAICompatibleAnnotator:
         self._init_env = {api_key_env: os.environ[api_key_env]} if api_key_env else {}
         self.model = model
         self.base_url = base_url.rstrip("/") + "/"
+        #: the endpoint as messages show it (no credentials)
+        self.endpoint = redact(self.base_url + "chat/completions")
         self.method = method
         self.samples = samples
         self.temperature = temperature
@@ -234,31 +242,33 @@ class OpenAICompatibleAnnotator:
         client = self._client()
         import httpx
 
-        url = self.base_url + "chat/completions"
+        url = self.endpoint
         throttle()
         tally.calls += 1
         try:
             response = client.post("chat/completions", json={"model": self.model, **body})
         except httpx.TransportError as error:
-            raise RetryableError(f"cannot reach {url}: {type(error).__name__}: {error}") from error
+            raise RetryableError(
+                f"cannot reach {url}: {type(error).__name__}: {redact(str(error))}"
+            ) from error
         status = response.status_code
         if status == 429 or status >= 500:
             wait = retry_after(response.headers.get("retry-after"))
             asked = "" if wait is None else f" (Retry-After: {wait:g} s)"
-            message = f"{url} answered HTTP {status}{asked}: {response.text[:200]}"
+            message = f"{url} answered HTTP {status}{asked}: {_shown(response, 200)}"
             if wait is not None and status in _LIMITED:
                 raise RateLimited(message, wait)
             raise RetryableError(message, wait)
         return response
 
     def _post(self, body: dict[str, Any], throttle: Throttle, tally: _Tally) -> dict[str, Any]:
-        url = self.base_url + "chat/completions"
+        url = self.endpoint
         response = self._send(body, throttle, tally)
         refused = response.status_code in _REFUSED and "response_format" in body
         if refused and self.structured == "json-schema":
             raise AnnotationError(
                 f"{url} refused the request with response_format (HTTP "
-                f"{response.status_code}: {response.text[:200]}): it may not support "
+                f"{response.status_code}: {_shown(response, 200)}): it may not support "
                 "structured output; use --structured auto (then free text) or off"
             )
         if refused and self.structured == "auto":
@@ -271,25 +281,27 @@ class OpenAICompatibleAnnotator:
                     "annotate.structured_output_refused",
                     url=url,
                     status=response.status_code,
-                    reason=response.text[:200],
+                    reason=_shown(response, 200),
                 )
             response = retried
         if response.status_code in _REFUSED:
-            raise ItemError(f"{url} answered HTTP {response.status_code}: {response.text[:300]}")
+            raise ItemError(f"{url} answered HTTP {response.status_code}: {_shown(response, 300)}")
         if response.status_code >= 400:
             raise AnnotationError(
-                f"{url} answered HTTP {response.status_code}: {response.text[:300]}"
+                f"{url} answered HTTP {response.status_code}: {_shown(response, 300)}"
             )
         try:
             document = response.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise RetryableError(
-                f"{url} answered malformed JSON ({error}): {response.text[:200]!r}"
+                f"{url} answered malformed JSON ({error}): {_shown(response, 200)!r}"
             ) from error
         if isinstance(document, dict):
             tally.add(document)
         if not isinstance(document, dict) or not isinstance(document.get("choices"), list):
-            raise RetryableError(f"{url} answered without a choices list: {response.text[:200]!r}")
+            raise RetryableError(
+                f"{url} answered without a choices list: {_shown(response, 200)!r}"
+            )
         return document
 
     def _is_no_response(self, token: str) -> bool:
@@ -364,7 +376,7 @@ class OpenAICompatibleAnnotator:
                     value = self._from_logprobs(document)
                     if value is None and self.method == "logprobs":
                         raise AnnotationError(
-                            f"{self.base_url} returned no logprobs; use --method sampling (Monte-Carlo) or auto"
+                            f"{self.endpoint} returned no logprobs; use --method sampling (Monte-Carlo) or auto"
                         )
                     if value is None:
                         with self._lock:
@@ -406,3 +418,8 @@ def _text(choice: Any) -> str:
     message = choice.get("message") if isinstance(choice, dict) else None
     content = message.get("content") if isinstance(message, dict) else None
     return content if isinstance(content, str) else ""
+
+
+def _shown(response: Any, limit: int) -> str:
+    """The start of an answer's body, redacted before it is cut (no half a key)."""
+    return redact(response.text)[:limit]

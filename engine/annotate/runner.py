@@ -44,6 +44,7 @@ from engine.annotate.distributed import run_on_ray
 from engine.annotate.outcomes import FailedStreak, Failure
 from engine.evaluation.executors import Executor, LocalExecutor, RayExecutor, resolve_executor
 from engine.logs import log
+from engine.redact import redact
 
 __all__ = [
     "AnnotationInterrupted",
@@ -372,7 +373,9 @@ class Runner:
 
     @staticmethod
     def failed(job: Job, batch: Sequence[int], reason: str) -> list[Entry]:
-        """The batch's entries as failures (not cached)."""
+        """The batch's entries as failures (not cached), the reason shown without secrets
+        whichever annotator gave it."""
+        reason = redact(reason)
         log.warning("annotate.failed", task=job.task, items=len(batch), reason=reason)
         return [attrs.evolve(job.entries[i], value=Failure(reason)) for i in batch]
 

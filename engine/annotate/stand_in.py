@@ -33,7 +33,9 @@ without an answer), ``--no-structured`` (400 to any request with ``response_form
 ``--unreadable SHARE`` (prose that no reader accepts to that share of the judge prompts,
 chosen by their hash: the same prompts every time), ``--canned FILE`` (a JSON object: a
 prompt that contains one of its keys gets that answer text as it is, or, for
-``{"status": N}``, that HTTP status every time).
+``{"status": N}``, that HTTP status every time), ``--reflect-errors STATUS`` (that status
+to every request, its body echoing the request's headers and body, as careless endpoints
+do).
 """
 
 from __future__ import annotations
@@ -150,6 +152,7 @@ class State:
         self.retry_after = args.retry_after
         self.drop_first = args.drop_first
         self.structured = not args.no_structured
+        self.reflect: int | None = args.reflect_errors
         self.canned: dict[str, Any] = (
             json.loads(Path(args.canned).read_text(encoding="utf-8")) if args.canned else {}
         )
@@ -248,7 +251,14 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
             canned = next((v for k, v in state.canned.items() if k in prompt), None)
             if int(key[:8], 16) / 16**8 < state.unreadable:
                 canned = "I would rather not say."
-            if number <= state.drop_first:
+            if state.reflect is not None:
+                echoed = {
+                    "error": "reflected",
+                    "headers": dict(sorted(self.headers.items())),
+                    "body": body,
+                }
+                self._send(state.reflect, json.dumps(echoed).encode())
+            elif number <= state.drop_first:
                 self.close_connection = True
                 self.connection.shutdown(2)
             elif storm or number <= state.drop_first + state.throttle_first:
@@ -301,6 +311,12 @@ def main(argv: list[str] | None = None) -> None:
         "--unreadable", type=float, default=0.0, help="unreadable answers to this share of judges"
     )
     parser.add_argument("--canned", help="JSON file: prompt substring -> answer text or {status}")
+    parser.add_argument(
+        "--reflect-errors",
+        type=int,
+        metavar="STATUS",
+        help="answer every request with this HTTP status, echoing its headers and body",
+    )
     args = parser.parse_args(argv)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(State(args)))
     server.daemon_threads = True

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.cli.common import non_negative, non_negative_int, positive_float, positive_int, share
 from engine.errors import InputError, Problem
+from engine.redact import redact
 
 if TYPE_CHECKING:  # the annotation machinery is imported when the command runs
     from engine.annotate.runner import Runner
@@ -185,7 +186,7 @@ class _DryRun(Exception):
 
 class Session:
     """A command's annotator, cache and runner (``--dry-run``: a cache only looked in),
-    its command line (for running it again) and ``--max-unlabelled``."""
+    its command line (for running it again, secrets as ``***``) and ``--max-unlabelled``."""
 
     def __init__(
         self,
@@ -213,7 +214,7 @@ class Session:
         dry_run = bool(getattr(args, "dry_run", False))
         cache = Cache(cache_path, look_only=dry_run)
         runner = _runner(args, annotator, cache)
-        command = shlex.join(["slotwise", *args.argv])
+        command = shlex.join(["slotwise", *map(redact, args.argv)])
         return cls(annotator, cache, runner, cache_path, dry_run, command, args.max_unlabelled)
 
     @property
