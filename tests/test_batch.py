@@ -65,11 +65,13 @@ class TestCompile:
         assert batch.max_label == 3.0
 
     def test_cutoffs_resolution(self):
-        """k resolves per sample: metadata.k, then the metric's k, then the default."""
+        """k resolves per sample: the metric's k when given (for every sample), else
+        metadata.k, else the default."""
         batch = _batch([({}, ["a", "b", "c"], 2), ({}, ["a", "b", "c"], None)], default_k=1)
         assert batch.cutoffs().tolist() == [2, 1]
-        assert batch.cutoffs(3).tolist() == [2, 3]
-        assert batch.top_k(3).tolist() == [[True, True, False], [True, True, True]]
+        assert batch.top_k().tolist() == [[True, True, False], [True, False, False]]
+        assert batch.cutoffs(3).tolist() == [3, 3]
+        assert batch.top_k(3).tolist() == [[True, True, True], [True, True, True]]
 
     def test_member_and_labels_of_other_columns(self):
         """Pool and cited ids are matched against the ranked documents; utilities are

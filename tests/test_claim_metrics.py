@@ -119,11 +119,14 @@ class TestByHand:
         scores = _scores([sample], {"s": ["d1", "d1", "z", "d2"]}, k=2)
         assert scores["recall"] == [0.5] and scores["precision"] == [0.5]
 
-    def test_metadata_k_wins(self) -> None:
-        """metadata.k = 1 cuts at d1 whatever the metric's k: a supported (1/2), d1 supports (1/1)."""
+    def test_metadata_k_cuts_only_an_open_k(self) -> None:
+        """metadata.k = 1 with k open cuts at d1: a supported (1/2), d1 supports (1/1); an
+        explicit k = 5 is 5: a and b supported (2/2), d1 and d2 support (2/2)."""
         sample = _sample("s", ["a", "b"], {"a": ["d1"], "b": ["d2"]}, k=1)
-        scores = _scores([sample], {"s": ["d1", "d2"]}, k=5)
+        scores = _scores([sample], {"s": ["d1", "d2"]})
         assert scores["recall"] == [0.5] and scores["precision"] == [1.0]
+        scores = _scores([sample], {"s": ["d1", "d2"]}, k=5)
+        assert scores["recall"] == [1.0] and scores["precision"] == [1.0]
 
     def test_na_rules(self) -> None:
         """NA without claims, with claims none of which has a group (support never

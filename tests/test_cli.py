@@ -83,12 +83,17 @@ class TestRun:
         ] == "id,retrieval-mrr,retrieval-hit-at-k@1"
 
     def test_table_reports_diagnostics(self, project, capsys):
-        """Missing outputs and duplicates are reported under the table."""
+        """Missing outputs and duplicates are reported under the table: an outputs file's
+        missing sample is an error row (exit 3, as Python scores it), or with --missing
+        empty an empty ranking (exit 0)."""
         (project / "partial.json").write_text(json.dumps({"q-1": ["doc-3", "doc-3"]}))
-        assert main(["run", "tiny", "--outputs", "partial.json"]) == 0
+        assert main(["run", "tiny", "--outputs", "partial.json"]) == 3
+        out = capsys.readouterr().out
+        assert "1 sample(s) failed and are NA: q-2" in out and "no output" in out
+        assert "1 duplicate retrieved id(s) dropped" in out
+        assert main(["run", "tiny", "--outputs", "partial.json", "--missing", "empty"]) == 0
         out = capsys.readouterr().out
         assert "1 sample(s) had no output" in out and "q-2" in out
-        assert "1 duplicate retrieved id(s) dropped" in out
 
 
 class TestExitCodes:

@@ -126,7 +126,10 @@ class TestValidate:
         qrels = tmp_path / "qrels.txt"
         qrels.write_text("q1 0 d1 1\nq1 0 d2 high\n")
         assert main(["validate", str(qrels)]) == 2
-        assert f"{qrels}:2 sample 'q1': relevance 'high' is not a finite number" in capsys.readouterr().err
+        assert (
+            f"{qrels}:2 sample 'q1': relevance 'high' is not a finite number"
+            in capsys.readouterr().err
+        )
         run = tmp_path / "run.trec"
         run.write_text("q1 Q0 d1 1 2.0 tag\nq1 Q0 d2 2 1.0\n")
         assert main(["validate", str(run)]) == 2

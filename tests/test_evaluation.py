@@ -50,7 +50,8 @@ class TestSeedExample:
         assert means["retrieval-ndcg-at-k"] == pytest.approx(ndcg, abs=1e-12)
 
     def test_k_from_config_and_metadata(self, tmp_path):
-        """k: metadata.k beats the metric's k, which beats config default_k."""
+        """k: the metric's k is k for every sample; left open, metadata.k beats config
+        default_k."""
         eng = engine.Engine(config={"metrics": {"retrieval": {"default_k": 1}}})
         samples = [dict(SEED[0]), {**SEED[0], "id": "q-2", "metadata": {"k": 2}}]
         run = {"q-1": SEED_RUN["q-1"], "q-2": SEED_RUN["q-1"]}
@@ -65,8 +66,8 @@ class TestSeedExample:
         ]  # k=1 misses doc-3 at rank 2
         assert results.scores["retrieval-recall-at-k@4"].tolist() == [
             1.0,
-            0.5,
-        ]  # metadata.k=2 wins over @4
+            1.0,
+        ]  # @4 is 4, metadata.k = 2 aside
         assert results.metrics[0].params["k"] == 1
 
     def test_answer_containment_details(self, eng):

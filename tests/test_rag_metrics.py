@@ -105,12 +105,16 @@ class TestContextPrecision:
         value = score_one(eng, ["r1", "r2"], ranking, "context-precision-at-k")
         assert value == pytest.approx((1 / 1) / 1)
 
-    def test_metadata_k_overrides_the_metric_k(self, eng: engine.Engine) -> None:
-        """metadata.k = 2 beats @4: only rank 1 counts."""
-        value = score_one(
-            eng, ["d1", "d3"], ["d1", "d2", "d3"], "context-precision-at-k@4", metadata={"k": 2}
+    def test_metadata_k_cuts_only_an_open_k(self, eng: engine.Engine) -> None:
+        """metadata.k = 2 with k open: only rank 1 counts, 1/1; an explicit @4 is 4:
+        d1 (1/1) and d3 (2/3), (1 + 2/3) / 2."""
+        relevant, ranking, k2 = ["d1", "d3"], ["d1", "d2", "d3"], {"k": 2}
+        assert score_one(eng, relevant, ranking, "context-precision-at-k", metadata=k2) == (
+            pytest.approx(1 / 1)
         )
-        assert value == pytest.approx(1 / 1)
+        assert score_one(eng, relevant, ranking, "context-precision-at-k@4", metadata=k2) == (
+            pytest.approx((1 + 2 / 3) / 2)
+        )
 
     @pytest.mark.parametrize(
         ("threshold", "expected"),
@@ -228,11 +232,14 @@ class TestCoverageRecall:
         results = evaluate(eng, [grouped(groups)], {"q1": ranking}, [f"coverage-recall-at-k@{k}"])
         assert values(results) == [pytest.approx(expected)]
 
-    def test_metadata_k_overrides_the_metric_k(self, eng: engine.Engine) -> None:
-        """metadata.k = 1 beats @3: only d1 is in D_k, covering 1 of 2 groups."""
+    def test_metadata_k_cuts_only_an_open_k(self, eng: engine.Engine) -> None:
+        """metadata.k = 1 with k open: only d1 is in D_k, covering 1 of 2 groups; an
+        explicit @3 is 3: d1 and d3 cover both."""
         sample = {**grouped({"a": ["d1"], "b": ["d3"]}), "metadata": {"k": 1}}
-        results = evaluate(eng, [sample], {"q1": ["d1", "d2", "d3"]}, ["coverage-recall-at-k@3"])
-        assert values(results) == [pytest.approx(1 / 2)]
+        specs = ["coverage-recall-at-k", "coverage-recall-at-k@3"]
+        results = evaluate(eng, [sample], {"q1": ["d1", "d2", "d3"]}, specs)
+        assert results.values(specs[0]).tolist() == [pytest.approx(1 / 2)]
+        assert results.values(specs[1]).tolist() == [pytest.approx(2 / 2)]
 
     def test_duplicates_do_not_take_slots(self, eng: engine.Engine) -> None:
         """[d9, d9, d9, d3] ranks as [d9, d3], so k = 2 reaches d3: 2/2."""
@@ -321,11 +328,17 @@ class TestChunkAttribution:
         value = score_one(eng, ["d1"], actual, f"chunk-attribution-rate@{k}")
         assert value == pytest.approx(expected)
 
-    def test_metadata_k_overrides_the_metric_k(self, eng: engine.Engine) -> None:
-        """metadata.k = 2 beats @4: one of the first two slots is cited."""
+    def test_metadata_k_cuts_only_an_open_k(self, eng: engine.Engine) -> None:
+        """metadata.k = 2 with k open: one of the first two slots is cited, 1/2; an
+        explicit @4 is 4: three of four, 3/4."""
         actual = cited(["d1", "d2", "d3", "d4"], ["d1", "d3", "d4"])
-        value = score_one(eng, ["d1"], actual, "chunk-attribution-rate@4", metadata={"k": 2})
-        assert value == pytest.approx(1 / 2)
+        k2 = {"k": 2}
+        assert score_one(eng, ["d1"], actual, "chunk-attribution-rate", metadata=k2) == (
+            pytest.approx(1 / 2)
+        )
+        assert score_one(eng, ["d1"], actual, "chunk-attribution-rate@4", metadata=k2) == (
+            pytest.approx(3 / 4)
+        )
 
     def test_nothing_cited_scores_zero(self, eng: engine.Engine) -> None:
         """An empty cited list over a full top k is 0."""
@@ -446,12 +459,15 @@ class TestAnswerContainment:
         )
         assert got == [expected]
 
-    def test_metadata_k_overrides_the_metric_k(self, eng: engine.Engine) -> None:
-        """metadata.k = 1 beats @3: the answer at rank 2 is cut."""
+    def test_metadata_k_cuts_only_an_open_k(self, eng: engine.Engine) -> None:
+        """metadata.k = 1 with k open: the answer at rank 2 is cut; an explicit @3 is 3:
+        found at rank 2."""
         sample = answer_sample("answer", metadata={"k": 1})
         texts = passages("a", "the answer")
-        got = containment(eng, [sample], {"q1": texts}, "answer-containment-at-k@3")
+        got = containment(eng, [sample], {"q1": texts}, "answer-containment-at-k")
         assert got == [(0.0, None)]
+        got = containment(eng, [sample], {"q1": texts}, "answer-containment-at-k@3")
+        assert got == [(1.0, 2)]
 
     def test_duplicate_keeps_the_first_text(self, eng: engine.Engine) -> None:
         """A repeated id is dropped with its text; the later d2 is rank 2."""

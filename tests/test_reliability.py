@@ -48,10 +48,10 @@ except ImportError as missing:
     def test_the_gate_runs_in_a_plain_script(self, tmp_path: Path) -> None:
         """Before: ModuleNotFoundError (pytest) on ``from engine.testing import ...``."""
         evaluation = (
-            engine.Engine(config={}).dataset(samples=_samples(8)).with_metrics(["retrieval-mrr"])
+            engine.Engine(config={}).dataset(samples=_samples(24)).with_metrics(["retrieval-mrr"])
         )
-        evaluation.evaluate({f"q{i}": [f"d{i}"] for i in range(8)}).to_json(tmp_path / "a.json")
-        evaluation.evaluate({f"q{i}": ["x", f"d{i}"] for i in range(8)}).to_json(
+        evaluation.evaluate({f"q{i}": [f"d{i}"] for i in range(24)}).to_json(tmp_path / "a.json")
+        evaluation.evaluate({f"q{i}": ["x", f"d{i}"] for i in range(24)}).to_json(
             tmp_path / "b.json"
         )
         done = subprocess.run(
@@ -61,7 +61,7 @@ except ImportError as missing:
             check=True,
         )
         lines = done.stdout.splitlines()
-        # MRR 1 (relevant first) against 1/2 (second): 8 drops of 0.5, exact p 2 / 2**8
+        # MRR 1 (relevant first) against 1/2 (second): 24 drops of 0.5, significant
         assert lines[0].startswith("regressed: retrieval-mrr: REGRESSED -0.5000")
         assert lines[1] == (
             "MissingDependencyError engine.testing.MetricConformance needs the optional extra "
@@ -266,14 +266,16 @@ class TestRescoringAResultsFile:
         assert [e["id"] for e in again["diagnostics"]["errors"]] == ["q0", "q4"]
 
     def test_compare_report_and_the_gate(self, files, capsys):
-        """The original against its re-scoring: equal means, equal failures: held (their
-        top 5 half unjudged by design: --allow-unjudged)."""
+        """The original against its re-scoring: equal means, equal failures, on 6 pairs:
+        can't tell (fewer than the 20 pairs held needs), exit 4, and no regression: 0 with
+        --allow-inconclusive (their top 5 half unjudged by design: --allow-unjudged)."""
         argv = ["run", "data.json", "--outputs", "run.json", "--metrics", "retrieval-mrr"]
         assert main([*argv, "--format", "json", "--output", "again.json", "--keep-outputs"]) == 3
         pair = ["run.json", "again.json"]
-        gate = ["compare", *pair, "--fail-on-regression", "--max-drop", "0"]
-        assert main([*gate, "--allow-unjudged"]) == 0
-        assert main(gate) == 4  # judged@5 0.5 < 0.9
+        gate = ["compare", *pair, "--fail-on-regression", "--max-drop", "0", "--allow-unjudged"]
+        assert main(gate) == 4
+        assert "at least 20 pairs are needed to hold" in capsys.readouterr().err
+        assert main([*gate, "--allow-inconclusive"]) == 0
         row = engine.compare([engine.read_results(p) for p in pair]).row("retrieval-mrr")
         assert (row.mean_a, row.mean_b, row.failed_a, row.failed_b) == (1.0, 1.0, 2, 2)
         assert main(["report", *pair, "--output", "report.html"]) == 0
@@ -287,7 +289,10 @@ class TestRescoringAResultsFile:
         from engine.testing import assert_no_regression
 
         again = engine.read_results("again.json")
-        assert_no_regression(again, "run.json", max_drop=0.0, min_judged=None)
+        verdict = assert_no_regression(
+            again, "run.json", max_drop=0.0, min_judged=None, allow_inconclusive=True
+        )
+        assert verdict.outcome == "can't tell" and not verdict.of("regressed")
 
 
 class TestInputsThatScoreNothing:
@@ -375,6 +380,7 @@ class TestInputsThatScoreNothing:
         once: under the table (table format), or on stderr (other formats). Before: both."""
         Path("some.json").write_text(json.dumps({"q0": ["d0"], "z9": ["d9"]}))
         argv = ["run", "data.json", "--outputs", "some.json", "--metrics", "retrieval-mrr"]
+        argv += ["--missing", "empty"]
         said = "1 output(s) for ids not in the dataset were ignored: z9"
         assert main(argv) == 0
         table = capsys.readouterr()

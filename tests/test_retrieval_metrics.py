@@ -103,7 +103,8 @@ class TestPrecisionAtK:
         [
             ((["a"], ["a"], None), 5, 1 / 5),  # divides by k even when n < k
             ((["a", "b"], ["x", "a", "b"], None), 2, 1 / 2),
-            ((["a", "b"], ["a", "b"], 1), 5, 1 / 1),  # metadata.k overrides the metric's k
+            ((["a", "b"], ["a", "b"], 1), None, 1 / 1),  # metadata.k cuts an open k
+            ((["a", "b"], ["a", "b"], 1), 5, 2 / 5),  # an explicit k is k, metadata.k aside
             (({"a": 0}, ["a"], None), 1, 0 / 1),
             ((["a"], [], None), 3, 0 / 3),
         ],
@@ -147,7 +148,7 @@ class TestRPrecision:
 
 
 class TestMRR:
-    """1 / rank of the first relevant document; cut only by metadata.k or k."""
+    """1 / rank of the first relevant document; cut only by k, or metadata.k when k is open."""
 
     @pytest.mark.parametrize(
         ("case", "k", "expected"),
@@ -155,7 +156,7 @@ class TestMRR:
             ((["a"], ["x", "y", "a"], None), None, 1 / 3),
             ((["a"], ["x", "y", "a"], 2), None, 0.0),  # metadata.k = 2 cuts it off
             ((["a"], ["x", "y", "a"], None), 2, 0.0),
-            ((["a"], ["x", "y", "a"], 3), 1, 1 / 3),  # metadata.k wins over k
+            ((["a"], ["x", "y", "a"], 3), 1, 0.0),  # an explicit k wins over metadata.k
             (({"a": -1}, ["a"], None), None, 0.0),
         ],
     )
@@ -184,7 +185,7 @@ class TestAveragePrecision:
             ((["a", "b", "c"], ["a", "x", "b", "y"], None), None, (1 / 1 + 2 / 3) / 3),
             ((["a", "b", "c"], ["a", "x", "b", "y"], None), 2, (1 / 1) / 3),  # map_cut_2
             ((["a", "b", "c"], ["a", "x", "b", "y"], 1), None, (1 / 1) / 3),  # metadata.k
-            ((["a", "b", "c"], ["a", "x", "b", "y"], 3), 1, (1 / 1 + 2 / 3) / 3),
+            ((["a", "b", "c"], ["a", "x", "b", "y"], 3), 1, (1 / 1) / 3),  # explicit k wins
             (({"a": 0}, ["a"], None), None, 0.0),  # no relevant document
             ((["a"], None, None), None, 0.0),  # no output: an empty ranking
         ],
@@ -338,7 +339,7 @@ class TestJudgedAtK:
             (({"a": 0, "b": -1, "c": 2}, ["a", "x", "c", "y"], None), 5, 2 / 5),
             (({"b": -1}, ["b"], None), 2, 1 / 2),  # a negative label is judged
             (({"a": 1}, ["x", "y"], None), 2, 0 / 2),
-            (({"a": 1}, ["a", "x"], 1), 5, 1 / 1),  # metadata.k
+            (({"a": 1}, ["a", "x"], 1), 5, 1 / 5),  # an explicit k is k, metadata.k aside
         ],
     )
     def test_value(self, case: Case, k: int, expected: float) -> None:

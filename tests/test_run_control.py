@@ -258,10 +258,10 @@ class TestPrinting:
             "--outputs",
             str(tmp_path / "outputs.json"),
         ]
-        assert main([*arguments, "--metrics", "retrieval-mrr@3"]) == 0
+        assert main([*arguments, "--metrics", "retrieval-mrr@3", "--missing", "empty"]) == 0
         printed = capsys.readouterr().out.splitlines()
         evaluation = eng.dataset(tmp_path / "data.json").with_metrics(["retrieval-mrr@3"])
-        results = evaluation.evaluate(tmp_path / "outputs.json", missing="empty")  # as the CLI
+        results = evaluation.evaluate(tmp_path / "outputs.json", missing="empty")  # as --missing
         shown = str(results).splitlines()
         assert [line.rstrip() for line in shown] == [line.rstrip() for line in printed]
         notes = results.notes()

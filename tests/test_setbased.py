@@ -153,9 +153,13 @@ class TestSeedExample:
         assert oracle[0] == pytest.approx(1.5333333333333333)
 
     def test_k_from_metadata(self):
-        """metadata.k is the K of every part (observed, pool and oracle)."""
-        value = one(RANWGAtK(k=9), batch(SEED_LABELS, ["b", "d", "e", "f", "a"], metadata={"k": 4}))
+        """metadata.k is the K of every part (observed, pool and oracle) when k is left
+        open; an explicit k = 9 is 9, the same as without metadata.k."""
+        ranking = ["b", "d", "e", "f", "a"]
+        value = one(RANWGAtK(), batch(SEED_LABELS, ranking, metadata={"k": 4}))
         assert value == pytest.approx(0.2282608695652174, rel=1e-12)
+        explicit = one(RANWGAtK(k=9), batch(SEED_LABELS, ranking, metadata={"k": 4}))
+        assert explicit == one(RANWGAtK(k=9), batch(SEED_LABELS, ranking))
 
 
 class TestPool:

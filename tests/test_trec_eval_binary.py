@@ -282,9 +282,7 @@ def test_statuses_as_trec_eval(
         assert run_slotwise(args, capsysbinary) == run_binary(trec_eval_binary, args, tmp_path)
 
 
-def test_number_texts_as_trec_eval(
-    trec_eval_binary: Path, tmp_path: Path, capsysbinary
-) -> None:
+def test_number_texts_as_trec_eval(trec_eval_binary: Path, tmp_path: Path, capsysbinary) -> None:
     """Labels and scores written every way the grammar allows (docs/file-formats.md, "What
     comes in"): signs, leading zeros, a bare or trailing decimal point, exponents, an
     overflow to infinity, ``inf`` spelled as C's atof reads it: the same bytes as

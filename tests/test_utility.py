@@ -78,11 +78,14 @@ class TestUDCG:
         """A repeated id is dropped before scoring (first occurrence kept)."""
         assert udcg(["a", "a", "c"]) == udcg(["a", "c"])
 
-    def test_metadata_k_wins(self):
-        """A sample's metadata.k overrides the metric's k."""
+    def test_metadata_k_cuts_only_an_open_k(self):
+        """A sample's metadata.k = 1 cuts an open k to a alone; an explicit k = 5 scores
+        the same as for the sample without metadata.k."""
         sample = {**SAMPLE, "metadata": {"k": 1}}
         batch = make_batch([sample], {"s": ["a", "b"]})
-        assert UDCG(k=5).score(batch)[0] == pytest.approx(sigmoid(0.9), abs=1e-15)
+        assert UDCG().score(batch)[0] == pytest.approx(sigmoid(0.9), abs=1e-15)
+        plain = make_batch([SAMPLE], {"s": ["a", "b"]})
+        assert UDCG(k=5).score(batch)[0] == UDCG(k=5).score(plain)[0]
 
     @pytest.mark.parametrize("gamma", [-0.1, 1.5, math.nan, "x", True])
     def test_gamma_outside_unit_interval_is_rejected(self, gamma, eng):

@@ -227,8 +227,8 @@ def explain(
     ``outputs``: per results, the outputs it scored (a file or mapping; None: the
     outputs the results kept). ``dataset``: the dataset they were scored on, or its
     name in ``slotwise.yaml`` or file (default: the results' dataset name, as declared).
-    ``k``: the cutoff (default: each results' configured default; a sample's
-    ``metadata.k`` wins). Raises :class:`InputError` saying how to fix what is missing.
+    ``k``: the cutoff for every sample (default: a sample's ``metadata.k``, else each
+    results' configured default). Raises :class:`InputError` saying how to fix what is missing.
     """
     engine = engine or Engine()
     names = list(names) if names is not None else [f"system {i + 1}" for i in range(len(results))]
@@ -377,7 +377,7 @@ def _views(
     docs = joined.docs.to_pylist()
     pools = joined.column("pool").to_pylist()
     texts = batch.ranked_texts
-    cutoffs = batch.cutoffs(cutoff).tolist()
+    cutoffs = batch.cutoffs(k).tolist()  # k given: k for every sample; else metadata.k first
     codes, lengths = batch.doc_codes.tolist(), batch.lengths.tolist()
     views = []
     for row, (sample_id, labels) in enumerate(zip(batch.sample_ids, judged, strict=True)):
@@ -437,7 +437,7 @@ def _diagnoses(
     if not records:
         return None
     label, record = min(records.items(), key=lambda item: SET_BASED.index(item[1].alias))
-    metric = engine.metric(record.alias, **record.params)
+    metric = engine.metric(record.label)  # as scored: a k left open stays open
     observed, pool, oracle = metric.gains(batch)  # type: ignore[attr-defined]
     classify = getattr(metric, "classify", None)
     classes = classify(batch)[0].tolist() if classify else [-1] * len(batch)

@@ -980,7 +980,7 @@ def build_report(
         f"slotwise {_e(provenance.get('slotwise', '?'))} · generated "
         f"{datetime.now(UTC).isoformat(timespec='seconds')}"
     )
-    payload = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    payload = _script_json(data)
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
@@ -992,6 +992,14 @@ def build_report(
         f'<script type="application/json" id="report-data">{payload}</script>'
         f"<script>{_asset('report.js')}</script></body></html>\n"
     )
+
+
+def _script_json(data: Any) -> str:
+    """``data`` as JSON that no string in it can end or reopen the ``<script>`` it sits in
+    (``</script>``, ``<!--<script>``): every ``<``, ``>`` and ``&`` written as a JSON
+    escape, which ``JSON.parse`` reads back as the character."""
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def write_report(results: Sequence[Results], path: str | os.PathLike[str], **options: Any) -> str:
