@@ -115,36 +115,41 @@ def test_labels_outside_the_grammar_are_refused(
         sources.read_dataset(tmp_path / "labels.csv")
 
 
-@pytest.mark.parametrize("value", ["1_000", "\u0661\u0662"])
-def test_scores_outside_the_grammar_are_refused(
-    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(("value", "atof"), [("1_000", "1"), ("\u0661\u0662", "0")])
+def test_scores_outside_the_grammar(
+    value: str, atof: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Scores ``1_000`` and Arabic-Indic ``١٢`` (trec_eval: 1 and 0) are refused by
-    ``run`` and ``trec-eval``, naming the line."""
+    """Scores ``1_000`` and Arabic-Indic ``١٢``: refused by ``run``, naming the line;
+    ``trec-eval`` reads them as trec_eval does (C's atof: 1 and 0), printing what it
+    prints for those numbers (tests/test_trec_eval_binary.py checks it against the
+    binary)."""
     (tmp_path / "qrels").write_text("q1 0 d1 1\n")
     (tmp_path / "run").write_text(f"q1 Q0 d2 1 5 t\nq1 Q0 d1 2 {value} t\n", encoding="utf-8")
+    (tmp_path / "read").write_text(f"q1 Q0 d2 1 5 t\nq1 Q0 d1 2 {atof} t\n")
     qrels, run = str(tmp_path / "qrels"), str(tmp_path / "run")
     refused(
         ["run", "--qrels", qrels, "--run", run, "--metrics", "retrieval-mrr"], capsys, f"{run}:2"
     )
-    refused(["trec-eval", qrels, run], capsys, f"{run}:2")
+    assert main(["trec-eval", "-q", qrels, run]) == 0
+    written = capsys.readouterr().out
+    assert main(["trec-eval", "-q", qrels, str(tmp_path / "read")]) == 0
+    assert written == capsys.readouterr().out.replace(str(tmp_path / "read"), run)
 
 
-@pytest.mark.parametrize("label", ["1_0", "1e3", "\uff12", "1.7"])
-def test_trec_eval_labels_atol_misreads_are_refused(
-    label: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(("label", "atol"), [("1_0", 1), ("1e3", 1), ("\uff12", 0), ("1.7", 1)])
+def test_trec_eval_labels_as_atol_reads_them(
+    label: str, atol: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """trec_eval reads these labels with atol as 1, 1, 0, 1: refused, naming the line,
-    the label as written (not numpy's repr)."""
+    """trec_eval reads these labels with atol as 1, 1, 0, 1, and so does ``trec-eval``
+    (before: 10, 1000 and 2 for the first three, and a numpy repr refusing 1.7)."""
     (tmp_path / "qrels").write_text(f"q1 0 d0 1\nq1 0 d1 {label}\n", encoding="utf-8")
+    (tmp_path / "read").write_text(f"q1 0 d0 1\nq1 0 d1 {atol}\n")
     (tmp_path / "run").write_text("q1 Q0 d1 1 1 t\n")
-    err = refused(
-        ["trec-eval", str(tmp_path / "qrels"), str(tmp_path / "run")],
-        capsys,
-        "line 2",
-        f"'{label}'",
-    )
-    assert "np." not in err
+    run = str(tmp_path / "run")
+    assert main(["trec-eval", "-q", "-m", "all_trec", str(tmp_path / "qrels"), run]) == 0
+    written = capsys.readouterr().out
+    assert main(["trec-eval", "-q", "-m", "all_trec", str(tmp_path / "read"), run]) == 0
+    assert written == capsys.readouterr().out
 
 
 # -- 4. duplicate keys ----------------------------------------------------------------------

@@ -299,18 +299,32 @@ def test_number_texts_as_trec_eval(trec_eval_binary: Path, tmp_path: Path, capsy
         assert run_slotwise(args, capsysbinary) == run_binary(trec_eval_binary, args, tmp_path)
 
 
+def test_numbers_as_atol_and_atof_read_them(
+    trec_eval_binary: Path, tmp_path: Path, capsysbinary
+) -> None:
+    """Labels and scores trec_eval reads by C's atol and atof whatever they are: ``1.5``,
+    ``1e3`` and ``1_0`` labels are 1, ``rel`` and a full-width 2 are 0; scores ``abc`` 0,
+    ``1_000`` 1, Arabic-Indic digits 0, ``0x1F`` 31, ``0x1.8p1`` 3, ``1e400`` +inf,
+    ``-infinity``: the same bytes as trec_eval. Before: 10, 1000 and 2 for ``1_0``, ``1e3``
+    and the full-width 2 (Python's int and float), and 1000 and 12 for the scores."""
+    (tmp_path / "qrels").write_text(
+        "a 0 d1 1.5\na 0 d2 rel\na 0 d3 1e3\na 0 d4 1_0\na 0 d5 \uff12\na 0 d6 2\n"
+        "b 0 d1 1\nb 0 d2 1_0\nb 0 d3 +2x\n",
+        encoding="utf-8",
+    )
+    scores = ["abc", "1_000", "\u0661\u0662", "0x1F", "0x1.8p1", "1e400", "-infinity", "2.5e"]
+    lines = [f"a Q0 d{i} {i} {s} t\n" for i, s in enumerate(scores, start=1)]
+    lines += ["b Q0 d1 1 1_0 t\n", "b Q0 d2 2 0x.8 t\n", "b Q0 d3 3 .5e+ t\n"]
+    (tmp_path / "run").write_text("".join(lines), encoding="utf-8")
+    for option in (["-q"], ["-q", "-m", "all_trec"], ["-q", "-l", "2", "-m", "relstring"]):
+        args = [*option, str(tmp_path / "qrels"), str(tmp_path / "run")]
+        assert run_slotwise(args, capsysbinary) == run_binary(trec_eval_binary, args, tmp_path)
+
+
 @pytest.mark.parametrize(
     ("qrels", "run", "args", "message"),
     [
-        ("a 0 d1 1.5\n", "a Q0 d1 1 1 t\n", [], "line 1: label '1.5' is not an integer"),  # 1
-        ("a 0 d1 1\na 0 d2 rel\n", "a Q0 d1 1 1 t\n", [], "line 2: label 'rel' is not an"),  # 0
-        ("a 0 d1 1e3\n", "a Q0 d1 1 1 t\n", [], "label '1e3' is not an integer"),  # 1
-        ("a 0 d1 1_0\n", "a Q0 d1 1 1 t\n", [], "label '1_0' is not an integer"),  # 1
-        ("a 0 d1 \uff12\n", "a Q0 d1 1 1 t\n", [], "is not an integer"),  # full-width 2: 0
-        ("a 0 d1 1\n", "a Q0 d1 1 abc t\n", [], "not a finite number"),  # trec_eval: 0
-        ("a 0 d1 1\n", "a Q0 d1 1 1_000 t\n", [], "run:1 sample 'a': score '1_000' is not"),  # 1
-        ("a 0 d1 1\n", "a Q0 d1 1 \u0661\u0662 t\n", [], "is not a finite number"),  # 0
-        ("a 0 d1 1\n", "a Q0 d1 1 nan t\n", [], "is not a finite number"),
+        ("a 0 d1 1\n", "a Q0 d1 1 nan t\n", [], "is not a finite number"),  # sorted by chance
         ("a 0 d1 1\nb 0 d1 -2\n", "a Q0 d1 1 1 t\n", ["-c"], "no label >= 0"),  # crashes
         ("a 0 d1 1\nb 0 d1 -1\n", "a Q0 d1 1 1 t\n", ["-c"], "no label >= 0"),  # stale memory
         ("a 0 d1 1\n", "a Q0 d1 1 1 t\n", ["-l", "-1"], "integer >= 0"),

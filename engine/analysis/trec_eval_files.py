@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from engine.analysis.trec_eval import GROUP_SEPARATOR, Stop
 from engine.errors import InputError
-from engine.io import grammar, trec
+from engine.io import trec
 from engine.io.columns import Columns, lengths, offsets_of
 from engine.io.files import open_binary
 
@@ -35,14 +35,22 @@ __all__ = [
 
 
 def read_qrels(path: Path) -> Columns:
-    """The qrels, refusing what trec_eval cannot evaluate or reads by accident: an empty
-    file or one without a judgement, a label that C's atol does not read whole (trec_eval
-    reads ``1.5``, ``1e3`` and ``1_0`` as 1, ``rel`` and full-width digits as 0), a query
-    without a label >= 0: status 2."""
+    """The qrels, each label as C's atol reads it, as trec_eval reads it (``1.5``, ``1e3``
+    and ``1_0`` are 1, ``rel`` and full-width digits 0), refusing what trec_eval cannot
+    evaluate: an empty file or one without a judgement, a query without a label >= 0:
+    status 2."""
     if path.is_file() and path.stat().st_size == 0:
         raise Stop(f"cannot read qrels file '{path}': it is empty", 2)
-    _integer_labels(path)
-    qrels = trec.read_qrels(path)
+    with tempfile.TemporaryDirectory() as directory:
+        read = _atol_labels(path, Path(directory))
+        try:
+            qrels = trec.read_qrels(read)
+        except InputError as error:  # named by the user's file, not the copy
+            copy = str(read)
+            problems = [
+                p._replace(source=str(path)) if p.source == copy else p for p in error.problems
+            ]
+            raise InputError(problems, error.summary) from None
     labels = pc.list_flatten(qrels.column("relevance")).field("label").to_numpy()
     if labels.size == 0:
         raise Stop(f"qrels file '{path}' has no judgement", 2)
@@ -60,21 +68,56 @@ def read_qrels(path: Path) -> Columns:
     return qrels
 
 
-#: A qrels line whose label (its fourth field) is not an integer (:data:`grammar.INTEGER`).
+#: A qrels line whose label (its fourth field) is not an integer.
 _NOT_INTEGER = re.compile(
     rb"^[ \t]*[^#\s]\S*[ \t]+\S+[ \t]+\S+[ \t]+(?![+-]?[0-9]+[ \t\r]*$)(\S+)[ \t\r]*$", re.M
 )
+#: The start of a field that C's atol reads (glibc's strtol, base 10, ASCII digits).
+_ATOL = re.compile(rb"[+-]?[0-9]+")
+#: The start of a field that C's atof reads (glibc's strtod): hexadecimal, infinity, NaN
+#: or decimal.
+_ATOF = re.compile(
+    rb"[+-]?(?:0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?"
+    rb"|(?i:inf(?:inity)?|nan(?:\([0-9A-Za-z_]*\))?)"
+    rb"|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)"
+)
+_LONG = 2**63
 
 
-def _integer_labels(path: Path) -> None:
-    """Refuse (status 2) the first qrels line whose label is not an integer, naming it."""
+def atol(field: bytes) -> int:
+    """``field`` as C's ``atol`` reads it: its leading integer (0 without one), held to
+    a 64-bit ``long``."""
+    found = _ATOL.match(field)
+    return 0 if found is None else max(-_LONG, min(_LONG - 1, int(found.group())))
+
+
+def atof(field: bytes) -> float:
+    """``field`` as C's ``atof`` reads it: its leading number (0 without one)."""
+    found = _ATOF.match(field)
+    if found is None:
+        return 0.0
+    text = found.group().decode("ascii")
+    if "x" in text.lower():
+        return float.fromhex(text)
+    return float(text.split("(")[0])
+
+
+def _atol_labels(path: Path, directory: Path) -> Path:
+    """``path`` itself when every label is an integer, else a copy in ``directory`` with
+    each label written as atol reads it."""
     with open_binary(path) as handle:
         text = handle.read()
-    found = _NOT_INTEGER.search(text)
-    if found is not None:
-        line = text.count(b"\n", 0, found.start()) + 1
-        label = found.group(1).decode("utf-8", "replace")
-        raise Stop(f"qrels file '{path}' line {line}: label '{label}' is not an integer", 2)
+    if _NOT_INTEGER.search(text) is None:
+        return path
+    lines = []
+    for raw in text.splitlines():
+        fields = raw.split()
+        if len(fields) == 4 and not fields[0].startswith(b"#"):
+            fields[3] = str(atol(fields[3])).encode()
+        lines.append(b" ".join(fields))
+    copy = directory / path.name
+    copy.write_bytes(b"\n".join(lines) + b"\n")
+    return copy
 
 
 def read_qrels_jg(path: Path) -> Columns:
@@ -133,28 +176,23 @@ def _read_run(path: Path, name: str) -> tuple[Columns, str]:
     except InputError as error:
         if not all("is not a finite number" in p.message for p in error.problems):
             raise
-        run = _infinite_scores(path, error)
+        run = _atof_scores(path, error)
     if len(pc.list_flatten(run.column("retrieved"))) == 0:
         raise Stop(f"results file '{name}' has no ranked document", 2)
     return run, trec.run_tag(path)
 
 
-#: A score C's atof reads as written: a number of the grammar (which may overflow to
-#: infinity, ``1e400``), or ``inf``/``infinity`` with a sign or none.
-_INFINITE = re.compile(rb"(?i:[+-]?inf(?:inity)?)|" + grammar.NUMBER.pattern.encode())
-
-
-def _infinite_scores(path: Path, error: InputError) -> Columns:
-    """A run some of whose scores overflow to infinity (``1e400``, which trec_eval reads as
-    +inf and ranks first): each score is replaced by its place among the run's distinct
-    scores, which keeps trec_eval's order and ties, and the run read again. Any other
-    score that is not a number of the grammar (NaN, ``abc``, ``1_000``) is refused,
-    ``error`` naming it."""
+def _atof_scores(path: Path, error: InputError) -> Columns:
+    """A run some of whose scores are not numbers of the grammar, read as trec_eval reads
+    them (C's atof: ``1e400`` and ``inf`` +inf, ``abc`` 0, ``1_000`` 1, ``0x1F`` 31): each
+    score is replaced by its place among the run's distinct scores, which keeps trec_eval's
+    order and ties, and the run read again. A NaN, which trec_eval's sort orders as it
+    happens to, is refused, ``error`` naming it."""
     lines = [line.split() for line in path.read_bytes().splitlines()]
     scored = [f for f in lines if f and not f[0].startswith(b"#") and len(f) >= 6]
-    if not all(map(_INFINITE.fullmatch, (f[4] for f in scored))):
+    scores = np.array([atof(f[4]) for f in scored])
+    if np.isnan(scores).any():
         raise error
-    scores = np.array([float(f[4]) for f in scored])
     places = np.searchsorted(np.unique(scores), scores)
     for fields, place in zip(scored, places.tolist(), strict=True):
         fields[4] = str(place).encode()
