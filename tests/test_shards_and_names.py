@@ -180,3 +180,25 @@ def test_walk_is_quick_on_a_wide_cycle(tmp_path: Path) -> None:
             (folder / level / name).symlink_to(folder)
     with pytest.raises(InputError, match="a cycle"):
         shards.resolve(folder)
+
+
+def test_a_document_shard_changed_after_listing(tmp_path: Path, monkeypatch) -> None:
+    """A JSONL dataset shard cut short after it was listed is refused, naming it, rather
+    than read as fewer samples (the listing is handed back as it was, then the file cut)."""
+    from engine.io import sources
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for part in range(2):
+        lines = [
+            json.dumps({"id": f"q{part}-{i}", "expected_output": [f"d{i}"]}) + "\n"
+            for i in range(10)
+        ]
+        (folder / f"part-{part}.jsonl").write_text("".join(lines))
+    assert len(sources.read_dataset(folder)[1]) == 20
+    listed = shards.resolve(folder)
+    shard = folder / "part-1.jsonl"
+    shard.write_text("".join(shard.read_text().splitlines(keepends=True)[:4]))
+    monkeypatch.setattr(sources.shards, "resolve", lambda spec: listed)
+    with pytest.raises(InputError, match=r"part-1\.jsonl: the file changed since it was listed"):
+        sources.read_dataset(folder)

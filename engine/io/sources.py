@@ -146,8 +146,10 @@ def _documents(spec: Any, read: Callable[[Path], Columns], what: str) -> Columns
     found = shards.resolve(spec)
     parts, names = [], []
     for shard in found:
+        shards.unchanged(shard)  # as listed, when it is opened ...
         with _local(shard) as path:
             parts.append(read(path))
+        shards.unchanged(shard)  # ... and once it was read
         names += [shard.name] * len(parts[-1])
     columns = stack(parts)
     ids = columns.ids
