@@ -247,6 +247,17 @@ def test_relevance_kappa_beside_the_graded_one() -> None:
     assert "(of relevance, label > 0: 0.00)" in agreement.describe()
 
 
+def _judge(paths: dict[str, Path], url: str, *extra: str) -> int:
+    """``slotwise annotate``: the stand-in judge at ``url`` labels the pool of a and b."""
+    argv = [
+        "annotate", str(paths["questions"]), "--task", "relevance", "--runs",
+        str(paths["a"]), str(paths["b"]), "--depth", "3", "--output",
+        str(paths["predictions"]), "--annotator", "openai-compatible", "--base-url",
+        url, "--model", "stand-in", "--backoff", "0.01", *extra,
+    ]  # fmt: skip
+    return main(argv)
+
+
 class TestHumanLabelsDecide:
     def test_a_biased_judge_cannot_overrule_the_human_sample(
         self, server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -258,13 +269,7 @@ class TestHumanLabelsDecide:
         the judge's weighted kappa, below 0.6. Before: exit 1 on the judge alone."""
         server = server_factory()
         paths = _biased_files(tmp_path, n=60, labelled=40)
-        annotate = [
-            "annotate", str(paths["questions"]), "--task", "relevance", "--runs",
-            str(paths["a"]), str(paths["b"]), "--depth", "3", "--output",
-            str(paths["predictions"]), "--annotator", "openai-compatible", "--base-url",
-            server.url, "--model", "stand-in", "--backoff", "0.01",
-        ]  # fmt: skip
-        assert main(annotate) == 0
+        assert _judge(paths, server.url) == 0
         metric = "retrieval-ndcg-at-k@3"
         for system in ("a", "b"):
             run = [
@@ -299,13 +304,7 @@ class TestHumanLabelsDecide:
         """10 human-labelled questions (< 20): PPI can't estimate the judge's error."""
         server = server_factory()
         paths = _biased_files(tmp_path, n=30, labelled=10)
-        annotate = [
-            "annotate", str(paths["questions"]), "--task", "relevance", "--runs",
-            str(paths["a"]), str(paths["b"]), "--depth", "3", "--output",
-            str(paths["predictions"]), "--annotator", "openai-compatible", "--base-url",
-            server.url, "--model", "stand-in", "--backoff", "0.01",
-        ]  # fmt: skip
-        assert main(annotate) == 0
+        assert _judge(paths, server.url) == 0
         eng = engine.Engine(config={})
         predictions = eng.dataset(paths["predictions"])
         evaluation = predictions.with_metrics(["retrieval-ndcg-at-k@3"])
@@ -332,13 +331,7 @@ def test_a_third_of_the_labels_missing_cant_tell(
     for i, sample in enumerate(questions):
         sample["expected_output"] = {"relevance": {f"filler{i}": 0}}
     paths["questions"].write_text(yaml.safe_dump({"samples": questions}))
-    annotate = [
-        "annotate", str(paths["questions"]), "--task", "relevance", "--runs",
-        str(paths["a"]), str(paths["b"]), "--holes", "--depth", "3", "--output",
-        str(paths["predictions"]), "--annotator", "openai-compatible", "--base-url",
-        server.url, "--model", "stand-in", "--backoff", "0.01", "--max-unlabelled", "0.5",
-    ]  # fmt: skip
-    assert main(annotate) == 0
+    assert _judge(paths, server.url, "--holes", "--max-unlabelled", "0.5") == 0
     for system in ("a", "b"):
         run = [
             "run", str(paths["predictions"]), "--outputs", str(paths[system]), "--metrics",

@@ -433,39 +433,28 @@ def _labels_verdicts(
 ) -> list[Verdict]:
     """What the numbers of ``system`` against ``baseline`` stand on: ids that match no
     label, judged@k below ``min_judged``, judged@k differing by more than ``max_gap``."""
+
+    def cant_tell(by: str, reason: str) -> Verdict:
+        return Verdict(system=system, baseline=baseline, outcome=CANT_TELL, by=by, reason=reason)
+
     found = []
     before = {j.k: j for j in comparison.judged.get(baseline, ())}
     after = {j.k: j for j in comparison.judged.get(system, ())}
     for name, judged in ((baseline, before), (system, after)):
         unknown = _unknown_ids(judged)
         if unknown is not None:
-            found.append(
-                Verdict(
-                    system=system,
-                    baseline=baseline,
-                    outcome=CANT_TELL,
-                    by="ids",
-                    reason=f"{name}: {unknown}",
-                )
-            )
+            found.append(cant_tell("ids", f"{name}: {unknown}"))
             continue
         low = [j for j in judged.values() if min_judged is not None and _below(j, min_judged)]
         if low:
-            j = low[0]
             found.append(
-                Verdict(
-                    system=system,
-                    baseline=baseline,
-                    outcome=CANT_TELL,
-                    by="labels",
-                    reason=(
-                        f"{name}: judged@{j.k} {j} < {min_judged:g}: its unjudged documents count "
-                        "as non-relevant, so its numbers read low for want of labels; label them "
-                        "(slotwise annotate --task relevance --runs ... --holes), or, if your "
-                        "labels are sparse by design (unjudged means non-relevant, as in MS "
-                        "MARCO's qrels), pass --allow-unjudged (Python: min_judged=None, "
-                        "max_judged_gap=None)"
-                    ),
+                cant_tell(
+                    "labels",
+                    f"{name}: judged@{low[0].k} {low[0]} < {min_judged:g}: its unjudged documents "
+                    "count as non-relevant, so its numbers read low for want of labels; label "
+                    "them (slotwise annotate --task relevance --runs ... --holes), or, if your "
+                    "labels are sparse by design (unjudged means non-relevant, as in MS MARCO's "
+                    "qrels), pass --allow-unjudged (Python: min_judged=None, max_judged_gap=None)",
                 )
             )
     if max_gap is not None and not any(v.by == "ids" for v in found):
@@ -474,18 +463,13 @@ def _labels_verdicts(
             if a is None or b is None or abs(b - a) <= max_gap + _EPS:
                 continue
             found.append(
-                Verdict(
-                    system=system,
-                    baseline=baseline,
-                    outcome=CANT_TELL,
-                    by="labels",
-                    reason=(
-                        f"judged@{k}: {system} {after[k]} against {baseline} {before[k]}, "
-                        f"{abs(b - a):.3f} apart > {max_gap:g}: the less judged system's numbers "
-                        "read low for want of labels, so the comparison favours the other; "
-                        "label both alike (slotwise annotate ... --holes), pass a larger "
-                        "--max-judged-gap, or --allow-unjudged for labels sparse by design"
-                    ),
+                cant_tell(
+                    "labels",
+                    f"judged@{k}: {system} {after[k]} against {baseline} {before[k]}, "
+                    f"{abs(b - a):.3f} apart > {max_gap:g}: the less judged system's numbers read "
+                    "low for want of labels, so the comparison favours the other; label both "
+                    "alike (slotwise annotate ... --holes), pass a larger --max-judged-gap, or "
+                    "--allow-unjudged for labels sparse by design",
                 )
             )
             break
