@@ -413,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     sizes, labelled, big_n = SIZES, LABELLED, POPULATION
     if args.quick:
-        sizes, labelled, big_n = (5, 6, 20, 100), (MIN_PPI_LABELLED, 40), 200
+        sizes, labelled, big_n = (5, 6, 20, 100), (20, MIN_PPI_LABELLED), 200
         args.replicates, args.ppi_replicates = min(args.replicates, 20), min(args.ppi_replicates, 5)
     started = time.perf_counter()
     changes = _distinct_changes()

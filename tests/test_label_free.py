@@ -674,10 +674,10 @@ class TestLabelsGrow:
 
 class TestPPIGate:
     def test_an_interval_below_zero_fails(self, tmp_path: Path) -> None:
-        """Human labels on 20 of 40 queries, the judge's on all: a system that ranks the
+        """Human labels on 40 of 60 queries, the judge's on all: a system that ranks the
         relevant document second or last is worse by PPI's interval of the difference; the gate
         fails exactly when that interval lies below 0 (read off the report itself)."""
-        n, human_n = 40, 20
+        n, human_n = 60, 40
         human = [
             {
                 "id": f"q{i}",
