@@ -52,10 +52,12 @@ def add(commands: Any) -> dict[str, Handler]:
         description="Compare results JSON files of the same dataset (from `slotwise run "
         "--format json`): every metric they share, every pair of systems (later files "
         "against earlier ones), with a paired test, Holm's correction over all of them, the "
-        "mean difference with its 95%% bootstrap CI and Cohen's d_z. Pairs where either "
+        "mean difference with its 95% bootstrap CI and Cohen's d_z. Pairs where either "
         "score is NA are left out (n is reported). Each system's judged@k (the labelled "
-        "share of its top-k documents) is shown and gated. --dataset re-scores the results' "
-        "kept outputs on newer labels (or scores outputs files) before pairing.",
+        "share of its top-k documents) is shown. Under the table, the gate's verdict for each "
+        "later file against the first: regressed, held or can't tell, and why. --dataset "
+        "re-scores the results' kept outputs on newer labels (or scores outputs files) "
+        "before pairing.",
     )
     comparing.add_argument(
         "results",
