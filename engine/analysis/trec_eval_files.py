@@ -68,10 +68,6 @@ def read_qrels(path: Path) -> Columns:
     return qrels
 
 
-#: A qrels line whose label (its fourth field) is not an integer.
-_NOT_INTEGER = re.compile(
-    rb"^[ \t]*[^#\s]\S*[ \t]+\S+[ \t]+\S+[ \t]+(?![+-]?[0-9]+[ \t\r]*$)(\S+)[ \t\r]*$", re.M
-)
 #: The start of a field that C's atol reads (glibc's strtol, base 10, ASCII digits).
 _ATOL = re.compile(rb"[+-]?[0-9]+")
 #: The start of a field that C's atof reads (glibc's strtod): hexadecimal, infinity, NaN
@@ -102,13 +98,31 @@ def atof(field: bytes) -> float:
     return float(text.split("(")[0])
 
 
+def _integer_labels(path: Path) -> bool:
+    """Whether every line of ``path`` ends in an integer label (RE2 over pyarrow's lines:
+    a fifth of the time of a regex scan of the bytes in Python)."""
+    import pyarrow.csv as csv
+
+    try:
+        with open_binary(path) as handle:
+            lines = csv.read_csv(
+                handle,
+                read_options=csv.ReadOptions(column_names=["line"]),
+                parse_options=csv.ParseOptions(delimiter="\x1f", quote_char=False),
+                convert_options=csv.ConvertOptions(column_types={"line": pa.string()}),
+            ).column("line")
+    except pa.ArrowInvalid:  # not UTF-8 text, or no line at all: read it line by line
+        return False
+    return bool(pc.all(pc.match_substring_regex(lines, r"\s[+-]?[0-9]+\s*$")).as_py())
+
+
 def _atol_labels(path: Path, directory: Path) -> Path:
     """``path`` itself when every label is an integer, else a copy in ``directory`` with
     each label written as atol reads it."""
+    if _integer_labels(path):
+        return path
     with open_binary(path) as handle:
         text = handle.read()
-    if _NOT_INTEGER.search(text) is None:
-        return path
     lines = []
     for raw in text.splitlines():
         fields = raw.split()
