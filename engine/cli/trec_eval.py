@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,13 @@ def add(commands: Any) -> dict[str, Handler]:
     )
     command.usage_status = 1  # trec_eval's status for a command line it cannot read
     command.add_argument("qrels", type=Path, help="TREC qrels file (qid iter docno rel)")
-    command.add_argument("run", help="TREC run file (qid Q0 docno rank score tag); - for stdin")
+    command.add_argument(
+        "run",
+        nargs="+",
+        help="TREC run file (qid Q0 docno rank score tag); - for stdin; several files, "
+        "directories (their files) or quoted globs: each run's output, as for it alone, "
+        "one after the other (exit status: the worst run's)",
+    )
     command.add_argument("-q", action="store_true", help="print every query's values too")
     command.add_argument(
         "-c",
@@ -120,19 +127,34 @@ def _format(name: str, measures: list[str]) -> str:
 
 
 def _preferences(args: argparse.Namespace, requests: list[Any], options: Options) -> int:
-    """-R prefs and -R qrels_prefs: the preference measures."""
+    """-R prefs and -R qrels_prefs: the preference measures, each run in turn."""
+    from engine.analysis import trec_eval_files as files
+    from engine.analysis import trec_eval_prefs as preferences
+
+    prefs = preferences.read_prefs(args.qrels, qrels=args.R == "qrels_prefs")
+    zscores = files.read_zscores(args.Z) if args.Z is not None else None
+
+    def one(_: int, name: str) -> None:
+        try:
+            text = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+        except OSError as error:
+            raise Stop(f"cannot read results file '{name}': {error.strerror}", 2) from None
+        _preferences_of(
+            prefs, preferences.read_ranked(text, name), requests, options, args, zscores
+        )
+
+    return _each(args.runs, one)
+
+
+def _preferences_of(
+    prefs: Any, ranked: Any, requests: list[Any], options: Options, args: Any, zscores: Any
+) -> None:
     import pyarrow as pa
 
     from engine.analysis import trec_eval_files as files
     from engine.analysis import trec_eval_prefs as preferences
 
-    prefs = preferences.read_prefs(args.qrels, qrels=args.R == "qrels_prefs")
-    try:
-        text = sys.stdin.buffer.read() if args.run == "-" else Path(args.run).read_bytes()
-    except OSError as error:
-        raise Stop(f"cannot read results file '{args.run}': {error.strerror}", 2) from None
-    run, runid = preferences.read_ranked(text, args.run)
-    zscores = files.read_zscores(args.Z) if args.Z is not None else None
+    run, runid = ranked
     queries = pa.array(sorted(prefs, key=str.encode), pa.string())
     stopped = files.first_stop(queries, pa.array(list(run), pa.string()), args.c)
     if stopped is not None:
@@ -144,7 +166,28 @@ def _preferences(args: argparse.Namespace, requests: list[Any], options: Options
         raise stop
     report = preferences.prefs_report(prefs, run, requests, options, runid)
     _write(report, zscores, per_query=args.q, summary=not args.n)
-    return 0
+
+
+def _each(runs: list[str], evaluate: Callable[[int, str], None]) -> int:
+    """``evaluate`` each run in turn; with several, a run that fails is named on standard
+    error (its output up to where it stopped printed, as trec_eval prints it) and the
+    others go on: the exit status is the worst run's. One run fails as trec_eval fails."""
+    from engine.errors import SlotwiseError
+
+    if len(runs) == 1:
+        evaluate(0, runs[0])
+        return 0
+    worst = 0
+    for index, name in enumerate(runs):
+        try:
+            evaluate(index, name)
+        except Stop as stop:
+            print(f"slotwise trec-eval: {name}: {stop.message}", file=sys.stderr)
+            worst = max(worst, stop.status)
+        except SlotwiseError as error:
+            print(f"slotwise trec-eval: {name}: {error}", file=sys.stderr)
+            worst = max(worst, 2)
+    return worst
 
 
 def _trec_eval(args: argparse.Namespace) -> int:
@@ -158,17 +201,9 @@ def _trec_eval(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
-    import pyarrow as pa
-
     from engine.analysis import trec_eval_files as files
-    from engine.analysis.trec_eval import (
-        GROUP_SEPARATOR,
-        Options,
-        judgment_groups,
-        parse_measures,
-        relevance_level,
-        trec_eval,
-    )
+    from engine.analysis.trec_eval import Options, parse_measures, relevance_level
+    from engine.cli.many import expand_runs
     from engine.evaluation.api import Engine
 
     requests = parse_measures(args.m)
@@ -181,16 +216,45 @@ def _evaluate(args: argparse.Namespace) -> int:
         judged_only=args.J,
         collection=_depth("-N", args.N) or 0,
     )
+    args.runs = expand_runs(args.run)
     if kind == "prefs":
         return _preferences(args, requests, options)
     grouped = kind == "qrels_jg"
     engine = Engine(config={}, executor="threads")
     with ThreadPoolExecutor(2, thread_name_prefix="slotwise-read") as pool:
-        reading = pool.submit(files.read_run, args.run)  # while the qrels are read
+        # the first run is read while the qrels are, each next one while a run is scored
+        ahead = {0: pool.submit(files.read_run, args.runs[0])}
         pool.submit(_load_ahead, engine, requests, options.level)
         qrels = files.read_qrels_jg(args.qrels) if grouped else files.read_qrels(args.qrels)
-        run, runid = reading.result()
-    zscores = files.read_zscores(args.Z) if args.Z is not None else None
+        zscores = files.read_zscores(args.Z) if args.Z is not None else None
+
+        def one(index: int, _: str) -> None:
+            if index + 1 < len(args.runs):
+                ahead[index + 1] = pool.submit(files.read_run, args.runs[index + 1])
+            run, runid = ahead.pop(index).result()
+            _evaluate_run(engine, qrels, run, runid, requests, options, args, zscores, grouped)
+
+        return _each(args.runs, one)
+
+
+def _evaluate_run(
+    engine: Engine,
+    qrels: Any,
+    run: Any,
+    runid: str,
+    requests: list[Request],
+    options: Options,
+    args: argparse.Namespace,
+    zscores: Any,
+    grouped: bool,
+) -> None:
+    """One run's output, as trec_eval prints it (a query it cannot evaluate: what it
+    printed before, then :class:`Stop`)."""
+    import pyarrow as pa
+
+    from engine.analysis import trec_eval_files as files
+    from engine.analysis.trec_eval import GROUP_SEPARATOR, judgment_groups, trec_eval
+
     queries, ranked = qrels.ids, run.ids
     if grouped:  # the queries of the judgment groups
         queries = pa.array(sorted({q.split(GROUP_SEPARATOR)[0] for q in queries.to_pylist()}))
@@ -198,14 +262,13 @@ def _evaluate(args: argparse.Namespace) -> int:
     stopped = files.first_stop(queries, ranked, args.c)
     if stopped is not None:
         qid, stop = stopped
-        qrels = files.before(qrels, qid)
-        if args.q and len(qrels):
-            report = trec_eval(engine, qrels, run, requests, options)
+        before = files.before(qrels, qid)
+        if args.q and len(before):
+            report = trec_eval(engine, before, run, requests, options)
             _write(judgment_groups(report) if grouped else report, zscores, True, False)
         raise stop
     report = trec_eval(engine, qrels, run, requests, options, runid=runid)
     _write(judgment_groups(report) if grouped else report, zscores, args.q, not args.n)
-    return 0
 
 
 def _load_ahead(engine: Engine, requests: list[Request], level: float) -> None:

@@ -1,0 +1,189 @@
+"""``slotwise trec-eval QRELS RUN…``: many runs in one call print, for each run in order,
+the bytes the trec_eval 10 binary (built from tests/data/trec_eval-10, as
+tests/test_trec_eval_binary.py builds it) prints for that run alone; the exit status is
+the worst run's. Checked on trec_eval's own test files and on seeded random collections
+(test_trec_eval_binary.write_collection) with runs made from one another the ways
+systems differ: rescored, cut short, a qrels query left out (the binary stops with
+status 4 after printing the queries before it), CRLF line ends, another tag.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from test_trec_eval_binary import (
+    Files,
+    run_binary,
+    run_slotwise,
+    write_collection,
+    write_judgment_groups,
+    write_prefs,
+)
+
+TEST_FILES = Path(__file__).parent / "data" / "trec_eval-10" / "test"
+
+OPTIONS: tuple[tuple[str, ...], ...] = (
+    (),
+    ("-q",),
+    ("-q", "-m", "all_trec"),
+    ("-q", "-c", "-m", "all_trec"),
+    ("-n", "-q", "-m", "official"),
+    ("-q", "-J", "-M", "5", "-m", "all_trec"),
+    ("-q", "-l", "2", "-m", "official"),
+    ("-q", "-m", "P.5,7,3", "-m", "ndcg_cut.10,20", "-m", "relstring.5"),
+    ("-m", "bogus"),  # status 1 before any run is read: no output
+)
+
+
+def _variants(run: Path, seed: int) -> list[Path]:
+    """Runs of other "systems" from ``run``: the run itself, rescored (ties among them),
+    cut to half its lines under another tag, without the ranking of one judged query,
+    and in CRLF with tabs."""
+    rng = random.Random(seed)
+    lines = run.read_bytes().decode().splitlines()
+    fields = [line.split() for line in lines]
+    judged = sorted({f[0] for f in fields if not f[0].startswith("only")})
+    rescored = [
+        [*f[:4], rng.choice(["1.5", "0.5", repr(rng.uniform(-1, 2))]), *f[5:]] for f in fields
+    ]
+    halved = [[*f[:5], "half", *f[6:]] for f in fields[: len(fields) // 2]] + [fields[-1]]
+    dropped = [f for f in fields if f[0] != judged[len(judged) // 2]]
+    made = {
+        "a-run": lines,
+        "b-rescored": [" ".join(f) for f in rescored],
+        "c-halved": [" ".join(f) for f in halved],
+        "d-dropped": [" ".join(f) for f in dropped],
+    }
+    paths = []
+    for name, text in made.items():
+        path = run.with_name(name)
+        path.write_text("\n".join(text) + "\n", encoding="utf-8")
+        paths.append(path)
+    crlf = run.with_name("e-crlf")
+    crlf.write_bytes(("\r\n".join("\t".join(line.split()) for line in lines) + "\r\n").encode())
+    return [*paths, crlf]
+
+
+def _binary_each(
+    binary: Path, args: Sequence[str], runs: Sequence[Path], cwd: Path
+) -> tuple[int, bytes]:
+    """The binary once per run: its outputs one after the other, the worst status."""
+    done = [run_binary(binary, [*args, str(run)], cwd) for run in runs]
+    return max(status for status, _ in done), b"".join(out for _, out in done)
+
+
+def _check(
+    binary: Path,
+    options: Sequence[Sequence[str]],
+    qrels: Path,
+    runs: Sequence[Path],
+    capsysbinary: pytest.CaptureFixture[bytes],
+) -> list[str]:
+    found = []
+    for option in options:
+        expected = _binary_each(binary, [*option, str(qrels)], runs, qrels.parent)
+        got = run_slotwise([*option, str(qrels), *map(str, runs)], capsysbinary)
+        if got != expected:
+            found.append(
+                f"{option}: status {got[0]}, binary {expected[0]}; same bytes: {got[1] == expected[1]}"
+            )
+    return found
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_random_runs_in_one_call_byte_for_byte(
+    seed: int, trec_eval_binary: Path, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    files = write_collection(tmp_path, seed, queries=30)
+    runs = _variants(files.run, seed)
+    statuses = {
+        run.name: run_binary(trec_eval_binary, [str(files.qrels), str(run)], tmp_path)[0]
+        for run in runs
+    }
+    assert statuses["d-dropped"] == 4 and statuses["a-run"] == 0  # the data has both cases
+    assert _check(trec_eval_binary, OPTIONS, files.qrels, runs, capsysbinary) == []
+
+
+def test_directory_and_glob_are_their_files_in_order(
+    trec_eval_binary: Path, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    files = write_collection(tmp_path, 13, queries=20)
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    runs = []
+    for run in _variants(files.run, 13):
+        runs.append(folder / run.name)
+        shutil.move(run, runs[-1])
+    (folder / ".hidden").write_text("not a run\n")  # skipped, as a sharded input skips it
+    expected = _binary_each(trec_eval_binary, ["-q", str(files.qrels)], sorted(runs), tmp_path)
+    for given in (
+        [str(folder)],
+        [str(folder / "*-*")],
+        [str(folder / "a-run"), str(folder / "[b-e]*")],
+    ):
+        assert run_slotwise(["-q", str(files.qrels), *given], capsysbinary) == expected, given
+
+
+def test_trec_evals_own_test_runs(
+    trec_eval_binary: Path, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """trec_eval's test runs against its qrels (results.trunc and results-302.test lack
+    qrels queries: status 4, their -q lines up to the missing query), with -Z too."""
+    runs = [
+        TEST_FILES / name
+        for name in ("results.test", "results.trunc", "results.test", "results-302.test")
+    ]
+    qrels = TEST_FILES / "qrels.test"
+    options = [
+        ("-q",),
+        ("-c", "-q", "-m", "all_trec"),
+        ("-q", "-Z", str(TEST_FILES / "zscores_file")),
+    ]
+    assert _check(trec_eval_binary, options, qrels, runs, capsysbinary) == []
+
+
+def test_judgment_groups_and_preferences_many_runs(
+    trec_eval_binary: Path, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    files = write_collection(tmp_path, 14, queries=20, negative=False)
+    runs = _variants(files.run, 14)
+    grouped = write_judgment_groups(files, 14)
+    prefs = write_prefs(Files(files.qrels, files.run, True), 14)
+    options = [
+        ("-q", "-R", "qrels_jg", "-m", "qrels_jg"),
+        ("-q", "-c", "-R", "qrels_jg", "-m", "qrels_jg"),
+    ]
+    assert _check(trec_eval_binary, options, grouped, runs, capsysbinary) == []
+    options = [("-q", "-R", "prefs", "-m", "all_prefs"), ("-c", "-R", "prefs", "-m", "prefs")]
+    assert _check(trec_eval_binary, options, prefs, runs, capsysbinary) == []
+    options = [("-q", "-R", "qrels_prefs", "-m", "all_prefs")]
+    assert _check(trec_eval_binary, options, files.qrels, runs, capsysbinary) == []
+
+
+def test_a_bad_run_among_many_is_named_and_the_others_go_on(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """An empty run (which slotwise refuses, status 2) and a missing file between two good
+    runs: each named on standard error, the good runs' output as for each alone."""
+    from engine.cli import main
+
+    files = write_collection(tmp_path, 15, queries=10)
+    empty, missing = tmp_path / "empty", tmp_path / "missing"
+    empty.write_bytes(b"")
+    capsysbinary.readouterr()
+    alone = main(["trec-eval", str(files.qrels), str(files.run)]), capsysbinary.readouterr().out
+    assert alone[0] == 0
+    status = main(
+        ["trec-eval", str(files.qrels), str(files.run), str(empty), str(missing), str(files.run)]
+    )
+    out, err = capsysbinary.readouterr()
+    assert status == 2
+    assert out == alone[1] * 2
+    assert f"{empty}: cannot read results file '{empty}': it is empty".encode() in err
+    assert str(missing).encode() in err and b"Traceback" not in err
+    assert main(["trec-eval", str(files.qrels), str(tmp_path / "nothing-*")]) == 2
+    assert b"no file matches" in capsysbinary.readouterr().err
