@@ -6,6 +6,11 @@ trec_eval's measures loaded from the metric registry, which ``trec-eval`` pays b
 reads a byte) and the trec_eval 10 binary built from source.
 
     python benchmarks/startup.py [--repeat 15]
+    python benchmarks/startup.py --many 100 [--repeat 5]
+
+``--many N``: N runs in one ``slotwise trec-eval -q QRELS DIR`` call against the binary
+invoked once per run (as a shell loop over a directory of runs does): trec_eval's test run
+(results.test) rescored with N seeds, against its qrels.test; the ratio of the medians.
 
 Each command runs ``--repeat`` times, the commands interleaved (so a slower minute of the
 machine falls on all of them); a row gives the median and the least wall time, and the
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import random
 import statistics
 import subprocess
 import sys
@@ -99,9 +105,54 @@ def table(times: dict[str, list[float]]) -> list[str]:
     return rows
 
 
+def write_runs(folder: Path, count: int) -> list[Path]:
+    """``count`` runs: results.test with each score replaced by a seeded draw (a tenth of
+    them tied), under its own tag."""
+    lines = [line.split() for line in (TEST_FILES / "results.test").read_text().splitlines()]
+    runs = []
+    for seed in range(count):
+        rng = random.Random(seed)
+        text = "".join(
+            f"{q} {z} {d} {r} {rng.choice([1.0, round(rng.uniform(0, 10), 3)])} run{seed}\n"
+            for q, z, d, r, _, _ in lines
+        )
+        runs.append(folder / f"run{seed:03d}")
+        runs[-1].write_text(text)
+    return runs
+
+
+def many(binary: Path, count: int, repeat: int) -> list[str]:
+    """The Markdown rows of ``--many``: one slotwise call over ``count`` runs against the
+    binary once per run, the same bytes checked, interleaved ``repeat`` times."""
+    qrels = str(TEST_FILES / "qrels.test")
+    with tempfile.TemporaryDirectory() as folder:
+        runs = write_runs(Path(folder), count)
+        ours = [*_slotwise(), "trec-eval", "-q", qrels, folder]
+        theirs = [[str(binary), "-q", qrels, str(run)] for run in runs]
+        times: dict[str, list[float]] = {"slotwise": [], "binary": []}
+        for _ in range(repeat):
+            start = time.perf_counter()
+            out = subprocess.run(ours, capture_output=True, check=True).stdout
+            times["slotwise"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            outs = [subprocess.run(argv, capture_output=True, check=True).stdout for argv in theirs]
+            times["binary"].append(time.perf_counter() - start)
+            if out != b"".join(outs):
+                raise RuntimeError("slotwise's output differs from the binary's")
+    median = {name: statistics.median(found) for name, found in times.items()}
+    return [
+        f"| {count} runs of results.test, -q | median s | least s |",
+        "|---|---:|---:|",
+        f"| slotwise trec-eval, one call | {median['slotwise']:.3f} | {min(times['slotwise']):.3f} |",
+        f"| trec_eval 10 binary, once per run | {median['binary']:.3f} | {min(times['binary']):.3f} |",
+        f"| ratio slotwise / binary | {median['slotwise'] / median['binary']:.2f} | |",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=15, help="runs of each command")
+    parser.add_argument("--many", type=int, metavar="N", help="N runs in one call (see above)")
     args = parser.parse_args()
     for package in ("engine", "metrics_plugins"):  # the __pycache__ folders git ignores
         compileall.compile_dir(ROOT / package, quiet=1)
@@ -109,6 +160,9 @@ def main() -> None:
         binary = trec_eval_binary.build(Path(folder))
         if binary is None:
             print(f"(no trec_eval binary: {trec_eval_binary.why_not()})", file=sys.stderr)
+        elif args.many is not None:
+            print("\n".join(many(binary, args.many, args.repeat)))
+            return
         print("\n".join(table(measure(programs(binary), args.repeat))))
 
 
