@@ -199,8 +199,8 @@ def _plain_claims(value: Any) -> bool:
 def _plain_long_form(value: dict[str, Any]) -> bool:
     """The long form ``{relevance?, utility?, grades?, answers?, groups?, reference?,
     claims?}`` with plain contents."""
-    if not value.keys() <= LONG_FORM:
-        return False
+    if not value.keys() <= LONG_FORM or "spans" in value:
+        return False  # spans: the schema checks them
     answers = value.get("answers", "x")
     groups = value.get("groups", {})
     return (
@@ -230,7 +230,7 @@ def _all_labels(values: Iterable[Any]) -> bool:
 
 #: The keys of ``expected_output``'s long form (a short form is a bare label mapping).
 LONG_FORM = frozenset(
-    {"relevance", "utility", "grades", "answers", "groups", "reference", "claims"}
+    {"relevance", "utility", "grades", "answers", "groups", "reference", "claims", "spans"}
 )
 _SAMPLE_KEYS = frozenset({"id", "input", "expected_output", "metadata"})
 _ITEM_KEYS = frozenset({"id", "text", "score"})
