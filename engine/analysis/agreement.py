@@ -42,10 +42,12 @@ __all__ = [
     "Graded",
     "JudgeAgreement",
     "Level",
+    "Mutual",
     "Topic",
     "graded_agreement",
     "judge_agreement",
     "krippendorff_alpha",
+    "mutual_agreement",
     "weighted_kappa",
 ]
 
@@ -473,4 +475,68 @@ def judge_agreement(human: Any, judge: Any) -> JudgeAgreement:
         graded.kappa_binary,
         graded,
         _why(judge, missing),
+    )
+
+
+@attrs.frozen
+class Mutual:
+    """Several judges' agreement among themselves: for each two judges, Cohen's kappa
+    (linear, quadratic) on the pairs both graded; Krippendorff's alpha of all of them
+    (a judge missing on a pair is missing data, as alpha reads it)."""
+
+    names: tuple[str, ...]
+    pairwise: tuple[tuple[str, str, int, float | None, float | None], ...]
+    """(judge, judge, pairs both graded, linear kappa, quadratic kappa)."""
+    alpha: Mapping[str, float | None]
+    pairs: int
+
+    def lines(self) -> list[str]:
+        lines = [
+            f"agreement among the {len(self.names)} judges on {self.pairs:,} pairs: "
+            "Krippendorff's alpha  "
+            + "  ".join(f"{level} {_number(self.alpha[level])}" for level in LEVELS)
+        ]
+        lines += [
+            f"  {a} ~ {b}: Cohen's kappa linear {_number(linear)}  quadratic "
+            f"{_number(quadratic)} on {n:,} pairs both graded"
+            for a, b, n, linear, quadratic in self.pairwise
+        ]
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "judges": list(self.names),
+            "pairs": self.pairs,
+            "krippendorff_alpha": dict(self.alpha),
+            "pairwise": [
+                {"judges": [a, b], "pairs": n, "linear_kappa": lin, "quadratic_kappa": quad}
+                for a, b, n, lin, quad in self.pairwise
+            ],
+        }
+
+
+def mutual_agreement(names: Any, grades: Any) -> Mutual:
+    """The agreement among judges ``names`` of their ``grades`` (judges x pairs, NaN
+    where a judge gave none), see :class:`Mutual`."""
+    matrix = np.asarray(grades, dtype=np.float64)
+    names = tuple(names)
+    pairwise = []
+    for first in range(len(names)):
+        for second in range(first + 1, len(names)):
+            both = ~np.isnan(matrix[first]) & ~np.isnan(matrix[second])
+            a, b = matrix[first, both], matrix[second, both]
+            pairwise.append(
+                (
+                    names[first],
+                    names[second],
+                    int(both.sum()),
+                    weighted_kappa(a, b, "linear"),
+                    weighted_kappa(a, b, "quadratic"),
+                )
+            )
+    return Mutual(
+        names,
+        tuple(pairwise),
+        {level: krippendorff_alpha(matrix, level) for level in LEVELS},
+        int(matrix.shape[1]),
     )

@@ -30,7 +30,8 @@ malformed`` (200 with a body that is not JSON), ``--mode fail`` (503); ``--fail-
 --retry-after`` seconds to the first N), ``--throttle-for S`` (the same 429 to every
 request for S seconds from the first), ``--drop-first N`` (the first N connections closed
 without an answer), ``--no-structured`` (400 to any request with ``response_format``),
-``--unreadable SHARE`` (prose that no reader accepts to that share of the judge prompts,
+``--bias N`` (N added to every UMBRELA grade, kept within 0-3: a harsher or kinder
+judge), ``--unreadable SHARE`` (prose that no reader accepts to that share of the judge prompts,
 chosen by their hash: the same prompts every time), ``--canned FILE`` (a JSON object: a
 prompt that contains one of its keys gets that answer text as it is, or, for
 ``{"status": N}``, that HTTP status every time), ``--reflect-errors STATUS`` (that status
@@ -125,10 +126,13 @@ def _judged(prompt: str) -> tuple[str, Any]:
     ) else "B"
 
 
-def judge_answer(prompt: str, structured: bool) -> str:
+def judge_answer(prompt: str, structured: bool, bias: int = 0) -> str:
     """The answer to a one-turn prompt: the bare JSON object when ``structured``, else
-    fenced JSON (UMBRELA: its ``##final score: N`` line)."""
+    fenced JSON (UMBRELA: its ``##final score: N`` line); ``bias`` is added to UMBRELA
+    grades (kept within 0-3)."""
     key, value = _judged(prompt)
+    if key == "final_score":
+        value = min(3, max(0, value + bias))
     if not key:
         return str(value)
     document = {key: value} if key != "grade" else {"motivation": "compared the words", key: value}
@@ -149,6 +153,7 @@ class State:
         self.throttle_first = args.throttle_first
         self.throttle_for = args.throttle_for
         self.unreadable = args.unreadable
+        self.bias = args.bias
         self.retry_after = args.retry_after
         self.drop_first = args.drop_first
         self.structured = not args.no_structured
@@ -164,12 +169,14 @@ class State:
         self.lock = threading.Lock()
 
 
-def _completion(body: dict[str, Any], mode: str, canned: str | None) -> dict[str, Any]:
+def _completion(
+    body: dict[str, Any], mode: str, canned: str | None, bias: int = 0
+) -> dict[str, Any]:
     messages = body["messages"]
     user = messages[-1]["content"]
     usage = {"prompt_tokens": sum(len(m["content"].split()) for m in messages)}
     if messages[0]["role"] != "system":  # a judge prompt
-        text = canned if canned is not None else judge_answer(user, "response_format" in body)
+        text = canned if canned is not None else judge_answer(user, "response_format" in body, bias)
         usage["completion_tokens"] = len(text.split())
         return {
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}],
@@ -276,7 +283,7 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
             elif "response_format" in body and not state.structured:
                 self._send(400, b'{"error": "response_format is not supported"}')
             else:
-                completion = _completion(body, state.mode, canned)
+                completion = _completion(body, state.mode, canned, state.bias)
                 with state.lock:
                     for name in state.tokens:
                         state.tokens[name] += completion["usage"][name]
@@ -309,6 +316,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--unreadable", type=float, default=0.0, help="unreadable answers to this share of judges"
+    )
+    parser.add_argument(
+        "--bias", type=int, default=0, help="add this to every UMBRELA grade (kept within 0-3)"
     )
     parser.add_argument("--canned", help="JSON file: prompt substring -> answer text or {status}")
     parser.add_argument(

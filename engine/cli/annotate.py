@@ -7,6 +7,7 @@ subparsers and returns its handler."""
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -95,7 +96,43 @@ def add(commands: Any) -> dict[str, Handler]:
         "already have (a person's), which are kept; print Cohen's kappa, precision, recall "
         "and the disagreements. With --runs: judge every pooled pair of the samples that "
         "have human relevance labels, and print Cohen's kappa with the human labels and "
-        "Kendall's tau between the runs' rankings under each",
+        "Kendall's tau between the runs' rankings under each, then the graded agreement: "
+        "weighted kappa (linear, quadratic), Krippendorff's alpha (nominal, ordinal, "
+        "interval), the confusion matrix, the unreliable topics and the pairs the judge "
+        "left unlabelled (docs/annotation.md#agreement)",
+    )
+    judges.add_argument(
+        "--agreement-format",
+        choices=("text", "json", "markdown"),
+        default="text",
+        help="how --agreement --runs prints its report (text)",
+    )
+    judges.add_argument(
+        "--also-judge",
+        action="append",
+        default=[],
+        metavar="MODEL[@BASE_URL]",
+        help="with --runs: another judge (the same --annotator, this model, at this endpoint "
+        "or --base-url's); repeatable. Every judge labels the same pairs and their grades "
+        "are combined by --combine; each judge's grade and their spread are written with "
+        "the label (metadata.judges, metadata.judge_spread), their agreement is printed",
+    )
+    judges.add_argument(
+        "--combine",
+        choices=("majority", "mean"),
+        default="majority",
+        help="with --also-judge: majority (the grade most judges gave; a tie: the lower) or "
+        "mean (rounded to the nearest grade, a half down); a judge that gave no grade for a "
+        "pair is left out of that pair's combination (default majority)",
+    )
+    judges.add_argument(
+        "--system-model",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="the model of a judged system (repeatable): a judge of its family (gpt/o1/o3/o4: "
+        "OpenAI, claude: Anthropic, gemini/gemma: Google, llama: Meta, qwen, mistral, ...) "
+        "is warned about (self-preference)",
     )
     holes = annotate.add_argument_group("pooling and hole filling (--task relevance)")
     holes.add_argument(
@@ -176,6 +213,9 @@ def _annotate(args: argparse.Namespace) -> int:
         raise UsageError("--holes, --dry-run and --metrics go with --runs OUTPUTS...")
     if args.runs is not None and args.agreement and args.holes:
         raise UsageError("--agreement judges the pairs people labelled: leave out --holes")
+    if args.also_judge and args.runs is None:
+        raise UsageError("--also-judge combines judges of --runs' pooled pairs: give --runs")
+    _self_preference(args)
     engine = configured_engine(getattr(args, "config", None))
     path, outputs_path = _dataset(args, engine)
     name, columns = read_dataset(path)
@@ -239,28 +279,127 @@ def _fill(
     if args.agreement:  # the pairs of the samples that have human relevance labels
         has_labels = columns.column("relevance").is_valid().to_numpy(zero_copy_only=False)
         only = has_labels[pooled.rows]
-    labelled, filling = session.run(
-        ["relevance"],
-        lambda: fill_holes(
+    judged = []
+    for judge, current in _judges(args, session):
+        work = functools.partial(
+            fill_holes,
             raws,
             samples,
             pooled,
-            session.annotator,
-            session.runner,
+            current.annotator,
+            current.runner,
             every=not args.holes,
             only=only,
             judge=args.judge,
             judge_max_tokens=args.judge_max_tokens,
-            announce=session.announce,
-        ),
-    )
-    _write(args.output, labelled, name, filling.lines(), session.cache_path)
+            announce=current.announce,
+        )
+        labelled, filling = current.run(["relevance"], work)
+        judged.append((judge, labelled, filling))
+    lines = [line for _, _, filling in judged for line in filling.lines()]
+    unreadable, failed = filling.unreadable, filling.failed
+    ensemble = None
+    if len(judged) > 1:
+        labelled, filling, ensemble = _combined(args, raws, judged)
+        lines += ensemble.lines()
+        unreadable, failed = ensemble.unjudged, []
+    _write(args.output, labelled, name, lines, session.cache_path)
     if args.agreement:
         metrics = split_specs(args.metrics) or [f"retrieval-ndcg-at-k@{args.depth}"]
         named = {str(path): run for path, run in zip(args.runs, runs, strict=True)}
         found = relevance_agreement(raws, labelled, filling, named, metrics, engine)
-        print("\n".join(found.lines()))
-    return session.finished(filling.unreadable, filling.failed, args.output)
+        _print_agreement(args, engine, raws, labelled, found)
+    if ensemble is not None:
+        _print_mutual(ensemble)
+    return session.finished(unreadable, failed, args.output)
+
+
+def _judges(args: argparse.Namespace, session: Session) -> Any:
+    """(name, session) of the judge --model names and of each --also-judge, in turn (each
+    session is closed when its run ends; all share the cache)."""
+    yield args.model, session
+    models = [args.model, *(spec.partition("@")[0] for spec in args.also_judge)]
+    for spec in args.also_judge:
+        model, _, url = spec.partition("@")
+        if not model:
+            raise UsageError(f"--also-judge {spec!r}: name the model (MODEL[@BASE_URL])")
+        judge_args = argparse.Namespace(**{**vars(args), "model": model})
+        if url:
+            judge_args.base_url = url
+        name = spec if models.count(model) > 1 else model
+        yield name, Session.of(judge_args, session.cache_path)
+
+
+def _combined(
+    args: argparse.Namespace, raws: list[dict[str, Any]], judged: list[Any]
+) -> tuple[list[dict[str, Any]], Any, Any]:
+    """The judges' labels combined by --combine, the filling that reads the combined
+    labels' source, and the ensemble."""
+    import attrs
+
+    from engine.annotate.ensemble import combine
+
+    labelled, ensemble = combine(
+        raws, [(name, labels, filling.source) for name, labels, filling in judged], args.combine
+    )
+    return labelled, attrs.evolve(judged[0][2], source=ensemble.source), ensemble
+
+
+def _print_mutual(ensemble: Any) -> None:
+    from engine.analysis.agreement import mutual_agreement
+
+    print("\n".join(mutual_agreement(ensemble.names, ensemble.grades).lines()))
+
+
+def _preference(args: argparse.Namespace) -> list[str]:
+    """A self-preference warning for each judge of a --system-model's family."""
+    from engine.annotate.families import self_preference
+
+    models = {args.model: args.model, **{s: s.partition("@")[0] for s in args.also_judge}}
+    return self_preference(models, args.system_model)
+
+
+def _self_preference(args: argparse.Namespace) -> None:
+    """Log each self-preference warning (WARNING: on stderr)."""
+    from engine.logs import log
+
+    for warning in _preference(args):
+        log.warning("judge.self_preference", warning=warning)
+
+
+def _print_agreement(
+    args: argparse.Namespace, engine: Engine, raws: Any, labelled: Any, found: Any
+) -> None:
+    """The judge's agreement with the human labels in --agreement-format."""
+    import json
+
+    from engine.analysis.agreement import judge_agreement
+
+    graded = judge_agreement(engine.dataset(samples=raws), engine.dataset(samples=labelled))
+    if args.agreement_format == "text":
+        print("\n".join([*found.lines(), *graded.lines()]))
+    elif args.agreement_format == "markdown":
+        taus = "".join(
+            f"- {r.metric}: Kendall's tau {_tau(r.tau)} between the runs' order under the "
+            "human and the judge's labels\n"
+            for r in found.rankings
+        )
+        print(graded.to_markdown() + ("\n" + taus if taus else ""), end="")
+    else:
+        document = {
+            **graded.to_dict(),
+            "source": found.source,
+            "rankings": [
+                {"metric": r.metric, "human": dict(r.human), "judge": dict(r.llm), "tau": r.tau}
+                for r in found.rankings
+            ],
+            "self_preference": _preference(args),
+        }
+        print(json.dumps(document, indent=2, ensure_ascii=False))
+
+
+def _tau(value: float | None) -> str:
+    return "undefined" if value is None else f"{value:.4f}"
 
 
 def _write(output: Path, labelled: list[Any], name: Any, lines: Any, cache: Any) -> None:
