@@ -267,3 +267,39 @@ class TestGradedAgreementCommand:
              "--base-url", "http://127.0.0.1:9/v1", "--model", "j", "--also-judge", "k"]
         )  # fmt: skip
         assert code == 2 and "--also-judge combines judges of --runs" in capsys.readouterr().err
+
+
+def test_compare_ppi_prints_the_graded_agreement(
+    server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``compare --ppi --human``: the JSON has the judge's graded agreement with the
+    human labels (kappas as scikit-learn's on the 36 pairs both labelled), the table its
+    lines, the markdown its table."""
+    server = server_factory()
+    paths = _files(tmp_path)
+    assert _annotate(paths, server.url) == 0
+    metric = "retrieval-ndcg-at-k@4"
+    for system in ("a", "b"):
+        assert main(
+            ["run", str(paths["labelled"]), "--outputs", str(paths[system]), "--metrics", metric,
+             "--format", "json", "--output", str(tmp_path / f"{system}-results.json"),
+             "--keep-outputs"]
+        ) == 0  # fmt: skip
+    argv = ["compare", str(tmp_path / "a-results.json"), str(tmp_path / "b-results.json"),
+            "--ppi", str(paths["labelled"]), "--human", str(paths["dataset"])]  # fmt: skip
+    capsys.readouterr()
+    assert main([*argv, "--format", "json"]) == 0
+    agreement = json.loads(capsys.readouterr().out)["agreement"]
+    human = [HUMAN[i % 3][k] for i in range(9) for k in sorted(PASSAGES)]
+    judge = [_grade(f"{k}{i}", i) for i in range(9) for k in sorted(PASSAGES)]
+    assert agreement["pairs"] == 36 and agreement["samples"] == 9
+    assert agreement["graded"]["cohen_kappa"]["linear"] == pytest.approx(
+        cohen_kappa_score(human, judge, weights="linear")
+    )
+    assert agreement["weighted_kappa"] == pytest.approx(
+        cohen_kappa_score(human, judge, weights="quadratic")
+    )
+    assert main(argv) == 0
+    assert "Krippendorff's alpha  nominal" in capsys.readouterr().out
+    assert main([*argv, "--format", "markdown"]) == 0
+    assert "| Cohen's kappa, linear |" in capsys.readouterr().out

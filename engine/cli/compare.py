@@ -220,7 +220,15 @@ def _compare(args: argparse.Namespace) -> int:
         ppi=reports,
         agreement=agreement,
     )
-    _emit(comparison, verdict, args.format, args.output, args.movers, list(reports.values()))
+    _emit(
+        comparison,
+        verdict,
+        args.format,
+        args.output,
+        args.movers,
+        list(reports.values()),
+        agreement,
+    )
     if not args.fail_on_regression:
         return 0
     code = verdict.exit_code(args.allow_inconclusive)
@@ -260,18 +268,25 @@ def _emit(
     output: Path | None,
     movers: int,
     ppi: Sequence[Any] = (),
+    agreement: JudgeAgreement | None = None,
 ) -> None:
+    """The comparison, the PPI reports, the verdict and (--ppi) the judge's graded
+    agreement with the human labels, in ``fmt``."""
     if fmt == "table":
         tables = [comparison.table(), *(report.table() for report in ppi)]
-        emit_tables(tables, [*comparison.notes(movers), *verdict.lines()], output)
+        graded = agreement.lines()[1:] if agreement is not None else []  # [0]: the verdict's
+        emit_tables(tables, [*comparison.notes(movers), *verdict.lines(), *graded], output)
     elif fmt == "json":
         document = comparison.to_dict()
         if ppi:
             document["ppi"] = [report.to_dict()["ppi"] for report in ppi]
         document["verdict"] = verdict.to_dict()
+        if agreement is not None:
+            document["agreement"] = agreement.to_dict()
         emit(json.dumps(document, indent=2, ensure_ascii=False) + "\n", output)
     elif fmt == "markdown":
         lines = "".join(f"- {line.strip()}\n" for line in verdict.lines())
-        emit(comparison.to_markdown() + "\n" + lines, output)
+        graded = "\n" + agreement.to_markdown() if agreement is not None else ""
+        emit(comparison.to_markdown() + "\n" + lines + graded, output)
     else:
         emit(comparison.to_latex(), output)
