@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 __all__ = [
+    "ClusterError",
     "ConfigError",
     "DuplicateMetricError",
     "InputError",
@@ -133,6 +134,15 @@ class MissingDependencyError(SlotwiseError, ImportError):
         super().__init__(
             f"{feature} needs the optional extra '{extra}'{missing}: pip install 'slotwise[{extra}]'"
         )
+
+
+class ClusterError(SlotwiseError, ConnectionError):
+    """A Ray cluster cannot be reached, refused the driver, or its workers cannot import
+    what the job needs; names the address, why, and the fix."""
+
+    def __init__(self, address: str, reason: str, fix: str) -> None:
+        self.address, self.reason, self.fix = address, reason, fix
+        super().__init__(f"the Ray cluster at {address}: {reason}" + (f"; {fix}" if fix else ""))
 
 
 class OutputError(SlotwiseError):

@@ -31,6 +31,7 @@ __all__ = [
     "Handler",
     "Parser",
     "UsageError",
+    "add_ray_options",
     "configured_engine",
     "emit",
     "emit_tables",
@@ -44,6 +45,7 @@ __all__ = [
     "positive_float",
     "positive_int",
     "probability",
+    "ray_options",
     "share",
     "split_specs",
     "statistics_options",
@@ -142,14 +144,53 @@ def split_specs(values: Sequence[str]) -> list[str]:
     return [s for s in specs if s]
 
 
-def configured_engine(config: Path | None, **options: Any) -> Engine:
-    """The engine of a command (:meth:`Engine.from_config`: ``--config``, else the file
-    ``SLOTWISE_CONFIG`` names, else the nearest ``slotwise.yaml`` upward), saying on
-    stderr, before anything else is printed, which file it read and which defaults that
-    file set: a file found upward moves numbers, and the terminal says so."""
-    from engine.evaluation.api import Engine
+def add_ray_options(group: Any) -> None:
+    """``--ray-address`` and ``--runtime-env``, for a command with ``--executor ray``."""
+    group.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="with --executor ray: the cluster (HOST:6379 on a node of it, ray://HOST:10001 "
+        "from outside, auto: the one `ray start` started here; default: ray.address in "
+        "slotwise.yaml, else RAY_ADDRESS, else a local Ray); one that does not answer in "
+        "5 s is an error naming it",
+    )
+    group.add_argument(
+        "--runtime-env",
+        type=Path,
+        metavar="FILE",
+        help="with --executor ray: a YAML or JSON file of Ray's runtime_env for the workers "
+        "(env_vars, py_modules such as a slotwise wheel and plugin wheels, pip, "
+        "working_dir; paths relative to the file); default: ray.runtime_env in slotwise.yaml",
+    )
 
-    engine = Engine.from_config(config, **options)
+
+def ray_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What ``--ray-address`` and ``--runtime-env`` set, over slotwise.yaml's ``ray``."""
+    from engine.io.runtime_env import read_runtime_env
+
+    found: dict[str, Any] = {}
+    if getattr(args, "ray_address", None):
+        found["address"] = args.ray_address
+    if getattr(args, "runtime_env", None) is not None:
+        found["runtime_env"] = read_runtime_env(args.runtime_env)
+    return found
+
+
+def configured_engine(
+    config: Path | None, ray: dict[str, Any] | None = None, **options: Any
+) -> Engine:
+    """The engine of a command (:meth:`Engine.from_config`: ``--config``, else the file
+    ``SLOTWISE_CONFIG`` names, else the nearest ``slotwise.yaml`` upward; ``ray`` over
+    its ``ray`` options), saying on stderr, before anything else is printed, which file
+    it read and which defaults that file set: a file found upward moves numbers, and the
+    terminal says so."""
+    from engine.evaluation.api import Engine
+    from engine.io.config import Config
+
+    found = Config.load(config) if config is not None else Config.discover()
+    if ray:
+        found = found._replace(ray={**found.ray, **ray})
+    engine = Engine(config=found, **options)
     found = engine.config
     note_inputs(found.source)
     if found.source is not None:

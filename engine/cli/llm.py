@@ -13,7 +13,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from engine.cli.common import non_negative, non_negative_int, positive_float, positive_int, share
+from engine.cli.common import (
+    add_ray_options,
+    non_negative,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    ray_options,
+    share,
+)
 from engine.errors import InputError, Problem
 from engine.redact import redact
 
@@ -90,6 +98,7 @@ def add_llm_options(parser: argparse.ArgumentParser) -> Any:
         help="where batches run: threads here (local), or --concurrency actors on a Ray "
         "cluster (RAY_ADDRESS, else a local Ray; needs slotwise[ray]); the cache stays here",
     )
+    add_ray_options(group)
     group.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -168,8 +177,20 @@ def _runner(args: argparse.Namespace, annotator: Any, cache: Any) -> Runner:
         max_wait=args.max_wait,
         rate_limit=args.rate_limit,
         progress=args.progress,
-        executor=args.executor,
+        executor=_executor(args),
     )
+
+
+def _executor(args: argparse.Namespace) -> Any:
+    """``--executor``; for ``ray``, with the cluster's options (``--ray-address``,
+    ``--runtime-env``, over slotwise.yaml's ``ray``)."""
+    if args.executor != "ray":
+        return args.executor
+    from engine.evaluation.executors import RayExecutor
+    from engine.io.config import Config
+
+    config = Config.load(args.config) if getattr(args, "config", None) else Config.discover()
+    return RayExecutor(**{**config.ray, **ray_options(args)})
 
 
 class Ended(Exception):

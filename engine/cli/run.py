@@ -14,6 +14,7 @@ from engine.cli import process
 from engine.cli.common import (
     Handler,
     UsageError,
+    add_ray_options,
     configured_engine,
     emit,
     emit_tables,
@@ -21,6 +22,7 @@ from engine.cli.common import (
     metrics_with_k,
     parse_cutoffs,
     positive_int,
+    ray_options,
     split_specs,
 )
 from engine.io.config import CONFIG_FILENAME
@@ -155,6 +157,7 @@ def add(commands: Any) -> dict[str, Handler]:
         "thread alone, or a Ray cluster (RAY_ADDRESS; needs slotwise[ray]), whose workers read "
         "--qrels/--run files (and, with --stream, labels and run tables) themselves",
     )
+    add_ray_options(run)
     ppi = run.add_argument_group("prediction-powered inference (docs/ppi.md)")
     ppi.add_argument(
         "--ppi",
@@ -170,6 +173,13 @@ def add(commands: Any) -> dict[str, Handler]:
         help="with --ppi: a second system's outputs; estimate the paired difference "
         "OUTPUTS - BASELINE per metric",
     )
+    ppi.add_argument(
+        "--design",
+        type=Path,
+        metavar="SAMPLE.design.json",
+        help="with --ppi: the design DATASET's labelled samples were drawn by (`slotwise "
+        "sample`): stratified and active samples are weighted as drawn",
+    )
     return {"run": _run}
 
 
@@ -178,7 +188,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from engine.io import sources, trec
 
-    engine = configured_engine(args.config, executor=args.executor)
+    engine = configured_engine(args.config, ray_options(args), executor=args.executor)
     args.qrels, args.trec_run, args.outputs = map(_spec, (args.qrels, args.trec_run, args.outputs))
     if args.qrels is not None and args.dataset is not None:
         raise UsageError("give either DATASET or --qrels, not both")
@@ -214,8 +224,8 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.ppi is not None:
         return _run_ppi(engine, dataset, metrics_with_k(engine, specs, args.k), outputs, args)
-    if args.ppi_baseline is not None:
-        raise UsageError("--ppi-baseline goes with --ppi PREDICTIONS")
+    if args.ppi_baseline is not None or args.design is not None:
+        raise UsageError("--ppi-baseline and --design go with --ppi PREDICTIONS")
     chunked = args.chunk_size if args.chunk_size is not None or args.executor == "ray" else None
     evaluation = dataset.with_metrics(metrics_with_k(engine, specs, args.k))
     with _muted_with_the_results(args.format):
@@ -272,8 +282,11 @@ def _run_ppi(engine: Engine, dataset: Any, specs: list[Any], outputs: Any, args:
     """``run --ppi``: the PPI++ estimates as a table, or as JSON with ``--format json``."""
     if args.stream or args.by is not None or args.format not in ("table", "json"):
         raise UsageError("--ppi writes a table or --format json, without --stream or --by")
+    from engine.analysis.sampling import read_sample
+
+    design = read_sample(args.design) if args.design is not None else None
     report = dataset.with_metrics(specs).ppi(
-        outputs, engine.dataset(args.ppi), baseline=args.ppi_baseline
+        outputs, engine.dataset(args.ppi), baseline=args.ppi_baseline, design=design
     )
     if args.format == "json":
         emit(json.dumps(report.to_dict(), indent=2) + "\n", args.output)

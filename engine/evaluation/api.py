@@ -101,7 +101,9 @@ class Engine:
         else:
             self.config = Config.from_environment()
         self.registry = registry or Registry()
-        self.executor = resolve_executor("threads" if executor is None else executor)
+        self.executor = resolve_executor(
+            "threads" if executor is None else executor, self.config.ray
+        )
         self.sources = sources or SourceRegistry()
         self.systems = systems or SystemRegistry()
 

@@ -44,8 +44,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import InputError, Problem, SlotwiseError
+from engine.errors import InputError, Problem
 from engine.evaluation.batch import PADDED, Shape
+from engine.evaluation.cluster import fetch
 from engine.evaluation.executors import RayExecutor, on_its_cpus
 from engine.evaluation.pipeline import (
     ChunkScores,
@@ -405,16 +406,6 @@ def _remote(work: Callable[..., Any]) -> Any:
     return ray.remote(on_its_cpus(work))
 
 
-def _got(ray: Any, refs: Any) -> Any:
-    """``ray.get``, a slotwise error raised in a task raised as itself."""
-    try:
-        return ray.get(refs)
-    except ray.exceptions.RayTaskError as error:
-        if isinstance(error.cause, SlotwiseError):
-            raise error.cause from None
-        raise
-
-
 def _on(node: str) -> Any:
     """Run on ``node`` (where the task's input is) while it is alive."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -455,7 +446,7 @@ def evaluate_sharded(
         for side, long in enumerate((samples, outputs))
         for i in range(len(long.shards))
     ]
-    found: list[Read] = _got(ray, [refs[0] for refs in reads])
+    found: list[Read] = fetch(ray, [refs[0] for refs in reads])
     count = len(samples.shards)
     hint = (
         "on Ray the workers read the files: put them where every node reaches them "
@@ -467,7 +458,7 @@ def evaluate_sharded(
     planning = planner.options(num_returns=1 + len(reads)).remote(
         count, chunk_size, *[refs[1] for refs in reads]
     )
-    planned: Planned = _got(ray, planning[0])
+    planned: Planned = fetch(ray, planning[0])
     if not planned.samples:
         raise InputError([Problem("the dataset has no samples")], summary="invalid dataset")
     check_overlap(planned.outputs, planned.unknown, pa.array(planned.first_ids, pa.string()))
@@ -499,7 +490,7 @@ def evaluate_sharded(
         for h in range(homes)
     ]
     del reads, rows, aways, label_routes, run_routes  # each shard's rows freed once joined
-    made: list[Joined] = _got(ray, [refs[0] for refs in joins])
+    made: list[Joined] = fetch(ray, [refs[0] for refs in joins])
     for side, long in enumerate((samples, outputs)):
         _refuse([p for bucket in made for p in bucket.problems[side]], long)
     gathering = Gathering(plan.labels, missing, strict, keep, keep or sink is not None)
@@ -511,13 +502,13 @@ def evaluate_sharded(
     ]
     del joins
     folded = fold.remote(len(plan.labels), *[refs[0] for refs in sums], *[refs[1] for refs in sums])
-    found_fold: Folded = _got(ray, folded)
+    found_fold: Folded = fetch(ray, folded)
     source = Source(name, found_fold.digest, planned.samples, planned.unknown)
     received = [0]
 
     def parts() -> Iterator[Summed]:
         for refs in sums:
-            part: Summed = _got(ray, refs[2])
+            part: Summed = fetch(ray, refs[2])
             received[0] += _size(part)
             yield part
 

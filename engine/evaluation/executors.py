@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -93,8 +92,11 @@ class RayExecutor:
     """Scores tasks as Ray tasks on a cluster.
 
     ``address`` is passed to ``ray.init`` when Ray is not initialised yet: None uses
-    ``RAY_ADDRESS`` if set, else starts a local instance; ``"auto"`` joins a running
-    cluster. ``in_flight`` bounds the tasks submitted and not yet collected (default:
+    ``RAY_ADDRESS`` if set, else starts a local instance; ``"auto"`` joins the cluster
+    ``ray start`` started on this machine. An address that does not answer, or refuses
+    the driver, is a :class:`~engine.errors.ClusterError` naming it and the fix
+    (:func:`engine.evaluation.cluster.connect`). ``runtime_env`` (Ray's: ``env_vars``,
+    ``py_modules``, ``pip``, ``working_dir``) goes to ``ray.init``. ``in_flight`` bounds the tasks submitted and not yet collected (default:
     twice the cluster's CPUs), which bounds the driver's memory.
 
     For annotation (``slotwise annotate``) the executor runs a pool of ``in_flight``
@@ -110,10 +112,13 @@ class RayExecutor:
         *,
         in_flight: int | None = None,
         actor_options: dict[str, Any] | None = None,
+        runtime_env: dict[str, Any] | None = None,
         **init_options: Any,
     ) -> None:
         if in_flight is not None and in_flight < 1:
             raise ValueError("in_flight must be at least 1")
+        if runtime_env is not None:
+            init_options["runtime_env"] = runtime_env
         self.address = address
         self.in_flight = in_flight
         self.actor_options = dict(actor_options or {})
@@ -122,13 +127,16 @@ class RayExecutor:
     def init(self) -> Any:
         """The ``ray`` module, initialised (``address``, else ``RAY_ADDRESS``, else a
         local instance) unless it already is."""
+        from engine.evaluation.cluster import connect
+
         ray = _ray()
         if not ray.is_initialized():
-            address = self.address or os.environ.get("RAY_ADDRESS")
-            ray.init(address=address, **self.init_options)
+            connect(ray, self.address, **self.init_options)
         return ray
 
     def map(self, fn: Callable[[T], R], tasks: Iterable[T]) -> Iterator[R]:
+        from engine.evaluation.cluster import fetch
+
         ray = self.init()
         limit = self.in_flight or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
         remote = ray.remote(on_its_cpus(fn))
@@ -136,9 +144,9 @@ class RayExecutor:
         for task in tasks:
             pending.append(remote.remote(task))
             if len(pending) >= limit:
-                yield ray.get(pending.popleft())
+                yield fetch(ray, pending.popleft())
         while pending:
-            yield ray.get(pending.popleft())
+            yield fetch(ray, pending.popleft())
 
     def __repr__(self) -> str:
         return f"RayExecutor(address={self.address!r})"
@@ -169,14 +177,17 @@ def _ray() -> Any:
     return ray
 
 
-def resolve_executor(executor: str | Executor | None) -> Executor:
-    """``"local"`` (or None), ``"threads"``, ``"ray"``, or an executor object."""
+def resolve_executor(
+    executor: str | Executor | None, ray: Mapping[str, Any] | None = None
+) -> Executor:
+    """``"local"`` (or None), ``"threads"``, ``"ray"`` (``ray``: the ``RayExecutor``'s
+    options, e.g. slotwise.yaml's ``address`` and ``runtime_env``), or an executor object."""
     if executor is None or executor == "local":
         return LocalExecutor()
     if executor == "threads":
         return ThreadExecutor()
     if executor == "ray":
-        return RayExecutor()
+        return RayExecutor(**(ray or {}))
     if isinstance(executor, str):
         raise ValueError(
             f"unknown executor {executor!r}; use 'local', 'threads', 'ray' or an executor object"

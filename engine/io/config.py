@@ -51,6 +51,9 @@ class Config(NamedTuple):
     source: Path | None = None
     origin: str | None = None
     sets_k: bool = False
+    #: ``ray``: the Ray executor's ``address`` and ``runtime_env`` (its local paths
+    #: resolved against the file's folder).
+    ray: Mapping[str, Any] = MappingProxyType({})
 
     @classmethod
     def from_mapping(
@@ -76,6 +79,17 @@ class Config(NamedTuple):
         }
         metrics = data.get("metrics", {})
         retrieval = metrics.get("retrieval", {})
+        ray = dict(data.get("ray", {}))
+        if "runtime_env" in ray:  # a mapping, or the path of a YAML or JSON file of one
+            from engine.io.runtime_env import read_runtime_env, resolve_runtime_env
+
+            env = ray["runtime_env"]
+            where = str(source) if source else "mapping"
+            ray["runtime_env"] = (
+                read_runtime_env(base / env)
+                if isinstance(env, str)
+                else resolve_runtime_env(env, base, where)
+            )
         return cls(
             default_k=retrieval.get("default_k", DEFAULT_K),
             datasets=datasets,
@@ -83,6 +97,7 @@ class Config(NamedTuple):
             source=source,
             origin=str(source.resolve()) if source is not None else "mapping",
             sets_k="default_k" in retrieval,
+            ray=MappingProxyType(ray),
         )
 
     @classmethod
