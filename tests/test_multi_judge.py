@@ -174,8 +174,8 @@ class TestTwoJudges:
                 b.append(np.nan if given["judge-b"] is None else given["judge-b"])
         missing = int(np.isnan(b).sum())
         assert 0 < missing < len(b)  # b could not be read on some pairs, which say so
-        assert "judge answer(s) could not be read" in captured.err
-        assert f"pairs a judge gave no grade: judge-a 0, judge-b {missing}" in captured.err
+        assert f"the others' grades decide): judge-a 0, judge-b {missing}" in captured.err
+        assert f"judge-b: {missing} judge answer(s) could not be read" in captured.err
         both = ~np.isnan(b)
         a_both, b_both = np.array(a)[both], np.array(b)[both]
         kappa = cohen_kappa_score(a_both, b_both, weights="quadratic")

@@ -373,8 +373,9 @@ class JudgeAgreement:
             named = ", ".join(self.missing[:_NAMED])
             more = f" and {len(self.missing) - _NAMED} more" if len(self.missing) > _NAMED else ""
             lines.append(
-                f"  {len(self.missing)} human-labelled pair(s) have no judge label (left out "
-                f"of the measures): {named}{more}"
+                f"  {len(self.missing)} human-labelled pair(s) have no judge label (not asked, "
+                f"or no answer: the judge's reason where it gave one; left out of the "
+                f"measures): {named}{more}"
             )
         return lines
 

@@ -95,7 +95,8 @@ class Ensemble:
         missing = ", ".join(f"{name} {n}" for name, n in self.missing().items())
         return [
             f"judges combined by {self.rule} ({', '.join(self.names)}): {self.written} labels "
-            f"written, source {self.source}; pairs a judge gave no grade: {missing}"
+            f"written, source {self.source}; pairs a judge gave no grade (null in "
+            f"metadata.judges; the others' grades decide): {missing}"
             + (f"; {len(self.unjudged)} pair(s) no judge answered" if self.unjudged else "")
         ]
 

@@ -296,10 +296,15 @@ def _fill(
         )
         labelled, filling = current.run(["relevance"], work)
         judged.append((judge, labelled, filling))
-    lines = [line for _, _, filling in judged for line in filling.lines()]
+    several = len(judged) > 1
+    lines = [
+        f"{judge}: {line}" if several else line
+        for judge, _, filling in judged
+        for line in filling.lines()
+    ]
     unreadable, failed = filling.unreadable, filling.failed
     ensemble = None
-    if len(judged) > 1:
+    if several:
         labelled, filling, ensemble = _combined(args, raws, judged)
         lines += ensemble.lines()
         unreadable, failed = ensemble.unjudged, []
