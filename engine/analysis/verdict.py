@@ -11,8 +11,10 @@ and overall, *regressed*, *held* or *can't tell*, and why.
 - **can't tell**: everything else, with the reason: too few pairs for the test to reach
   alpha at all, an interval wider than the margin (with the minimum detectable effect at
   this n and about how many queries would resolve it), too few labels under the numbers
-  (judged@k below a level, or differing between the systems), ids that match no label, a
-  PPI interval of zero width or on too few human-labelled samples.
+  (judged@k below a level, or differing between the systems), ids that match no label,
+  ids that turned over (almost all unknown to labels that knew the baseline's: a
+  re-chunk renamed the passages; ``slotwise relabel`` fixes it), a PPI interval of zero
+  width or on too few human-labelled samples.
 
 With a paired PPI report for a system (human labels on a sample, an LLM judge's on every
 sample), its interval makes that system's verdict; the paired test on the judge's labels
@@ -54,7 +56,15 @@ __all__ = [
     "margin_of",
     "min_pairs",
     "rule",
+    "turned_over",
 ]
+
+#: Below this share of its top-k documents known to the labels, where the baseline's was
+#: at least :data:`TURNOVER_BASELINE`, a system's ids turned over (:func:`turned_over`).
+#: Low on purpose: a regressed system that retrieves unjudged documents of the same corpus
+#: keeps more of its ids known than this, and must still read as regressed.
+TURNOVER_SHARE = 0.1
+TURNOVER_BASELINE = 0.5
 
 Outcome = Literal["regressed", "held", "can't tell"]
 REGRESSED: Outcome = "regressed"
@@ -440,10 +450,12 @@ def _labels_verdicts(
     found = []
     before = {j.k: j for j in comparison.judged.get(baseline, ())}
     after = {j.k: j for j in comparison.judged.get(system, ())}
+    turned = turned_over(before, after, baseline, comparison.dataset_name)
     for name, judged in ((baseline, before), (system, after)):
         unknown = _unknown_ids(judged)
-        if unknown is not None:
-            found.append(cant_tell("ids", f"{name}: {unknown}"))
+        if unknown is not None or (name == system and turned is not None):
+            why = "; ".join(filter(None, (unknown, turned if name == system else None)))
+            found.append(cant_tell("ids", f"{name}: {why}"))
             continue
         low = [j for j in judged.values() if min_judged is not None and _below(j, min_judged)]
         if low:
@@ -478,6 +490,39 @@ def _labels_verdicts(
 
 def _below(judged: Judged, level: float) -> bool:
     return judged.share is not None and judged.share < level - _EPS
+
+
+def turned_over(
+    before: Mapping[int, Judged],
+    after: Mapping[int, Judged],
+    baseline: str,
+    dataset: str | None = None,
+) -> str | None:
+    """Why a system's ids turned over, or None: at the shallowest cutoff both counted,
+    fewer than :data:`TURNOVER_SHARE` of its top-k documents are known to the labels,
+    where at least :data:`TURNOVER_BASELINE` of the ``baseline``'s were: the passages
+    were most likely renamed (a new chunker, a re-index), which is no regression;
+    ``slotwise relabel`` carries the labels over (docs/relabelling.md)."""
+    common = sorted(set(before) & set(after))
+    if not common:
+        return None
+    a, b = before[common[0]], after[common[0]]
+    if (
+        a.share is None
+        or b.share is None
+        or not (b.share < TURNOVER_SHARE and a.share >= TURNOVER_BASELINE)
+    ):
+        return None
+    return (
+        f"the ids turned over, not regressed: {b.judged:,} of {b.documents:,} documents in "
+        f"its top {b.k} are known to the labels ({b.share:.1%}), where {baseline}'s top {a.k} "
+        f"had {a.judged:,} of {a.documents:,} ({a.share:.1%}): if the passages were renamed "
+        "(a new chunker or index), carry the labels to the new chunks by text overlap, with no "
+        f"judge call: slotwise relabel {dataset or 'DATASET'} --documents DOCUMENTS.jsonl "
+        "--chunks NEW_CHUNKS.jsonl --passages OLD_CHUNKS.jsonl --output RELABELLED.yaml "
+        "(docs/relabelling.md), and compare on it; if they kept their ids, label the new "
+        "system's documents (slotwise annotate ... --holes)"
+    )
 
 
 def _unknown_ids(judged: Mapping[int, Judged]) -> str | None:

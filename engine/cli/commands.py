@@ -48,6 +48,10 @@ MODULES = {
     "meta": ("correlate", "fit", "calibrate", "import-udcg-reference"),
     "annotate": ("annotate",),
     "synthesize": ("synthesize",),
+    "sample": ("sample",),
+    "example": ("example",),
+    "labels": ("labels",),
+    "relabel": ("relabel",),
 }
 
 
