@@ -326,6 +326,10 @@ def _label_studio(
                 )
             )
             continue
+        if data.get("scale") not in (None, scale.name):
+            message = f"{doc}: graded on the {data['scale']!r} scale, not {scale.name!r}"
+            problems.append(Problem(message, query, f"/{index}/data/scale", source))
+            continue
         annotations = task.get("annotations") or []
         for number, annotation in enumerate(annotations):
             pointer = f"/{index}/annotations/{number}"

@@ -1,0 +1,359 @@
+"""The ``slotwise labels`` commands: hand a drawn sample (``slotwise sample``) to people
+and read their grades back.
+
+- ``labels export DATASET --sample SAMPLE --runs OUTPUTS...``: the pairs people must
+  grade (for a query unit, every pair the runs' top ``--depth`` pool for it, as
+  ``slotwise annotate --runs`` pools them; for a pair unit, the pair), with the question,
+  the passage and the grade scale, as CSV, JSONL or Label Studio's import JSON with its
+  labelling config.
+- ``labels import DATASET ANSWERS... --sample SAMPLE --runs OUTPUTS...``: the answers
+  (the handout filled in, Label Studio's export) checked row by row against the same
+  pairs, settled, and written as the human-labelled dataset ``--human`` and ``run
+  --ppi`` read, with each label's provenance.
+
+Formats: :mod:`engine.io.label_exchange`. :func:`add` adds the commands to the program's
+subparsers and returns their handler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.cli.common import Handler, configured_engine, positive_int
+from engine.errors import InputError, Problem
+from engine.io.config import CONFIG_FILENAME
+
+if TYPE_CHECKING:
+    from engine.analysis.sampling import DrawnSample
+    from engine.io.label_exchange import Resolved, Scale, Task
+
+__all__ = ["add"]
+
+EXIT_USAGE = 2
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "dataset",
+        help=f"the questions: a dataset declared in {CONFIG_FILENAME}, or a .json/.yaml/.jsonl "
+        "file (the one the sample was drawn from)",
+    )
+    parser.add_argument(
+        "--sample",
+        type=Path,
+        required=True,
+        help="the drawn sample, SAMPLE.jsonl from `slotwise sample` (its design "
+        "SAMPLE.design.json beside it)",
+    )
+    parser.add_argument(
+        "--runs",
+        nargs="+",
+        type=Path,
+        metavar="OUTPUTS",
+        help="the runs whose top --depth documents pool a drawn query's pairs, as `slotwise "
+        "annotate --runs` pools them (outputs files; their passages' texts are the handout's)",
+    )
+    parser.add_argument("--depth", type=positive_int, default=10, help="pool depth per run (10)")
+    parser.add_argument(
+        "--scale",
+        choices=("umbrela", "binary"),
+        default="umbrela",
+        help="the grade scale: umbrela (0-3, UMBRELA's wording, the judge's scale; default) "
+        "or binary (0-1)",
+    )
+
+
+def add(commands: Any) -> dict[str, Handler]:
+    """Add ``labels`` (``export``, ``import``) to ``commands``; returns its handler."""
+    labels = commands.add_parser(
+        "labels",
+        help="hand a drawn sample to annotators (CSV, JSONL, Label Studio) and read their "
+        "grades back as human labels",
+        description="export: write the pairs people must grade for a drawn sample (`slotwise "
+        "sample`), with the question, the passage and the grade scale. import: read their "
+        "answers, check every row (unknown ids, rows outside the sample, grades off the "
+        "scale, ungraded pairs, annotators who disagree: each named with file and line or "
+        "task; exit 2 with the full list, nothing dropped) and write the human labels as a "
+        "dataset for `compare --ppi ... --human` and `run --ppi`.",
+    )
+    actions = labels.add_subparsers(dest="labels_command", required=True)
+    export = actions.add_parser(
+        "export",
+        help="write the pairs to grade: CSV, JSONL or Label Studio's import JSON",
+        description="Write one task a pair people must grade: for a query unit every pair "
+        "the runs pool for it (all of them must be graded for the query to count as "
+        "labelled), for a pair unit the pair. Each task has the query and document ids, the "
+        "stratum, the question, the passage (from the runs' texts, else --corpus) and the "
+        "scale; the judge's grade is not shown. --format label-studio writes the tasks "
+        '([{"data": {...}}]) and OUTPUT.label-config.xml, the labelling config to paste '
+        "into the project.",
+    )
+    _common(export)
+    export.add_argument(
+        "--corpus",
+        type=Path,
+        help="passages' texts for pairs no run gave a text for: JSONL {id, text} a line",
+    )
+    export.add_argument("--format", choices=("csv", "jsonl", "label-studio"), default="csv")
+    export.add_argument("--output", type=Path, required=True, help="the handout to write")
+    read = actions.add_parser(
+        "import",
+        help="read annotators' grades (CSV, JSONL, Label Studio's export) into a "
+        "human-labelled dataset",
+        description="Read the answers: the handout's CSV or JSONL with grade (and "
+        "annotator; else the file's name) filled in, or Label Studio's JSON export (each "
+        "annotation's grade choice; completed_by is the annotator; a skipped task is counted). "
+        "Every problem is listed with file, line or task, ids and reason, and nothing is "
+        "written (exit 2). Annotators who give one pair different grades are a problem unless "
+        "--resolve says how to settle them; every annotator's grade is kept in "
+        "metadata.human_labels either way.",
+    )
+    _common(read)
+    read.add_argument("answers", nargs="+", type=Path, help="the answers files")
+    read.add_argument(
+        "--resolve",
+        choices=("none", "majority", "mean", "median", "min", "max"),
+        default="none",
+        help="how to settle annotators who disagree: none (default: each disagreement is a "
+        "problem), majority (the most common grade; a tie is a problem), mean, median, min, max",
+    )
+    read.add_argument(
+        "--output", type=Path, required=True, help="the human-labelled dataset (.yaml/.json/.jsonl)"
+    )
+    return {"labels": _labels}
+
+
+def _labels(args: argparse.Namespace) -> int:
+    if args.labels_command == "export":
+        return _export(args)
+    return _import(args)
+
+
+class _Frame:
+    """What both commands read: the dataset's samples, the drawn sample, and the pairs
+    people must grade (in order), with each pair's text where a run gave one."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from engine.analysis.sampling import design_path, read_sample
+        from engine.io.records import samples_of
+        from engine.io.sources import read_dataset
+
+        engine = configured_engine(getattr(args, "config", None))
+        declared = engine.config.datasets.get(args.dataset)
+        path = declared.path if declared is not None else Path(args.dataset)
+        _, self.columns = read_dataset(path)
+        self.samples = {s.id: s for s in samples_of(self.columns)}
+        self.drawn: DrawnSample = read_sample(args.sample)
+        self.unit = self.drawn.design.unit
+        self.queries = list(dict.fromkeys(u.query_id for u in self.drawn.units))
+        self.design = design_path(args.sample)
+        self.design_sha256 = hashlib.sha256(self.design.read_bytes()).hexdigest()
+        missing = [q for q in self.queries if q not in self.samples]
+        if missing:
+            raise InputError(
+                [
+                    Problem("a drawn query that is not in the dataset", q, source=str(args.sample))
+                    for q in missing
+                ],
+                summary=f"the sample does not match {path}",
+            )
+        if self.unit == "query" and not args.runs:
+            raise InputError(
+                [
+                    Problem(
+                        "a query sample's pairs are the runs' pool: name the runs with --runs",
+                        source=str(args.sample),
+                    )
+                ]
+            )
+        self.units = {(u.query_id, u.doc_id): u for u in self.drawn.units}
+        self.strata = {key: unit.stratum for key, unit in self.units.items()}
+        self.pairs, self.texts, self.empty = self._pairs(args)
+
+    def _pairs(
+        self, args: argparse.Namespace
+    ) -> tuple[list[tuple[str, str]], dict[tuple[str, str], str], list[str]]:
+        import numpy as np
+        import pyarrow as pa
+
+        from engine.annotate.holes import pool
+        from engine.io.sources import read_outputs
+
+        texts: dict[tuple[str, str], str] = {}
+        pooled: dict[str, list[str]] = {}
+        if args.runs:
+            found = pool(self.columns, [read_outputs(p) for p in args.runs], args.depth)
+            ids = self.columns.column("id").to_pylist()
+            wanted = set(self.queries)
+            drawn = np.array([i in wanted for i in ids], dtype=np.bool_)
+            mine = drawn[found.rows] if len(found) else np.zeros(0, np.bool_)
+            rows = found.rows[mine].tolist()
+            docs = found.docs.filter(pa.array(mine)).to_pylist()
+            with_text = mine & found.has_text
+            for row, doc, text in zip(
+                found.rows[with_text].tolist(),
+                found.docs.filter(pa.array(with_text)).to_pylist(),
+                found.texts(with_text),
+                strict=True,
+            ):
+                texts[(ids[row], doc)] = text
+            for row, doc in zip(rows, docs, strict=True):
+                pooled.setdefault(ids[row], []).append(doc)
+        if self.unit == "pair":
+            pairs = [(u.query_id, u.doc_id) for u in self.drawn.units if u.doc_id is not None]
+            return pairs, texts, []
+        pairs, empty = [], []
+        for query in self.queries:
+            docs = sorted(pooled.get(query, []))
+            if not docs:
+                empty.append(query)
+            pairs += [(query, doc) for doc in docs]
+        return pairs, texts, empty
+
+    def empty_line(self) -> str | None:
+        if not self.empty:
+            return None
+        return (
+            f"{_queries(len(self.empty))} drawn with no pooled pair (no run retrieved a "
+            f"document for it): nothing to grade, written without labels: {', '.join(self.empty[:10])}"
+            + (" ..." if len(self.empty) > 10 else "")
+        )
+
+
+def _queries(count: int) -> str:
+    return f"{count} {'query' if count == 1 else 'queries'}"
+
+
+def _export(args: argparse.Namespace) -> int:
+    from engine.annotate.records import question_of
+    from engine.annotate.synthesize import read_corpus
+    from engine.io.label_exchange import SCALES, Task, write_handout
+
+    frame = _Frame(args)
+    corpus = {p.id: p.text for p in read_corpus(args.corpus)} if args.corpus else {}
+    tasks: list[Task] = []
+    problems = []
+    for query, doc in frame.pairs:
+        question = question_of(frame.samples[query])
+        text = frame.texts.get((query, doc)) or corpus.get(doc)
+        if question is None:
+            problems.append(Problem(f"{doc}: no question (input.question)", query, "/input"))
+        elif text is None:
+            lacks = (
+                "--corpus has no such passage" if args.corpus else "give the texts with --corpus"
+            )
+            problems.append(Problem(f"{doc}: no run gave the passage's text; {lacks}", query))
+        else:
+            stratum = frame.strata[(query, None if frame.unit == "query" else doc)]
+            tasks.append(Task(query, doc, question, text, stratum))
+    if problems:
+        raise InputError(problems, summary="cannot write the handout")
+    written = write_handout(args.output, tasks, SCALES[args.scale], args.format)
+    line = frame.empty_line()
+    if line:
+        print(line, file=sys.stderr)
+    queries = len({t.query_id for t in tasks})
+    print(
+        f"wrote {', '.join(map(str, written))} ({len(tasks)} pairs of {_queries(queries)} "
+        f"drawn, to grade on the {args.scale} scale)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from engine.io.documents import parse_samples, write_samples
+    from engine.io.label_exchange import SCALES, read_answers, resolve
+
+    frame = _Frame(args)
+    scale = SCALES[args.scale]
+    answers, problems = [], []
+    for path in args.answers:
+        found, bad = read_answers(path, scale)
+        answers += found
+        problems += bad
+    try:
+        resolved = resolve(
+            answers,
+            frame.pairs,
+            queries=frame.samples,
+            sampled=frame.queries,
+            how=args.resolve,
+            unit=frame.unit,
+        )
+    except InputError as error:
+        problems += error.problems
+    if problems:
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        print(
+            f"slotwise: error: cannot read the human labels: {len(problems)} problem(s), listed "
+            "above; nothing written",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    samples = _human_samples(resolved, frame, scale)
+    parse_samples((raw, None) for raw in samples)
+    write_samples(args.output, samples, name=args.output.stem)
+    for line in [*resolved.lines(), frame.empty_line()]:
+        if line:
+            print(line, file=sys.stderr)
+    print(f"wrote {args.output} ({len(samples)} samples)", file=sys.stderr)
+    return 0
+
+
+def _human_samples(resolved: Resolved, frame: _Frame, scale: Scale) -> list[dict[str, Any]]:
+    """The drawn queries as dataset samples with the human labels (source ``human``) and,
+    in ``metadata``: ``human_labels`` (document -> each annotator's grade, where it was
+    read, how they were settled) and ``sample`` (unit, design path and SHA-256, scale, and
+    the stratum and inclusion probability of the query, or of each drawn pair)."""
+    from engine.annotate.records import set_relevance
+    from engine.evaluation.label_sources import HUMAN, SOURCES_KEY
+
+    by_query: dict[str, list[tuple[str, float]]] = {}
+    for (query, doc), label in resolved.labels.items():
+        by_query.setdefault(query, []).append((doc, label))
+    result = []
+    for query in frame.queries:
+        given = frame.samples[query]
+        raw: dict[str, Any] = {"id": query}
+        if given.input is not None:
+            raw["input"] = given.input
+        metadata = {k: v for k, v in given.metadata.items() if k not in (SOURCES_KEY, "unjudged")}
+        raw["metadata"] = metadata
+        labelled = by_query.get(query, [])
+        where: dict[str, Any] = {
+            "unit": frame.unit,
+            "design": str(frame.design),
+            "design_sha256": frame.design_sha256,
+            "scale": scale.name,
+        }
+        if frame.unit == "query":
+            unit = frame.units[(query, None)]
+            where |= {"stratum": unit.stratum, "probability": unit.probability}
+        else:
+            where["pairs"] = {
+                d: {
+                    "stratum": frame.units[(query, d)].stratum,
+                    "probability": frame.units[(query, d)].probability,
+                }
+                for d, _ in labelled
+            }
+        metadata["sample"] = where
+        for doc, label in labelled:
+            set_relevance(raw, doc, int(label) if label == int(label) else label, HUMAN)
+        if labelled:
+            metadata["human_labels"] = {
+                doc: {
+                    "grades": dict(resolved.grades[(query, doc)]),
+                    "read_from": dict(resolved.sources[(query, doc)]),
+                    "settled": resolved.how[(query, doc)],
+                }
+                for doc, _ in labelled
+            }
+        result.append(raw)
+    return result

@@ -1,0 +1,141 @@
+"""The documented loop of docs/label-free.md ("People in the loop"), run as written: every
+``$ slotwise ...`` line of the section's console blocks, in order, in a copy of
+examples/quickstart, against the stand-in judge server over HTTP; each output line the
+doc shows must be printed, and each ``echo $?`` must show the exit code. Where the doc
+hands the tasks to people, a simulated panel of annotators grades them (the stand-in's
+word rule with seeded noise) and writes Label Studio's JSON export."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shlex
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.annotate.stand_in import umbrela_grade
+from engine.cli import main
+from engine.io.label_exchange import SCALES
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "label-free.md"
+SECTION = "## People in the loop: from questions to a verdict"
+DOC_URL = "http://127.0.0.1:8765/v1"
+ANNOTATORS = ("ana@fernway.example", "ben@fernway.example", "chen@fernway.example")
+
+
+def _section() -> str:
+    text = DOC.read_text()
+    start = text.index(SECTION)
+    end = text.find("\n## ", start + len(SECTION))
+    return text[start : end if end >= 0 else len(text)]
+
+
+def _steps() -> list[tuple[str, list[str]]]:
+    """Each command of the section's console blocks with the lines the doc shows after it."""
+    steps: list[tuple[str, list[str]]] = []
+    for block in re.findall(r"```console\n(.*?)```", _section(), re.S):
+        lines = block.splitlines()
+        while lines:
+            line = lines.pop(0)
+            if line.startswith("$ "):
+                command = line[2:]
+                while command.endswith("\\"):
+                    command = command[:-1] + lines.pop(0).strip()
+                steps.append((command.split("  #")[0].strip(), []))
+            elif steps:
+                steps[-1][1].append(line)
+    return steps
+
+
+def grade(annotator: str, question: str, passage: str) -> int:
+    """One simulated annotator's grade: the stand-in's UMBRELA rule, moved one grade up
+    or down (within 0-3) for about 15% of the pairs each, by a hash of the annotator and
+    the pair (the same every run)."""
+    rule = umbrela_grade(question, passage)
+    draw = (
+        int(hashlib.sha256(f"{annotator}|{question}|{passage}".encode()).hexdigest()[:8], 16) % 100
+    )
+    shift = -1 if draw < 15 else 1 if draw >= 85 else 0
+    return min(3, max(0, rule + shift))
+
+
+def simulated_panel(tasks: Path, export: Path) -> None:
+    """Label Studio's JSON export of ``tasks`` (its import JSON) after three annotators
+    graded every task: each annotation's result is the ``grade`` choice."""
+    scale = SCALES["umbrela"]
+    exported = []
+    for number, task in enumerate(json.loads(tasks.read_text()), start=1):
+        data = task["data"]
+        annotations = [
+            {
+                "id": number * 10 + i,
+                "completed_by": {"id": i + 1, "email": who},
+                "was_cancelled": False,
+                "result": [
+                    {
+                        "id": f"r{number}-{i}",
+                        "from_name": "grade",
+                        "to_name": "passage",
+                        "type": "choices",
+                        "origin": "manual",
+                        "value": {
+                            "choices": [scale.choice(grade(who, data["question"], data["passage"]))]
+                        },
+                    }
+                ],
+            }
+            for i, who in enumerate(ANNOTATORS)
+        ]
+        exported.append({"id": number, "data": data, "annotations": annotations, "predictions": []})
+    export.write_text(json.dumps(exported))
+
+
+def test_the_documented_loop(
+    server_factory: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    server = server_factory()
+    folder = tmp_path / "examples" / "quickstart"
+    shutil.copytree(ROOT / "examples" / "quickstart", folder)
+    (tmp_path / "out").mkdir()
+    monkeypatch.chdir(folder)
+    steps = _steps()
+    ran: list[str] = []
+    code: int | None = None
+    for number, (command, shown) in enumerate(steps):
+        words = shlex.split(command.replace(DOC_URL, server.url))
+        if words[:2] == ["cd", "examples/quickstart"] or words[:3] == [
+            "python",
+            "-m",
+            "engine.annotate.stand_in",
+        ]:
+            continue
+        if words == ["echo", "$?"]:
+            assert shown == [str(code)], f"after {ran[-1]!r}"
+            continue
+        assert words[0] == "slotwise", command
+        capsys.readouterr()
+        code = main(words[1:])
+        out = capsys.readouterr()
+        printed = set((out.out + out.err).splitlines())
+        missing = [
+            line for line in shown if line.strip() not in ("...", "") and line not in printed
+        ]
+        assert not missing, f"{command}\nnot printed: {missing}\nprinted:\n{out.out}{out.err}"
+        if words[1:3] == ["labels", "export"] and "label-studio" in words:
+            tasks = Path(words[words.index("--output") + 1])
+            simulated_panel(tasks, tasks.with_name("project-1-export.json"))
+        ran.append(command)
+        following = steps[number + 1][0] if number + 1 < len(steps) else ""
+        if following != "echo $?":
+            assert code == 0, f"{command} exited {code}\n{out.err}"
+    kinds = [shlex.split(c)[1] for c in ran]
+    for needed in ("annotate", "sample", "labels", "compare"):
+        assert needed in kinds, f"the loop has no `slotwise {needed}`"

@@ -1,0 +1,402 @@
+"""Handing a drawn sample to people and reading their grades back (``slotwise labels
+export`` / ``import``, engine.io.label_exchange): the handout checked against Label
+Studio's own SDK (its config parser and task/annotation validation), the pairs against a
+pool derived here from the outputs files by hand, every bad answer named, and the
+settling of annotators who disagree against numpy and statistics."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from label_studio_sdk.label_interface import LabelInterface
+
+import engine
+from engine.analysis.sampling import draw, write_sample
+from engine.cli import main
+from engine.io.label_exchange import SCALES, Answer, read_answers, resolve
+
+QUICKSTART = Path(__file__).resolve().parents[1] / "examples" / "quickstart"
+QUESTIONS = QUICKSTART / "questions.yaml"
+RUNS = [QUICKSTART / "outputs" / "bm25.json", QUICKSTART / "outputs" / "hybrid-rerank.json"]
+SCALE = SCALES["umbrela"]
+
+
+def _ids() -> list[str]:
+    return [s["id"] for s in yaml.safe_load(QUESTIONS.read_text())["samples"]]
+
+
+def _pooled(queries: list[str], depth: int) -> list[tuple[str, str]]:
+    """The pairs the runs' top ``depth`` pool for ``queries``, read from the outputs
+    files with json alone (not the engine's pool)."""
+    pairs = set()
+    for run in RUNS:
+        outputs = json.loads(run.read_text())
+        for query in queries:
+            pairs |= {(query, item["id"]) for item in outputs[query]["retrieved"][:depth]}
+    return sorted(pairs)
+
+
+def _texts() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for run in RUNS:
+        for output in json.loads(run.read_text()).values():
+            found |= {item["id"]: item["text"] for item in output["retrieved"]}
+    return found
+
+
+@pytest.fixture
+def sampled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """8 of the quickstart's 46 questions drawn uniformly (seed 7), as `slotwise sample` writes."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "SAMPLE.jsonl"
+    write_sample(draw(_ids(), 8, seed=7, dataset=str(QUESTIONS)), path)
+    return path
+
+
+def _args(sample: Path, *rest: str, depth: int = 5) -> list[str]:
+    runs = [str(r) for r in RUNS]
+    return [str(QUESTIONS), "--sample", str(sample), "--runs", *runs, "--depth", str(depth), *rest]
+
+
+def _queries(sample: Path) -> list[str]:
+    return [json.loads(line)["query_id"] for line in sample.read_text().splitlines()]
+
+
+def _export(sample: Path, fmt: str, output: Path, *extra: str) -> None:
+    assert (
+        main(["labels", "export", *_args(sample, "--format", fmt, "--output", str(output), *extra)])
+        == 0
+    )
+
+
+def _import(sample: Path, output: Path, *answers: Path, extra: tuple[str, ...] = ()) -> int:
+    return main(
+        ["labels", "import", *_args(sample, "--output", str(output), *extra), *map(str, answers)]
+    )
+
+
+class TestLabelStudio:
+    def test_the_sdk_accepts_the_config_and_every_task(self, sampled: Path, tmp_path: Path) -> None:
+        """The labelling config parses and validates in label_studio_sdk; each task has
+        the data every object tag names; an annotation choosing any grade validates and
+        one off the scale does not, as our reader refuses it."""
+        _export(sampled, "label-studio", tmp_path / "tasks.json")
+        tasks = json.loads((tmp_path / "tasks.json").read_text())
+        interface = LabelInterface((tmp_path / "tasks.label-config.xml").read_text())
+        interface.validate()
+        assert interface.get_control("grade").labels == SCALE.choices
+        assert all(interface.validate_task(task) for task in tasks)
+        pairs = [(t["data"]["query_id"], t["data"]["doc_id"]) for t in tasks]
+        assert sorted(pairs) == _pooled(_queries(sampled), 5)
+        texts = _texts()
+        assert all(t["data"]["passage"] == texts[t["data"]["doc_id"]] for t in tasks)
+
+        def annotation(choice: str) -> dict[str, Any]:
+            value = {"choices": [choice]}
+            return {
+                "result": [
+                    {"from_name": "grade", "to_name": "passage", "type": "choices", "value": value}
+                ]
+            }
+
+        assert all(interface.validate_annotation(annotation(c)) for c in SCALE.choices)
+        assert not interface.validate_annotation(annotation("4 = perfect"))
+        assert SCALE.grade_of("4 = perfect") is None
+
+    def test_the_sdks_own_annotation_reads_back(self, sampled: Path, tmp_path: Path) -> None:
+        """The annotation the SDK generates for the config (its shape, its completed_by)
+        is read as that choice's grade, by that user."""
+        _export(sampled, "label-studio", tmp_path / "tasks.json")
+        interface = LabelInterface((tmp_path / "tasks.label-config.xml").read_text())
+        made = interface.generate_sample_annotation()
+        assert made is not None
+        (task, *_) = json.loads((tmp_path / "tasks.json").read_text())
+        (tmp_path / "export.json").write_text(
+            json.dumps([{**task, "id": 1, "annotations": [made]}])
+        )
+        (answer,), problems = read_answers(tmp_path / "export.json", SCALE)
+        choice = made["result"][0]["value"]["choices"][0]
+        assert problems == [] and answer.grade == int(choice.split(" = ")[0])
+        assert answer.annotator == f"label-studio-user-{made['completed_by']}"
+
+    def test_export_shapes_users_and_skips(self, tmp_path: Path) -> None:
+        """completed_by as an id, as a user object (its email) or absent (the file's
+        name); a cancelled annotation is a skip, not a grade; two choices are a problem."""
+        data = {"query_id": "q-01", "doc_id": "doc-001"}
+        grade = {"from_name": "grade", "to_name": "passage", "type": "choices"}
+        tasks = [
+            {
+                "id": 11,
+                "data": data,
+                "annotations": [
+                    {
+                        "completed_by": 3,
+                        "result": [{**grade, "value": {"choices": [SCALE.choice(2)]}}],
+                    },
+                    {
+                        "completed_by": {"id": 4, "email": "ana@example.org"},
+                        "result": [{**grade, "value": {"choices": ["1"]}}],
+                    },
+                    {"result": [{**grade, "value": {"choices": [SCALE.choice(0)]}}]},
+                    {"completed_by": 5, "was_cancelled": True, "result": []},
+                    {
+                        "completed_by": 6,
+                        "result": [
+                            {**grade, "value": {"choices": [SCALE.choice(0), SCALE.choice(3)]}}
+                        ],
+                    },
+                ],
+            }
+        ]
+        path = tmp_path / "project-3-at-2026.json"
+        path.write_text(json.dumps(tasks))
+        answers, problems = read_answers(path, SCALE)
+        assert [(a.annotator, a.grade, a.skipped) for a in answers] == [
+            ("label-studio-user-3", 2, False),
+            ("ana@example.org", 1, False),
+            ("project-3-at-2026", 0, False),
+            ("label-studio-user-5", None, True),
+        ]
+        (problem,) = problems
+        assert problem.pointer == "/0/annotations/4/result" and "2 grades chosen" in problem.message
+
+    def test_answers_on_another_scale_are_named(self, tmp_path: Path) -> None:
+        """A binary handout read as umbrela: every task and row is named, none read."""
+        binary = SCALES["binary"]
+        (tmp_path / "ls.json").write_text(
+            json.dumps(
+                [
+                    {
+                        "data": {"query_id": "q-01", "doc_id": "doc-001", "scale": "binary"},
+                        "annotations": [],
+                    }
+                ]
+            )
+        )
+        (tmp_path / "rows.csv").write_text("query_id,doc_id,scale,grade\nq-01,doc-001,binary,1\n")
+        for name, where in (("ls.json", ("/0/data/scale", None)), ("rows.csv", ("", 2))):
+            answers, (problem,) = read_answers(tmp_path / name, SCALE)
+            assert answers == [] and (problem.pointer, problem.line) == where
+            assert problem.message == "doc-001: graded on the 'binary' scale, not 'umbrela'"
+            assert read_answers(tmp_path / name, binary)[1] == []
+
+
+class TestCsvAndJsonl:
+    def test_a_filled_in_csv_as_excel_saves_it(
+        self, sampled: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The handout's CSV, filled in and saved with a byte-order mark and CRLF, one
+        grade given as its choice text: each pair's label is the grade written, its
+        source human, its provenance the annotator, the line and the design's SHA-256."""
+        _export(sampled, "csv", tmp_path / "handout.csv")
+        text = (tmp_path / "handout.csv").read_text(encoding="utf-8")
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+        assert rows[0]["scale_guide"] == SCALE.guide and rows[0]["scale"] == "umbrela"
+        assert sorted((r["query_id"], r["doc_id"]) for r in rows) == _pooled(_queries(sampled), 5)
+        wanted = {}
+        for number, row in enumerate(rows):
+            grade = number % 4
+            wanted[(row["query_id"], row["doc_id"])] = grade
+            row["grade"] = SCALE.choice(grade) if number == 3 else str(grade)
+            row["annotator"] = "maria"
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\r\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        (tmp_path / "maria.csv").write_bytes(b"\xef\xbb\xbf" + out.getvalue().encode("utf-8"))
+        assert _import(sampled, tmp_path / "human.yaml", tmp_path / "maria.csv") == 0
+        human = yaml.safe_load((tmp_path / "human.yaml").read_text())["samples"]
+        assert [s["id"] for s in human] == _queries(sampled)
+        got = {(s["id"], d): g for s in human for d, g in s["expected_output"]["relevance"].items()}
+        assert got == wanted
+        design = (tmp_path / "SAMPLE.design.json").read_bytes()
+        units = {json.loads(u)["query_id"]: json.loads(u) for u in sampled.read_text().splitlines()}
+        first = human[0]
+        doc = next(iter(first["expected_output"]["relevance"]))
+        assert first["metadata"]["label_sources"][doc] == "human"
+        assert first["metadata"]["sample"]["design_sha256"] == hashlib.sha256(design).hexdigest()
+        assert (
+            first["metadata"]["sample"]["probability"]
+            == units[first["id"]]["probability"]
+            == 8 / 46
+        )
+        line = 2 + rows.index(
+            next(r for r in rows if (r["query_id"], r["doc_id"]) == (first["id"], doc))
+        )
+        assert first["metadata"]["human_labels"][doc] == {
+            "grades": {"maria": wanted[(first["id"], doc)]},
+            "read_from": {"maria": f"{tmp_path / 'maria.csv'}:{line}"},
+            "settled": "single",
+        }
+        assert first["input"] == {"question": yaml.safe_load(QUESTIONS.read_text())["samples"][
+            _ids().index(first["id"])]["input"]["question"]}  # fmt: skip
+        # the dataset reads back, its labelled samples the drawn ones
+        data = engine.Engine(config={}).dataset(tmp_path / "human.yaml")
+        assert sorted(data.ids) == sorted(_queries(sampled))
+        assert "human labels (" in capsys.readouterr().err
+
+    def test_jsonl_answers_and_multi_line_passages(self, tmp_path: Path) -> None:
+        """A JSONL answers file and a CSV whose passage spans lines: each row is located by
+        the line it starts on."""
+        (tmp_path / "a.jsonl").write_text(
+            '{"query_id": "q-01", "doc_id": "doc-001", "grade": 3, "annotator": "li"}\n\n'
+            '{"query_id": "q-01", "doc_id": "doc-002", "grade": null}\n'
+            '{"query_id": "q-01", "doc_id": "doc-003", "grade": 7}\n'
+        )
+        answers, problems = read_answers(tmp_path / "a.jsonl", SCALE)
+        assert [(a.doc_id, a.grade, a.annotator, a.line) for a in answers] == [
+            ("doc-001", 3, "li", 1),
+            ("doc-002", None, "a", 3),
+        ]
+        (problem,) = problems
+        assert (problem.line, problem.sample_id) == (4, "q-01")
+        assert "grade 7 is not on the umbrela scale (0, 1, 2, 3)" in problem.message
+        (tmp_path / "b.csv").write_text(
+            'query_id,doc_id,passage,grade\r\nq-01,doc-001,"two\r\nlines",2\r\nq-01,doc-002,one,x\r\n'
+        )
+        answers, problems = read_answers(tmp_path / "b.csv", SCALE)
+        assert [(a.doc_id, a.line) for a in answers] == [("doc-001", 2)]
+        assert (
+            problems[0].line == 4 and "grade 'x' is not on the umbrela scale" in problems[0].message
+        )
+
+
+class TestEveryProblemNamed:
+    def test_bad_rows_exit_2_each_named_nothing_written(
+        self, sampled: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Unknown query, a query not drawn, a document outside the pool, a grade off the
+        scale, an annotator twice, two annotators disagreeing, and every pooled pair left
+        ungraded: each listed with file, line and reason; exit 2 and no dataset."""
+        drawn = _queries(sampled)
+        pooled = _pooled(drawn, 5)
+        not_drawn = next(q for q in _ids() if q not in drawn)
+        (q, d), (q2, d2) = pooled[0], pooled[1]
+        lines = [
+            "query_id,doc_id,grade,annotator",
+            "q-999,doc-001,2,ana",  # 2
+            f"{not_drawn},doc-001,2,ana",  # 3
+            f"{q},doc-999,1,ana",  # 4
+            f"{q},{d},4,ana",  # 5
+            f"{q2},{d2},3,ana",  # 6
+            f"{q2},{d2},2,ana",  # 7
+            f"{q},{d},1,ben",  # 8
+            f"{q},{d},2,cy",  # 9
+        ]
+        (tmp_path / "answers.csv").write_text("\n".join(lines) + "\n")
+        capsys.readouterr()
+        assert _import(sampled, tmp_path / "human.yaml", tmp_path / "answers.csv") == 2
+        err = capsys.readouterr().err
+        where = str(tmp_path / "answers.csv")
+        expected = [
+            f"{where}:2 sample 'q-999': doc-001: unknown query id 'q-999' (not in the dataset)",
+            f"{where}:3 sample '{not_drawn}': doc-001: the query is not in the sample",
+            f"{where}:4 sample '{q}': doc-999: unknown document id 'doc-999': not among the query's pooled pairs",
+            f"{where}:5 sample '{q}': {d}: grade '4' is not on the umbrela scale (0, 1, 2, 3)",
+            f"{where}:7 sample '{q2}': {d2}: ana graded it twice: 3 ({where}:6) and 2 ({where}:7)",
+            f"sample '{q}': {d}: annotators disagree: ben 1 ({where}:8), cy 2 ({where}:9) (choose --resolve)",
+        ]
+        for line in expected:
+            assert f"  {line}\n" in err
+        ungraded = [p for p in pooled if p not in ((q, d), (q2, d2))]
+        for query, doc in ungraded:
+            assert f"  sample '{query}': {doc}: not graded\n" in err
+        count = len(expected) + len(ungraded)
+        assert (
+            f"cannot read the human labels: {count} problem(s), listed above; nothing written"
+            in err
+        )
+        assert not (tmp_path / "human.yaml").exists()
+
+
+class TestSettling:
+    def _answers(self, grades: dict[str, list[int]]) -> list[Answer]:
+        return [
+            Answer("q", doc, f"a{i}", g, "f.csv", line=2 + i)
+            for doc, given in grades.items()
+            for i, g in enumerate(given)
+        ]
+
+    def test_each_rule_against_numpy_and_statistics(self) -> None:
+        rng = np.random.default_rng(3)
+        grades = {
+            f"d{i}": rng.integers(0, 4, size=int(rng.integers(1, 6))).tolist() for i in range(200)
+        }
+        answers = self._answers(grades)
+        expected = [("q", doc) for doc in grades]
+        rules: dict[str, Any] = {"mean": np.mean, "median": np.median, "min": np.min, "max": np.max}
+        for how, rule in rules.items():
+            found = resolve(answers, expected, queries=["q"], sampled=["q"], how=how)
+            assert found.labels == {
+                ("q", d): pytest.approx(float(rule(g))) for d, g in grades.items()
+            }
+        untied = {d: g for d, g in grades.items() if len(statistics.multimode(g)) == 1}
+        found = resolve(
+            self._answers(untied),
+            [("q", d) for d in untied],
+            queries=["q"],
+            sampled=["q"],
+            how="majority",
+        )
+        assert found.labels == {("q", d): float(statistics.mode(g)) for d, g in untied.items()}
+        assert found.grades[("q", next(iter(untied)))] == {
+            f"a{i}": g for i, g in enumerate(next(iter(untied.values())))
+        }
+
+    def test_a_tie_and_no_rule_are_named(self) -> None:
+        answers = self._answers({"d1": [0, 3], "d2": [2, 2, 1]})
+        expected = [("q", "d1"), ("q", "d2")]
+        with pytest.raises(engine.InputError) as tie:
+            resolve(answers, expected, queries=["q"], sampled=["q"], how="majority")
+        (problem,) = tie.value.problems
+        assert (
+            problem.message
+            == "d1: annotators disagree: a0 0 (f.csv:2), a1 3 (f.csv:3) (a tie, no majority)"
+        )
+        with pytest.raises(engine.InputError) as none:
+            resolve(answers, expected, queries=["q"], sampled=["q"])
+        assert len(none.value.problems) == 2
+
+
+def test_pair_units_grade_the_drawn_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pair sample: the handout is the drawn pairs (texts from the runs or --corpus), a
+    pooled pair that was not drawn is outside the sample, and each pair's label carries
+    its own stratum and probability."""
+    monkeypatch.chdir(tmp_path)
+    pooled = _pooled(_ids(), 10)
+    queries, docs = zip(*pooled, strict=True)
+    sample = tmp_path / "PAIRS.jsonl"
+    write_sample(draw(list(queries), 12, doc_ids=list(docs), seed=1), sample)
+    units = [json.loads(u) for u in sample.read_text().splitlines()]
+    _export(sample, "jsonl", tmp_path / "pairs.jsonl", "--corpus", str(QUICKSTART / "corpus.jsonl"))
+    rows = [json.loads(line) for line in (tmp_path / "pairs.jsonl").read_text().splitlines()]
+    assert [(r["query_id"], r["doc_id"]) for r in rows] == [
+        (u["query_id"], u["doc_id"]) for u in units
+    ]
+    assert rows[0]["scale_guide"] == {str(g): w for g, w in SCALE.grades}
+    for row in rows:
+        row["grade"] = 1
+    drawn = {(u["query_id"], u["doc_id"]) for u in units}
+    outside = next(p for p in pooled if p not in drawn and p[0] == units[0]["query_id"])
+    extra = {"query_id": outside[0], "doc_id": outside[1], "grade": 0}
+    (tmp_path / "answers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*rows, extra]))
+    assert _import(sample, tmp_path / "human.json", tmp_path / "answers.jsonl", extra=()) == 2
+    (tmp_path / "answers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert _import(sample, tmp_path / "human.json", tmp_path / "answers.jsonl") == 0
+    human = json.loads((tmp_path / "human.json").read_text())["samples"]
+    labelled = {(s["id"], d) for s in human for d in s["expected_output"]["relevance"]}
+    assert labelled == drawn
+    first = units[0]
+    (mine,) = [s for s in human if s["id"] == first["query_id"]]
+    assert (
+        mine["metadata"]["sample"]["pairs"][first["doc_id"]]["probability"] == first["probability"]
+    )
