@@ -36,6 +36,12 @@ _FIXES = {
     "import": "install slotwise and every metric plugin the job names on every node, or "
     "ship them with the job: --runtime-env FILE with a working_dir of their unpacked wheels "
     "(docs/scale.md, 'Shipping slotwise and plugins')",
+    "remote": "a worker does not see this shell's environment: give the workers the "
+    "endpoint and credentials in --runtime-env's env_vars (AWS_ENDPOINT_URL, "
+    "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION), or the endpoint in the "
+    "URI (s3://BUCKET/PATH?endpoint_override=HOST:PORT&scheme=http)",
+    "read": "every worker node reads the inputs itself, at the same path: put them on a "
+    "filesystem every node mounts there, or at a URI every node can read",
     "refused": "check the address, that the head runs the same Ray and Python versions as "
     "this driver, and the head's logs (/tmp/ray/session_latest/logs)",
 }
@@ -104,12 +110,16 @@ def task_failure(ray: Any, error: Exception) -> Exception:
     cause = getattr(error, "cause", None)
     if isinstance(cause, SlotwiseError):
         return cause
-    missing = _MISSING_MODULE.search(str(error))
-    if missing is None:
-        return error
     address = ray.get_runtime_context().gcs_address if ray.is_initialized() else "?"
-    reason = f"its workers cannot import {missing.group(1)!r}"
-    return ClusterError(address, reason, _FIXES["import"])
+    missing = _MISSING_MODULE.search(str(error))
+    if missing is not None:
+        reason = f"its workers cannot import {missing.group(1)!r}"
+        return ClusterError(address, reason, _FIXES["import"])
+    if isinstance(cause, OSError):  # a shard the worker cannot reach or read
+        remote = any(word in str(cause) for word in ("AWS", "S3", "s3://", "GCS", "gs://"))
+        fix = _FIXES["remote" if remote else "read"]
+        return ClusterError(address, f"a worker cannot read its input ({cause})", fix)
+    return error
 
 
 def fetch(ray: Any, refs: Any) -> Any:
