@@ -169,6 +169,28 @@ class TestLabelStudio:
         (problem,) = problems
         assert problem.pointer == "/0/annotations/4/result" and "2 grades chosen" in problem.message
 
+    def test_an_export_on_one_line_past_the_line_limit(self, tmp_path: Path) -> None:
+        """Label Studio writes its JSON export on one line: 2,000 tasks with their
+        passages (over the 1 MiB a line other inputs are held to) are all read."""
+        grade = {"from_name": "grade", "to_name": "passage", "type": "choices"}
+        tasks = [
+            {
+                "id": n,
+                "data": {"query_id": f"q{n // 10}", "doc_id": f"d{n}", "passage": "x" * 600},
+                "annotations": [
+                    {
+                        "completed_by": 1,
+                        "result": [{**grade, "value": {"choices": [SCALE.choice(n % 4)]}}],
+                    }
+                ],
+            }
+            for n in range(2000)
+        ]
+        (tmp_path / "export.json").write_text(json.dumps(tasks))
+        assert (tmp_path / "export.json").stat().st_size > 2**20
+        answers, problems = read_answers(tmp_path / "export.json", SCALE)
+        assert problems == [] and [a.grade for a in answers] == [n % 4 for n in range(2000)]
+
     def test_answers_on_another_scale_are_named(self, tmp_path: Path) -> None:
         """A binary handout read as umbrela: every task and row is named, none read."""
         binary = SCALES["binary"]

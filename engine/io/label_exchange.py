@@ -29,7 +29,7 @@ from xml.sax.saxutils import quoteattr
 import attrs
 
 from engine.errors import InputError, Problem
-from engine.io.files import format_suffix, parse_json, read_jsonl, read_text
+from engine.io.files import format_suffix, read_document, read_jsonl, read_text
 from engine.io.writer import atomic_write
 
 __all__ = [
@@ -74,6 +74,11 @@ class Scale:
 
     name: str
     grades: tuple[tuple[int, str], ...]
+    _by_text: Mapping[str, int] = attrs.field(init=False, repr=False, eq=False)
+
+    @_by_text.default
+    def _texts(self) -> dict[str, int]:
+        return {text: g for g, w in self.grades for text in (str(g), f"{g} = {w}")}
 
     def choice(self, grade: int) -> str:
         return f"{grade} = {dict(self.grades)[grade]}"
@@ -89,15 +94,10 @@ class Scale:
 
     def grade_of(self, answer: Any) -> int | None:
         """The grade an answer names (``2``, ``"2"`` or its choice text), None when off the scale."""
-        if isinstance(answer, bool):
-            return None
-        if isinstance(answer, int):
-            return answer if answer in dict(self.grades) else None
         if isinstance(answer, str):
-            text = answer.strip()
-            for grade, _ in self.grades:
-                if text in (str(grade), self.choice(grade)):
-                    return grade
+            return self._by_text.get(answer.strip())
+        if isinstance(answer, int) and not isinstance(answer, bool):
+            return self._by_text.get(str(answer))
         return None
 
 
@@ -406,7 +406,7 @@ def read_answers(path: str | Path, scale: Scale) -> tuple[list[Answer], list[Pro
         except InputError as error:
             problems.extend(error.problems)
     elif suffix == ".json":
-        document = parse_json(read_text(path), source)
+        document = read_document(path)  # Label Studio writes its export on one line
         if not isinstance(document, list):
             raise InputError(
                 [Problem("a JSON answers file is a list of tasks or rows", source=source)]
