@@ -1,0 +1,104 @@
+"""From a wheel to the docs: the wheel built from this checkout ships the bundled examples
+(``engine.example_files``: examples/quickstart, setbased, trec, every file git tracks), and
+in a fresh environment with that wheel alone (its core dependencies, no extra),
+``slotwise example quickstart`` in an empty folder writes the quickstart, in which every
+python block of docs/getting-started.md runs as written and shows what the page shows
+(the driver of tests/test_docs_snippets.py, with the installed package's Python)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from test_docs_snippets import DRIVER, _blocks, _lines
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ("quickstart", "setbased", "trec")
+
+pytestmark = pytest.mark.slow
+
+
+def _run(args: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(SLOTWISE_CONFIG="", PIP_DISABLE_PIP_VERSION_CHECK="1", NO_COLOR="1")
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel of a copy of the checkout's files (tracked, or new and not ignored), so
+    that no build/ is left in the tree."""
+    base = tmp_path_factory.mktemp("wheel")
+    tracked = _run(["git", "ls-files", "-z", "-co", "--exclude-standard"], ROOT).stdout.split("\0")
+    for name in filter(None, tracked):
+        if (ROOT / name).is_file():
+            (base / "src" / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, base / "src" / name)
+    built = _run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(base / "dist"), "."],
+        base / "src",
+    )
+    assert built.returncode == 0, built.stderr
+    (found,) = (base / "dist").glob("slotwise-*.whl")
+    return found
+
+
+def test_the_wheel_ships_every_file_of_the_examples(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    tracked = _run(
+        ["git", "ls-files", *(f"examples/{name}" for name in SHIPPED)], ROOT
+    ).stdout.split()
+    expected = {"engine/example_files/" + path.removeprefix("examples/") for path in tracked}
+    assert expected and expected <= names
+    assert not any(name.startswith("engine/example_files/plugin-example") for name in names)
+
+
+def test_getting_started_runs_from_the_wheel_in_an_empty_folder(
+    wheel: Path, tmp_path: Path
+) -> None:
+    venv = tmp_path / "venv"
+    assert _run([sys.executable, "-m", "venv", str(venv)], tmp_path).returncode == 0
+    python = venv / "bin" / "python"
+    installed = _run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "-c",
+            str(ROOT / "constraints.txt"),
+            str(wheel),
+        ],
+        tmp_path,
+        900,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    wrote = _run([str(venv / "bin" / "slotwise"), "example", "quickstart"], empty)
+    assert wrote.returncode == 0, wrote.stderr
+    here = empty / "quickstart"
+    assert sorted(p.name for p in here.iterdir()) == sorted(
+        p.name for p in (ROOT / "examples" / "quickstart").iterdir() if p.name != "__pycache__"
+    )
+    again = _run([str(venv / "bin" / "slotwise"), "example", "quickstart"], empty)
+    assert again.returncode == 2 and "exists and is not an empty folder" in again.stderr
+
+    blocks = _blocks((ROOT / "docs" / "getting-started.md").read_text())
+    listing = tmp_path / "blocks.json"
+    listing.write_text(json.dumps([[n, code, False] for n, (code, _) in enumerate(blocks)]))
+    done = _run([str(python), "-c", DRIVER, str(listing)], here)
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = json.loads(done.stdout)
+    for number, ((_, expected), got) in enumerate(zip(blocks, printed, strict=True)):
+        if expected is not None:
+            assert _lines(got) == _lines(expected), f"getting-started.md, python block {number}"
+    engine_file = _run([str(python), "-c", "import engine; print(engine.__file__)"], here).stdout
+    assert str(venv) in engine_file  # the installed package, not this checkout
