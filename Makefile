@@ -10,7 +10,7 @@ PIP := $(BIN)/python -m pip install -c constraints.txt
 LOGGED := > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
 SLOTWISE := ../../$(BIN)/slotwise
 
-.PHONY: demo test quick lint bench clean
+.PHONY: demo test test-llm quick lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,17 @@ $(VENV)/.test: pyproject.toml constraints.txt | $(BIN)/python
 	@echo "installing slotwise and its test extras into $(VENV) (pip's output: $(VENV)/pip.log)"
 	@$(PIP) -e '.[test]' $(LOGGED)
 	@touch $(VENV)/.core $@
+
+# The llm extra (transformers, PyTorch) for `make test-llm`: PyTorch's CPU build from
+# PyTorch's own index (on PyPI, torch is the CUDA build: several GB of nvidia packages).
+# A machine with the wheel at hand (pip's find-links) and no route to that index:
+# `make test-llm TORCH_INDEX=`.
+TORCH_INDEX ?= --extra-index-url https://download.pytorch.org/whl/cpu
+
+$(VENV)/.llm: pyproject.toml constraints.txt $(VENV)/.test
+	@echo "installing the llm extra (PyTorch's CPU build) into $(VENV) (pip's output: $(VENV)/pip.log)"
+	@$(PIP) $(TORCH_INDEX) -e '.[test,llm]' $(LOGGED)
+	@touch $@
 
 # The demo: both systems' summary tables (classic metrics, RA-nWG, PROC, %PROC, Harm and
 # the retrieval-vs-selection diagnosis), then each scored at K = 1, 3, 5, 10 into
@@ -50,6 +61,13 @@ test: $(VENV)/.test
 	$(BIN)/ruff check engine metrics_plugins tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# The tests of the transformers annotator (a tiny Llama built locally), which `make test`
+# skips for want of PyTorch.
+LLM_TESTS := tests/test_annotate_transformers.py tests/test_annotate_claims.py tests/test_annotate_holes.py
+
+test-llm: $(VENV)/.llm
+	$(BIN)/python -m pytest $(LLM_TESTS)
 
 quick: $(VENV)/.test
 	$(TESTS) -m "not slow"

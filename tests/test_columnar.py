@@ -47,7 +47,7 @@ class TestColumnar:
             np.testing.assert_array_equal(results.scores[label], expected.scores[label])
         assert results.dataset_hash == expected.dataset_hash
         frame = results.to_pandas()
-        assert frame["query_id"].tolist() == ["q1", "q2"]
+        assert frame["id"].tolist() == ["q1", "q2"]
         assert frame["retrieval-mrr"].tolist() == [0.5, 0.5]
 
     def test_frames_score_like_files(self) -> None:
@@ -204,7 +204,7 @@ class TestWriters:
         assert main([*argv, "--output", "scores.parquet"]) == 0
         frame = pd.read_parquet(tmp_path / "scores.parquet")
         # q1 ranks [b, a]: a (label 2) at rank 2; q2 ranks [d, c]: c at rank 2
-        assert frame["query_id"].tolist() == ["q1", "q2"] and frame["retrieval-mrr"].tolist() == [
+        assert frame["id"].tolist() == ["q1", "q2"] and frame["retrieval-mrr"].tolist() == [
             0.5,
             0.5,
         ]

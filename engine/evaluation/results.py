@@ -422,16 +422,17 @@ class Results:
         return self.write("csv", path).decode()
 
     def to_parquet(self, path: str | os.PathLike[str]) -> None:
-        """Per-sample scores as Parquet: ``query_id`` and one float column per label."""
+        """Per-sample scores as Parquet: ``id`` and one float column per label."""
         self._scores()
         self.write("parquet", path)
 
     def to_arrow(self) -> pa.Table:
-        """Per-sample scores as an Arrow table: ``query_id`` + one column per label."""
-        return self.rows().table("query_id")
+        """Per-sample scores as an Arrow table: ``id`` (the sample id, as in
+        :meth:`per_sample`, CSV and JSONL) + one column per label."""
+        return self.rows().table("id")
 
     def to_pandas(self) -> Any:
-        """Per-sample scores as a pandas DataFrame (``query_id`` + one column per label;
+        """Per-sample scores as a pandas DataFrame (``id`` + one column per label;
         NaN = NA); needs pandas (``pip install 'slotwise[columnar]'``)."""
         try:
             import pandas  # noqa: F401
@@ -440,7 +441,7 @@ class Results:
         return self.to_arrow().to_pandas()
 
     def to_polars(self) -> Any:
-        """Per-sample scores as a polars DataFrame (``query_id`` + one column per label;
+        """Per-sample scores as a polars DataFrame (``id`` + one column per label;
         null = NA); needs polars."""
         try:
             import polars

@@ -54,7 +54,7 @@ class StratumRow:
     ci: tuple[float, float] | None
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class Breakdown:
     """Per-stratum aggregates of every metric of some results."""
 
@@ -92,6 +92,17 @@ class Breakdown:
                 for stratum in self.strata
             ],
         }
+
+    def __str__(self) -> str:
+        """The table (:meth:`table`) as text, as ``print(results)`` prints its summary."""
+        from engine.evaluation.tables import render_text
+
+        return render_text(self.table())
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{stratum}={self.sizes[stratum]}" for stratum in self.strata[:4])
+        more = f", ... ({len(self.strata) - 4} more)" if len(self.strata) > 4 else ""
+        return f"<Breakdown by {self.key}: {len(self.labels)} metrics; samples {counts}{more}>"
 
     def table(self) -> Any:
         """A rich Table: one row per stratum and metric, with n, mean and 95% CI."""

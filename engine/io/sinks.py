@@ -116,7 +116,7 @@ class Sink:
                     (b"\n    " if self._rows == 0 else b",\n    ") + _joined(rows, ",\n    ")
                 )
         else:
-            self._table(chunk.table("id" if self.format == "csv" else "query_id"))
+            self._table(chunk.table("id"))
         self._rows += len(chunk)
 
     def _table(self, table: pa.Table) -> None:
@@ -139,7 +139,7 @@ class Sink:
             self.handle.write(b"\n")
         elif self.format in ("csv", "parquet") and self._rows == 0:
             empty = RowChunk(pa.array([], pa.string()), {label: np.zeros(0) for label in labels})
-            self._table(empty.table("id" if self.format == "csv" else "query_id"))
+            self._table(empty.table("id"))
         if self._writer is not None:
             self._writer.close()
         if self._file is not None:
