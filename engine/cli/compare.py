@@ -151,6 +151,13 @@ def add(commands: Any) -> dict[str, Handler]:
         "`slotwise run DATASET --ppi`)",
     )
     comparing.add_argument(
+        "--design",
+        type=Path,
+        metavar="SAMPLE.design.json",
+        help="with --ppi: the design the human labels were drawn by (`slotwise sample`): "
+        "stratified and active samples are weighted as drawn",
+    )
+    comparing.add_argument(
         "--allow-failures",
         action="store_true",
         help="do not count a later system failing on more samples than the baseline (error "
@@ -192,6 +199,8 @@ def _compare(args: argparse.Namespace) -> int:
         )
     if (args.ppi is None) != (args.human is None):
         raise UsageError("--ppi PREDICTIONS and --human DATASET go together")
+    if args.design is not None and args.ppi is None:
+        raise UsageError("--design goes with --ppi PREDICTIONS and --human DATASET")
     margins = _margins(args.max_drop)
     engine = configured_engine(getattr(args, "config", None))
     dataset = engine.dataset(args.dataset) if args.dataset is not None else None
@@ -244,11 +253,13 @@ def _ppi(
     """Per later system, the paired PPI report of its difference from the first system;
     and the judge's agreement with the human labels."""
     from engine.analysis.agreement import judge_agreement
+    from engine.analysis.sampling import read_sample
 
     labels = list(dict.fromkeys(row.label for row in comparison.rows))
     human = engine.dataset(args.human)
     evaluation = human.with_metrics(labels)
     predictions = engine.dataset(args.ppi)
+    design = read_sample(args.design) if args.design is not None else None
     first = results[0]
     found = {}
     for name, later in zip(comparison.systems[1:], results[1:], strict=True):
@@ -257,7 +268,7 @@ def _ppi(
                 [Problem("--ppi scores the results' kept outputs: score with --keep-outputs")],
                 summary="cannot estimate by PPI",
             )
-        found[name] = evaluation.ppi(later, predictions, baseline=first)
+        found[name] = evaluation.ppi(later, predictions, baseline=first, design=design)
     return found, judge_agreement(human, predictions)
 
 
