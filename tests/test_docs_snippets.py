@@ -33,6 +33,7 @@ DOCUMENTS: dict[str, tuple[str, dict[int, str]]] = {
     "docs/comparing-systems.md": ("examples/quickstart", {}),
     "docs/embedding.md": ("examples/quickstart", {}),
     "docs/scale.md": ("examples/quickstart", {}),
+    "docs/relabelling.md": ("examples/quickstart", {}),
     "docs/writing-a-metric-plugin.md": ("examples/plugin-example", {}),
     "examples/quickstart/README.md": ("examples/quickstart", {}),
 }

@@ -459,7 +459,7 @@ class TestTurnover:
         [why] = verdict.verdicts
         assert why.by == "ids" and why.reason.startswith("rechunked: ")
         assert "the ids turned over, not regressed: 0 of 36 documents in its top 10" in why.reason
-        assert "before's top 10 had 36 of 36 (100.0%)" in why.reason
+        assert "under 10% of before's 36 of 36 (100.0%)" in why.reason
         assert "slotwise relabel help --documents" in why.reason
         assert [v.outcome for v in verdict.advisory] == ["regressed"]
         found[0].to_json(tmp_path / "before.json")
@@ -470,7 +470,8 @@ class TestTurnover:
         assert "the ids turned over, not regressed" in (tmp_path / "r.html").read_text()
 
     def test_a_near_total_turnover_and_a_regression_that_is_not_one(self) -> None:
-        """Every id renamed in 11 of 12 queries: 3 of 36 known (8.3% < 10%): turned over.
+        """Every id renamed in 11 of 12 queries: 3 of 36 known (8.3% < 10% of the baseline's
+        100%): turned over.
         A regressed system whose junk is unjudged, two of three ids unknown in every query:
         12 of 36 known (33.3%): a regression to tell as such (judged@10 below 0.9 says
         label more), never excused as a turnover."""
@@ -485,6 +486,18 @@ class TestTurnover:
             reasons[name] = " ".join(v.reason for v in verdict.verdicts)
         assert "3 of 36 documents in its top 10 are known to the labels (8.3%)" in reasons["most"]
         assert "turned over" not in reasons["junk"]
+        # sparse labels (one relevant passage each, a third of the top 3 known): a full
+        # turnover is told too, beside "match almost no label"
+        sparse = [
+            {"id": q, "expected_output": {"relevance": {ids[0]: 1}}} for q, ids in OLD_IDS.items()
+        ]
+        renamed = {q: [f"{q}-n{j}" for j in range(3)] for q in OLD_IDS}
+        found = [_results(sparse, OLD_IDS), _results(sparse, renamed)]
+        verdict = gate(compare(found, names=["a", "b"]), min_judged=None, max_judged_gap=None)
+        [why] = verdict.verdicts
+        assert why.reason.startswith("b: the retrieved ids match almost no label")
+        assert "the ids turned over, not regressed: 0 of 36" in why.reason
+        assert "under 10% of a's 12 of 36 (33.3%)" in why.reason
         assert "judged@10 0.333 (24 of 36 unjudged) < 0.9" in reasons["junk"]
 
 

@@ -12,7 +12,7 @@ and overall, *regressed*, *held* or *can't tell*, and why.
   alpha at all, an interval wider than the margin (with the minimum detectable effect at
   this n and about how many queries would resolve it), too few labels under the numbers
   (judged@k below a level, or differing between the systems), ids that match no label,
-  ids that turned over (almost all unknown to labels that knew the baseline's: a
+  ids that turned over (under a tenth as many known to the labels as the baseline's: a
   re-chunk renamed the passages; ``slotwise relabel`` fixes it), a PPI interval of zero
   width or on too few human-labelled samples.
 
@@ -42,7 +42,7 @@ from engine.analysis.defaults import (
     MIN_PPI_LABELLED,
 )
 from engine.errors import InputError, Problem
-from engine.evaluation.results import Diagnostics
+from engine.evaluation.results import MIN_KNOWN_IDS, Diagnostics
 
 __all__ = [
     "CANT_TELL",
@@ -59,12 +59,11 @@ __all__ = [
     "turned_over",
 ]
 
-#: Below this share of its top-k documents known to the labels, where the baseline's was
-#: at least :data:`TURNOVER_BASELINE`, a system's ids turned over (:func:`turned_over`).
-#: Low on purpose: a regressed system that retrieves unjudged documents of the same corpus
-#: keeps more of its ids known than this, and must still read as regressed.
+#: A system's ids turned over (:func:`turned_over`) when the share of its top-k documents
+#: known to the labels is below this fraction of the baseline's share. Low on purpose: a
+#: regressed system that retrieves unjudged documents of the same corpus keeps more of its
+#: ids known than this, and must still read as regressed.
 TURNOVER_SHARE = 0.1
-TURNOVER_BASELINE = 0.5
 
 Outcome = Literal["regressed", "held", "can't tell"]
 REGRESSED: Outcome = "regressed"
@@ -499,24 +498,24 @@ def turned_over(
     dataset: str | None = None,
 ) -> str | None:
     """Why a system's ids turned over, or None: at the shallowest cutoff both counted,
-    fewer than :data:`TURNOVER_SHARE` of its top-k documents are known to the labels,
-    where at least :data:`TURNOVER_BASELINE` of the ``baseline``'s were: the passages
-    were most likely renamed (a new chunker, a re-index), which is no regression;
-    ``slotwise relabel`` carries the labels over (docs/relabelling.md)."""
+    the share of its top-k documents known to the labels is below :data:`TURNOVER_SHARE`
+    of the ``baseline``'s, whose own ids matched labels (at least
+    :data:`~engine.evaluation.results.MIN_KNOWN_IDS`): the passages were most likely
+    renamed (a new chunker, a re-index), which is no regression; ``slotwise relabel``
+    carries the labels over (docs/relabelling.md)."""
     common = sorted(set(before) & set(after))
     if not common:
         return None
     a, b = before[common[0]], after[common[0]]
-    if (
-        a.share is None
-        or b.share is None
-        or not (b.share < TURNOVER_SHARE and a.share >= TURNOVER_BASELINE)
-    ):
+    if a.share is None or b.share is None or a.share < MIN_KNOWN_IDS:
+        return None
+    if b.share >= TURNOVER_SHARE * a.share:
         return None
     return (
         f"the ids turned over, not regressed: {b.judged:,} of {b.documents:,} documents in "
-        f"its top {b.k} are known to the labels ({b.share:.1%}), where {baseline}'s top {a.k} "
-        f"had {a.judged:,} of {a.documents:,} ({a.share:.1%}): if the passages were renamed "
+        f"its top {b.k} are known to the labels ({b.share:.1%}), under "
+        f"{TURNOVER_SHARE:.0%} of {baseline}'s "
+        f"{a.judged:,} of {a.documents:,} ({a.share:.1%}): if the passages were renamed "
         "(a new chunker or index), carry the labels to the new chunks by text overlap, with no "
         f"judge call: slotwise relabel {dataset or 'DATASET'} --documents DOCUMENTS.jsonl "
         "--chunks NEW_CHUNKS.jsonl --passages OLD_CHUNKS.jsonl --output RELABELLED.yaml "
