@@ -58,6 +58,7 @@ from engine.io.columns import Columns, ContentHash
 from engine.io.config import CONFIG_ENV, Config
 from engine.io.files import format_suffix
 from engine.io.records import Sample, outputs_of, samples_of
+from engine.io.regrouped import regrouped
 from engine.io.sharded import Long
 from engine.io.shards import is_sharded
 from engine.io.sinks import open_sink
@@ -383,7 +384,13 @@ class Engine:
             return sources.stream_outputs(output_path, run=run is not None)
 
         lengths = sources.stream_output_lengths(output_path, run=run is not None)
-        first = first_pass(prefetched(sample_blocks()), prefetched(lengths))
+        trec_inputs = {"sample": data_path if qrels is not None else None}
+        trec_inputs["output"] = output_path if run is not None else None
+
+        def locate(what: str, ids: list[str]) -> list[Problem]:  # TREC lines out of order
+            return [] if trec_inputs[what] is None else regrouped(trec_inputs[what], ids)
+
+        first = first_pass(prefetched(sample_blocks()), prefetched(lengths), locate)
         check_overlap(first.outputs, first.unknown, first.ids, str(output_path))
         sink = open_sink(scores, scores_format) if scores is not None else None
         results = evaluate(
@@ -874,7 +881,6 @@ class Evaluation:
         *,
         baseline: Any = None,
         level: float = 0.95,
-        design: Any = None,
     ) -> PPIReport:
         """Prediction-powered inference (PPI++; :mod:`engine.evaluation.ppi`) of each
         metric's mean over every sample of ``predictions``: this dataset's labels are the
@@ -882,10 +888,8 @@ class Evaluation:
         ``predictions`` holds an LLM's labels for every sample, made the same way on the
         labelled samples as on the others (``slotwise annotate --runs``, without
         ``--holes``). With ``baseline`` (a second system's outputs), the paired
-        comparison: PPI on the per-sample differences ``outputs - baseline``. ``design``:
-        the sample the human labels were drawn by (:func:`engine.analysis.sampling.read_sample`),
-        weighted as drawn (:mod:`engine.evaluation.ppi_design`)."""
-        from engine.evaluation import ppi, ppi_design
+        comparison: PPI on the per-sample differences ``outputs - baseline``."""
+        from engine.evaluation import ppi
 
         labels = self.dataset.columns
         has_labels = np.zeros(len(labels), dtype=np.bool_)
@@ -904,17 +908,11 @@ class Evaluation:
             label: np.where(labelled, values[np.maximum(rows, 0)], np.nan)
             for label, values in human_scores.items()
         }
-        weighed: tuple[str, ...] = ()
         try:
-            if design is None:
-                found = ppi.estimate_metrics(human, llm_scores, labelled, level=level)
-            else:
-                found, weighed = ppi_design.estimate_with_design(
-                    human, llm_scores, labelled, predictions.ids, design, level=level
-                )
+            found = ppi.estimate_metrics(human, llm_scores, labelled, level=level)
         except ValueError as error:
             raise InputError([Problem(str(error))], summary="cannot estimate by PPI") from None
-        notes = weighed + _human_predictions(predictions, (outputs, baseline))
+        notes = _human_predictions(predictions, (outputs, baseline))
         return ppi.Report(tuple(found), level, paired=baseline is not None, notes=notes)
 
     def _values(self, outputs: Any, baseline: Any) -> dict[str, FloatArray]:

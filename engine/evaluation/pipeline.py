@@ -1001,12 +1001,23 @@ def slices(columns: Columns, size: int | None) -> list[Columns]:
 # -- streams -------------------------------------------------------------------------------------
 
 
-def _repeated(ids: pa.Array, what: str) -> None:
+#: Where a stream's repeated ids are: (what, the ids) -> problems naming file and line.
+Locate = Callable[[str, list[str]], list[Problem]]
+
+
+def _repeated(ids: pa.Array, what: str, locate: Locate | None) -> None:
     counts = pc.value_counts(ids)
     repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1)).to_pylist()
     if repeated:
+        located = locate(what, repeated) if locate is not None else []
+        named = {problem.sample_id for problem in located}
         raise InputError(
-            [Problem(f"{what} id appears more than once", sample_id=i) for i in repeated],
+            located
+            + [
+                Problem(f"{what} id appears more than once", sample_id=i)
+                for i in repeated
+                if i not in named
+            ],
             summary=f"repeated {what} ids (a stream needs each id once; TREC and columnar "
             "files must keep each query's lines together)",
         )
@@ -1026,10 +1037,12 @@ class FirstPass:
 
 
 def first_pass(
-    samples: Iterable[Columns], outputs: Iterable[tuple[pa.Array, Mapping[str, Any]]]
+    samples: Iterable[Columns],
+    outputs: Iterable[tuple[pa.Array, Mapping[str, Any]]],
+    locate: Locate | None = None,
 ) -> FirstPass:
     """Read the samples, and the outputs' ids and list lengths, once: shape, hash and
-    ids; repeated ids are an error."""
+    ids; repeated ids are an error (``locate`` names where, for inputs it can read)."""
     from engine.io.columns import ContentHash
 
     shape, digest, ids = Shape(), ContentHash(), []
@@ -1040,7 +1053,7 @@ def first_pass(
     if not ids or not sum(map(len, ids)):
         raise InputError([Problem("the dataset has no samples")], summary="invalid dataset")
     all_ids = pa.concat_arrays(ids)
-    _repeated(all_ids, "sample")
+    _repeated(all_ids, "sample", locate)
     output_ids: list[pa.Array] = []
     sizes: dict[str, list[Any]] = {}
     for block_ids, block_sizes in outputs:
@@ -1049,7 +1062,7 @@ def first_pass(
             sizes.setdefault(name, []).append(size)
     if output_ids:
         every = pa.concat_arrays(output_ids)
-        _repeated(every, "output")
+        _repeated(every, "output", locate)
         known = pc.is_in(every, value_set=all_ids).to_numpy(zero_copy_only=False)
         unknown = tuple(every.filter(pa.array(~known)).to_pylist())
         widths = {
