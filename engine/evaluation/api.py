@@ -28,6 +28,7 @@ from engine.errors import (
 from engine.evaluation.batch import Batch, Shape
 from engine.evaluation.calls import Collected, call_in_threads, call_on_loop, progress_bar
 from engine.evaluation.executors import IN_PROCESS, Executor, RayExecutor, resolve_executor
+from engine.evaluation.hops import at_hop
 from engine.evaluation.ir_measures_names import suggest
 from engine.evaluation.label_sources import HUMAN, REPORT, SOURCES_KEY, label_source_report
 from engine.evaluation.metric import Metric, check_metric_class, metric_label, parse_spec
@@ -140,6 +141,8 @@ class Engine:
                 error.alias, error.available, [*hints, *error.suggestions]
             ) from None
         merged = {**self.config.metric_params.get(parsed.alias, {}), **parsed.params, **params}
+        if "hop" in merged and "hop" not in attrs.fields_dict(cls):
+            cls = at_hop(cls)  # the metric at one hop (docs/agents.md)
         known = [a.name for a in attrs.fields(cls)]
         unknown = sorted(set(merged) - set(known))
         if unknown:

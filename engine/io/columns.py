@@ -29,7 +29,8 @@ outputs gave them, as cwl_eval ranks them; null unless that order differs),
 ``positive_scores`` and ``zero_scores`` (int32: how many retrieved items score above 0,
 and exactly 0; null unless some score of the outputs is 0 or below), and ``error``
 (string: why the system failed on the sample, an error row with no output; null for an
-output).
+output), and an output's hops (``hops``, ``hop_retrieved``, ``hop_pool``,
+``hop_selected``: see :mod:`engine.io.hops`; null for an output without hops).
 
 A vocabulary need only tell ids apart within a row: in one row, equal ids share a code
 and different ids have different codes, while an id two rows name may have a code in each
@@ -57,6 +58,7 @@ from engine.cores import on_cores
 from engine.io.fingerprints import fingerprints, first_equals, order_within, same_strings
 
 __all__ = [
+    "HOP_COLUMNS",
     "LABEL_KINDS",
     "OUTPUT_COLUMNS",
     "SAMPLE_COLUMNS",
@@ -87,8 +89,8 @@ GROUPS = pa.list_(pa.struct([("group", pa.string()), ("docs", IDS)]))
 
 #: Label kinds: each a list of (doc, label) per sample.
 LABEL_KINDS = ("relevance", "utility", "grades")
-#: Output columns holding lists of document codes.
-ID_LISTS = ("retrieved", "pool", "cited")
+#: Output columns holding lists of document codes (``hop_*``: every hop's, engine.io.hops).
+ID_LISTS = ("retrieved", "pool", "cited", "hop_retrieved", "hop_pool", "hop_selected")
 #: Every column holding document codes.
 DOC_COLUMNS = (*LABEL_KINDS, *ID_LISTS, "groups")
 #: Old document codes to new ones.
@@ -106,6 +108,23 @@ SAMPLE_COLUMNS: dict[str, pa.DataType] = {
     "metadata": pa.string(),
     "claims": pa.list_(pa.string()),
 }
+#: An output's hops (engine.io.hops): each hop's query and the length of each of its
+#: lists (null: it has none), and every hop's lists one after the other.
+HOP_COLUMNS: dict[str, pa.DataType] = {
+    "hops": pa.list_(
+        pa.struct(
+            [
+                ("query", pa.string()),
+                ("retrieved", CODE),
+                ("pool", CODE),
+                ("selected", CODE),
+            ]
+        )
+    ),
+    "hop_retrieved": IDS,
+    "hop_pool": IDS,
+    "hop_selected": IDS,
+}
 OUTPUT_COLUMNS: dict[str, pa.DataType] = {
     "id": pa.string(),
     "retrieved": IDS,
@@ -117,6 +136,7 @@ OUTPUT_COLUMNS: dict[str, pa.DataType] = {
     "positive_scores": CODE,
     "zero_scores": CODE,
     "error": pa.string(),
+    **HOP_COLUMNS,
 }
 
 

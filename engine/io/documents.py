@@ -38,6 +38,14 @@ from engine.io.files import (
     yaml_lines,
 )
 from engine.io.frames import Coded
+from engine.io.hops import (
+    expand_turns,
+    final_context,
+    has_hops,
+    hop_columns,
+    hop_lists,
+    hop_problems,
+)
 from engine.io.writer import atomic_write
 
 __all__ = [
@@ -96,6 +104,12 @@ def parse_samples(
         )
         if not found:
             found.extend(_duplicate_claims(raw, sample_id, source, line, path))
+        if not found and "turns" in raw:  # a conversation: a sample per turn
+            turns, found = expand_turns(raw, source, line, path)
+            found.extend([] if found else _turn_ids(turns, seen, index, source, line, path))
+            problems.extend(found)
+            valid.extend([] if found else turns)
+            continue
         if sample_id is not None and sample_id in seen:
             found.append(
                 Problem(
@@ -116,6 +130,26 @@ def parse_samples(
     if problems:
         raise InputError(problems, summary=f"invalid dataset{f' {source}' if source else ''}")
     return samples_columns(valid)
+
+
+def _turn_ids(
+    turns: Sequence[Mapping[str, Any]],
+    seen: dict[str, int],
+    index: int,
+    source: str | None,
+    line: int | None,
+    path: list[Any],
+) -> list[Problem]:
+    """A duplicate-id problem for each turn whose id (``<id>#<turn>``) an earlier sample
+    has; the others are marked seen."""
+    found = []
+    for turn in turns:
+        if turn["id"] in seen:
+            message = f"duplicate sample id {turn['id']!r} (first at item {seen[turn['id']]})"
+            found.append(Problem(message, turn["id"], schemas.pointer([*path, "id"]), source, line))
+        else:
+            seen[turn["id"]] = index
+    return found
 
 
 def _duplicate_claims(
@@ -381,6 +415,8 @@ def parse_outputs(
                     line=line,
                 )
             )
+        if not found:
+            found.extend(hop_problems(actual, sample_id, source, line))
         problems.extend(found)
         raw_outputs[sample_id] = actual
     if problems:
@@ -411,7 +447,7 @@ def _outputs_columns(outputs: Mapping[str, Any]) -> Columns:
     retrieved, texts, pools, cited = [], [], [], []
     for actual in outputs.values():
         items, pool, cites = (
-            (actual["retrieved"], actual.get("pool"), actual.get("cited"))
+            (final_context(actual), actual.get("pool"), actual.get("cited"))
             if isinstance(actual, Mapping)
             else (actual, None, None)
         )
@@ -421,7 +457,11 @@ def _outputs_columns(outputs: Mapping[str, Any]) -> Columns:
         pools.append(None if pool is None else list(map(str, pool)))
         cited.append(None if cites is None else list(map(str, cites)))
     lists = [retrieved, *([x for x in column if x is not None] for column in (pools, cited))]
-    vocabulary, codes = _encode([list(itertools.chain.from_iterable(part)) for part in lists])
+    flat = [list(itertools.chain.from_iterable(part)) for part in lists]
+    hops, hop_rows = (
+        hop_lists(list(outputs.values())) if any(map(has_hops, outputs.values())) else ([], [])
+    )
+    vocabulary, codes = _encode([*flat, *hops])
     columns = {
         "id": pa.array(list(map(str, outputs)), pa.string()),
         "retrieved": list_array(
@@ -434,6 +474,8 @@ def _outputs_columns(outputs: Mapping[str, Any]) -> Columns:
         columns[name] = list_array(
             offsets_of([len(x or ()) for x in column]), pa.array(part, pa.int32()), mask
         )
+    if hops:
+        columns.update(hop_columns(hop_rows, codes[3:]))
     return Columns(table_of(columns, OUTPUT_COLUMNS, len(retrieved)), vocabulary)
 
 
