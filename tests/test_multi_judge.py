@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import ir_measures
 import krippendorff
 import numpy as np
 import pytest
@@ -299,7 +300,31 @@ def test_compare_ppi_prints_the_graded_agreement(
     assert agreement["weighted_kappa"] == pytest.approx(
         cohen_kappa_score(human, judge, weights="quadratic")
     )
+    # the systems' order: nDCG@4 of each run on the 9 labelled questions, by ir_measures
+    # under the human qrels and under the judge's
+    runs = {
+        name: {f"q{i:02d}": {f"{k}{i}": 4.0 - r for r, k in enumerate(order)} for i in range(9)}
+        for name, order in (("a", list(PASSAGES)), ("b", list(PASSAGES)[::-1]))
+    }
+    human_qrels = {f"q{i:02d}": {f"{k}{i}": HUMAN[i % 3][k] for k in PASSAGES} for i in range(9)}
+    judge_qrels = {
+        f"q{i:02d}": {f"{k}{i}": _grade(f"{k}{i}", i) for k in PASSAGES} for i in range(9)
+    }
+    (order,) = agreement["rankings"]
+    assert order["metric"] == metric
+    for side, qrels in (("human", human_qrels), ("judge", judge_qrels)):
+        means = [
+            ir_measures.calc_aggregate([ir_measures.nDCG @ 4], qrels, runs[name])[
+                ir_measures.nDCG @ 4
+            ]
+            for name in ("a", "b")
+        ]
+        assert list(order[side].values()) == pytest.approx(means)
+    tau = stats.kendalltau(list(order["human"].values()), list(order["judge"].values()))
+    assert order["kendall_tau"] == pytest.approx(tau.statistic)
     assert main(argv) == 0
-    assert "Krippendorff's alpha  nominal" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "Krippendorff's alpha  nominal" in text
+    assert f"{metric}: Kendall's tau " in text
     assert main([*argv, "--format", "markdown"]) == 0
     assert "| Cohen's kappa, linear |" in capsys.readouterr().out

@@ -23,7 +23,7 @@ and named (with the judge's reason where ``metadata.unjudged`` gives one).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -43,11 +43,13 @@ __all__ = [
     "JudgeAgreement",
     "Level",
     "Mutual",
+    "SystemOrder",
     "Topic",
     "graded_agreement",
     "judge_agreement",
     "krippendorff_alpha",
     "mutual_agreement",
+    "system_order",
     "weighted_kappa",
 ]
 
@@ -328,6 +330,36 @@ def graded_agreement(human: Any, judge: Any, topics: Any) -> Graded:
 
 
 @attrs.frozen
+class SystemOrder:
+    """One metric's mean per system on the human-labelled samples under the human labels
+    and under the judge's, and Kendall's tau-b between the two orders (as
+    ``scipy.stats.kendalltau``; None: fewer than 2 systems, or a constant side)."""
+
+    metric: str
+    human: Mapping[str, float]
+    judge: Mapping[str, float]
+    tau: float | None
+
+    def lines(self) -> list[str]:
+        return [
+            f"  {self.metric}: Kendall's tau {_number(self.tau)} between the systems' order "
+            "under the human and the judge's labels",
+            *(
+                f"    {name}  human {self.human[name]:.4f}  judge {self.judge[name]:.4f}"
+                for name in self.human
+            ),
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "human": dict(self.human),
+            "judge": dict(self.judge),
+            "kendall_tau": self.tau,
+        }
+
+
+@attrs.frozen
 class JudgeAgreement:
     """The judge's labels against the human ones on the ``pairs`` (sample, document)
     pairs both labelled, over ``samples`` samples: quadratic-weighted ``kappa``; the
@@ -341,6 +373,7 @@ class JudgeAgreement:
     """Cohen's kappa of relevance (label > 0) on the same pairs."""
     graded: Graded | None = None
     missing: tuple[str, ...] = ()
+    rankings: tuple[SystemOrder, ...] = ()
 
     @property
     def sufficient(self) -> bool:
@@ -369,6 +402,7 @@ class JudgeAgreement:
     def lines(self) -> list[str]:
         """The full report: the gate's line, the graded measures, the missing pairs."""
         lines = [self.line(), *(self.graded.lines() if self.graded is not None else [])]
+        lines += [line for ranking in self.rankings for line in ranking.lines()]
         if self.missing:
             named = ", ".join(self.missing[:_NAMED])
             more = f" and {len(self.missing) - _NAMED} more" if len(self.missing) > _NAMED else ""
@@ -390,6 +424,7 @@ class JudgeAgreement:
             "sufficient": self.sufficient,
             "graded": None if self.graded is None else self.graded.to_dict(),
             "missing": list(self.missing),
+            "rankings": [ranking.to_dict() for ranking in self.rankings],
         }
 
     def to_markdown(self) -> str:
@@ -401,7 +436,13 @@ class JudgeAgreement:
             if self.missing
             else ""
         )
-        return f"### Judge agreement\n\n{self.line()}\n{graded}{missing}"
+        taus = "".join(
+            f"- {r.metric}: Kendall's tau {_number(r.tau)} between the systems' order under "
+            "the human and the judge's labels\n"
+            for r in self.rankings
+        )
+        taus = "\n" + taus if taus else ""
+        return f"### Judge agreement\n\n{self.line()}\n{graded}{missing}{taus}"
 
 
 def _labels(dataset: Any) -> pa.Table:
@@ -451,12 +492,18 @@ def _why(dataset: Any, missing: pa.Table) -> tuple[str, ...]:
     return tuple(found)
 
 
-def judge_agreement(human: Any, judge: Any) -> JudgeAgreement:
+def judge_agreement(
+    human: Any,
+    judge: Any,
+    systems: Mapping[str, Any] | None = None,
+    metrics: Sequence[str] = (),
+) -> JudgeAgreement:
     """The agreement of ``judge``'s relevance labels (a :class:`~engine.Dataset`, e.g.
     ``slotwise annotate --runs`` without ``--holes``) with ``human``'s on the pairs both
     labelled; labels ``judge`` records as a person's (its label sources) are left out.
     Human-labelled pairs of samples the judge's dataset has that it gave no label are
-    named in ``missing``."""
+    named in ``missing``. With ``systems`` (name -> outputs) and ``metrics``: the
+    systems' order under each set of labels (:func:`system_order`)."""
     judged = _labels(judge).join(_human_sourced(judge), keys=["id", "doc"], join_type="left anti")
     people_labels = _labels(human)
     both = people_labels.join(judged, keys=["id", "doc"], join_type="inner", right_suffix="_judge")
@@ -476,7 +523,47 @@ def judge_agreement(human: Any, judge: Any) -> JudgeAgreement:
         graded.kappa_binary,
         graded,
         _why(judge, missing),
+        system_order(human, judge, systems, metrics) if systems else (),
     )
+
+
+def _labelled(dataset: Any, ids: Any) -> Any:
+    """``dataset`` cut to the samples of ``ids`` that it has."""
+    kept = pc.is_in(dataset.columns.ids, value_set=ids).to_numpy(zero_copy_only=False)
+    return attrs.evolve(dataset, columns=dataset.columns.take(np.flatnonzero(kept)))
+
+
+def system_order(
+    human: Any, judge: Any, systems: Mapping[str, Any], metrics: Sequence[str]
+) -> tuple[SystemOrder, ...]:
+    """Per metric, each system's mean on the samples people labelled (relevance) under
+    ``human``'s labels and under ``judge``'s (the judge's dataset as it is: a person's
+    label where it keeps one), and Kendall's tau-b between the two orders."""
+    from scipy import stats
+
+    from engine.evaluation.api import subset_outputs
+
+    relevance = human.columns.column("relevance")
+    ids = human.columns.ids.filter(
+        pc.fill_null(pc.greater(pc.list_value_length(relevance), 0), False)
+    )
+    sides = [_labelled(human, ids), _labelled(judge, ids)]
+    found = []
+    for metric in metrics:
+        means: list[dict[str, float]] = []
+        for side in sides:
+            evaluation = side.with_metrics([metric])
+            mean = {}
+            for name, outputs in systems.items():
+                results = evaluation.evaluate(subset_outputs(outputs, side.ids))
+                mean[name] = float(results.summary()[results.labels[0]]["mean"])
+            means.append(mean)
+        tau = None
+        if len(systems) > 1:
+            value = stats.kendalltau(list(means[0].values()), list(means[1].values())).statistic
+            tau = None if np.isnan(value) else float(value)
+        found.append(SystemOrder(metric, means[0], means[1], tau))
+    return tuple(found)
 
 
 @attrs.frozen

@@ -251,7 +251,7 @@ def _ppi(
     engine: Engine, args: argparse.Namespace, comparison: Comparison, results: Sequence[Any]
 ) -> tuple[dict[str, Any], JudgeAgreement]:
     """Per later system, the paired PPI report of its difference from the first system;
-    and the judge's agreement with the human labels."""
+    and the judge's agreement with the human labels, with the systems' order under each."""
     from engine.analysis.agreement import judge_agreement
     from engine.analysis.sampling import read_sample
 
@@ -269,7 +269,10 @@ def _ppi(
                 summary="cannot estimate by PPI",
             )
         found[name] = evaluation.ppi(later, predictions, baseline=first, design=design)
-    return found, judge_agreement(human, predictions)
+    systems = {
+        name: result.outputs for name, result in zip(comparison.systems, results, strict=True)
+    }
+    return found, judge_agreement(human, predictions, systems, labels)
 
 
 def _emit(
@@ -297,7 +300,7 @@ def _emit(
         emit(json.dumps(document, indent=2, ensure_ascii=False) + "\n", output)
     elif fmt == "markdown":
         lines = "".join(f"- {line.strip()}\n" for line in verdict.lines())
-        graded = "\n" + agreement.to_markdown() if agreement is not None else ""
-        emit(comparison.to_markdown() + "\n" + lines + graded, output)
+        section = "\n" + agreement.to_markdown() if agreement is not None else ""
+        emit(comparison.to_markdown() + "\n" + lines + section, output)
     else:
         emit(comparison.to_latex(), output)
