@@ -198,10 +198,13 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("--format parquet writes a file: add --output FILE.parquet")
     if args.subtopics and (args.qrels is None or args.stream or not isinstance(args.qrels, str)):
         raise UsageError("--subtopics goes with --qrels QRELS (one file), without --stream")
+    on_workers = args.executor == "ray" and args.qrels and args.trec_run
+    if on_workers and not (args.subtopics or args.ppi):
+        # the workers read, score and send back rows that are written as they come: the
+        # driver holds none (--by needs them all: then they are kept)
+        return _run_stream(engine, args) if args.by is None else _run_on_workers(engine, args)
     if args.stream:
         return _run_stream(engine, args)
-    if args.executor == "ray" and args.qrels and args.trec_run and not (args.subtopics or args.ppi):
-        return _run_on_workers(engine, args)
     with ThreadPoolExecutor(2, thread_name_prefix="slotwise-read") as pool:
         run = None if args.trec_run is None else pool.submit(sources.read_run, args.trec_run)
         pool.submit(load_ahead, engine, split_specs(args.metrics))  # (none: the dataset's)
@@ -242,7 +245,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_on_workers(engine: Engine, args: argparse.Namespace) -> int:
-    """``run --qrels Q --run R --executor ray``: the workers read the files."""
+    """``run --qrels Q --run R --executor ray --by FIELD``: the workers read the files,
+    the rows are kept here for the breakdown."""
     specs = split_specs(args.metrics)
     if not specs:
         raise UsageError("no metrics: pass --metrics")
@@ -296,10 +300,14 @@ def _run_ppi(engine: Engine, dataset: Any, specs: list[Any], outputs: Any, args:
 
 
 def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
-    """``run --stream``: inputs read as streams, rows written as they are scored."""
+    """``run --stream`` (and ``run --qrels Q --run R --executor ray``): inputs read as
+    streams (on Ray, by the workers), rows written as they are scored."""
+    from engine.evaluation.pipeline import DEFAULT_CHUNK_SIZE
+
     if args.by is not None or args.keep_outputs:
         option = "--by" if args.by is not None else "--keep-outputs"
-        raise UsageError(f"{option} needs every sample in memory; leave out --stream")
+        instead = "--stream" if args.stream else "--executor ray"
+        raise UsageError(f"{option} needs every sample in memory; leave out {instead}")
     if (args.qrels is None) == (args.dataset is None):
         raise UsageError("--stream needs a DATASET file or --qrels")
     if (args.trec_run is None) == (args.outputs is None):
@@ -316,7 +324,8 @@ def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
             qrels=args.qrels,
             outputs=args.outputs,
             run=args.trec_run,
-            chunk_size=args.chunk_size or STREAM_CHUNK_SIZE,
+            chunk_size=args.chunk_size
+            or (DEFAULT_CHUNK_SIZE if args.executor == "ray" else STREAM_CHUNK_SIZE),
             strict=args.strict,
             missing=args.missing,
             scores=(args.output or sys.stdout) if rows else None,
