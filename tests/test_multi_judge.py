@@ -241,11 +241,49 @@ class TestGradedAgreementCommand:
         tau = stats.kendalltau(
             [ranking["human"][r] for r in runs], [ranking["judge"][r] for r in runs]
         )
-        assert ranking["tau"] == pytest.approx(tau.statistic)
+        assert ranking["kendall_tau"] == pytest.approx(tau.statistic)
         # each topic: 4 pairs, below the 5 a topic needs to be named unreliable
         assert graded["topics"]["unreliable"] == [] and len(graded["topics"]["each"]) == 9
         assert "self-preference: the judge gpt-4o-mini" in captured.err
         assert report["self_preference"] and "OpenAI family" in report["self_preference"][0]
+
+    def test_two_judges_json_and_markdown(
+        self, server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """--also-judge with --agreement-format json: one JSON document, the judges'
+        agreement among themselves under among_judges (alpha as the package's on the
+        grades metadata.judges holds); markdown: both as tables."""
+        first = server_factory()
+        second = server_factory("--bias", "1")
+        paths = _files(tmp_path)
+        extra = ("--also-judge", f"judge-b@{second.url}", "--agreement")
+        assert _annotate(paths, first.url, *extra, "--agreement-format", "json") == 0
+        report = json.loads(capsys.readouterr().out)
+        written = yaml.safe_load(paths["labelled"].read_text())["samples"]
+        grades = [
+            [
+                given[judge]
+                for sample in written
+                for given in sample.get("metadata", {}).get("judges", {}).values()
+            ]
+            for judge in ("judge-a", "judge-b")
+        ]
+        among = report["among_judges"]
+        # --agreement judges the 9 human-labelled questions' 36 pairs alone
+        assert among["judges"] == ["judge-a", "judge-b"] and among["pairs"] == 36
+        for level in ("nominal", "ordinal", "interval"):
+            assert among["krippendorff_alpha"][level] == pytest.approx(
+                krippendorff.alpha(np.array(grades, float), level_of_measurement=level)
+            )
+        (pair,) = among["pairwise"]
+        assert pair["judges"] == ["judge-a", "judge-b"] and pair["pairs"] == 36
+        for weights in ("linear", "quadratic"):
+            assert pair[f"{weights}_kappa"] == pytest.approx(
+                cohen_kappa_score(*grades, weights=weights)
+            )
+        assert _annotate(paths, first.url, *extra, "--agreement-format", "markdown") == 0
+        out = capsys.readouterr().out
+        assert "| Cohen's kappa, quadratic |" in out and "### Agreement among the judges" in out
 
     def test_text_report(
         self, server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -591,6 +591,24 @@ class Mutual:
         ]
         return lines
 
+    def text(self) -> str:
+        return "\n".join(self.lines())
+
+    def to_markdown(self) -> str:
+        rows = [
+            f"### Agreement among the judges ({self.pairs:,} pairs)",
+            "",
+            "| measure | value |",
+            "|---|---|",
+            *(f"| Krippendorff's alpha, {lv} | {_number(self.alpha[lv])} |" for lv in LEVELS),
+            *(
+                f"| {a} ~ {b}: Cohen's kappa linear / quadratic ({n} pairs) | "
+                f"{_number(lin)} / {_number(quad)} |"
+                for a, b, n, lin, quad in self.pairwise
+            ),
+        ]
+        return "\n".join(rows) + "\n"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "judges": list(self.names),

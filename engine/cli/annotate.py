@@ -313,9 +313,11 @@ def _fill(
         metrics = split_specs(args.metrics) or [f"retrieval-ndcg-at-k@{args.depth}"]
         named = {str(path): run for path, run in zip(args.runs, runs, strict=True)}
         found = relevance_agreement(raws, labelled, filling, named, metrics, engine)
-        _print_agreement(args, engine, raws, labelled, found)
-    if ensemble is not None:
-        _print_mutual(ensemble)
+    mutual = _mutual(ensemble) if ensemble is not None else None
+    if args.agreement:
+        _print_agreement(args, engine, raws, labelled, found, mutual)
+    elif mutual is not None:
+        _print_mutual(args, mutual)
     return session.finished(unreadable, failed, args.output)
 
 
@@ -350,10 +352,20 @@ def _combined(
     return labelled, attrs.evolve(judged[0][2], source=ensemble.source), ensemble
 
 
-def _print_mutual(ensemble: Any) -> None:
+def _mutual(ensemble: Any) -> Any:
     from engine.analysis.agreement import mutual_agreement
 
-    print("\n".join(mutual_agreement(ensemble.names, ensemble.grades).lines()))
+    return mutual_agreement(ensemble.names, ensemble.grades)
+
+
+def _print_mutual(args: argparse.Namespace, mutual: Any) -> None:
+    """The judges' agreement among themselves in --agreement-format."""
+    import json
+
+    if args.agreement_format == "json":
+        print(json.dumps({"among_judges": mutual.to_dict()}, indent=2, ensure_ascii=False))
+    else:
+        print(mutual.to_markdown() if args.agreement_format == "markdown" else mutual.text())
 
 
 def _preference(args: argparse.Namespace) -> list[str]:
@@ -373,38 +385,40 @@ def _self_preference(args: argparse.Namespace) -> None:
 
 
 def _print_agreement(
-    args: argparse.Namespace, engine: Engine, raws: Any, labelled: Any, found: Any
+    args: argparse.Namespace,
+    engine: Engine,
+    raws: Any,
+    labelled: Any,
+    found: Any,
+    mutual: Any = None,
 ) -> None:
-    """The judge's agreement with the human labels in --agreement-format."""
+    """The judge's agreement with the human labels (and, with --also-judge, the judges'
+    among themselves) in --agreement-format."""
     import json
 
-    from engine.analysis.agreement import judge_agreement
+    import attrs
+
+    from engine.analysis.agreement import SystemOrder, judge_agreement
 
     graded = judge_agreement(engine.dataset(samples=raws), engine.dataset(samples=labelled))
-    if args.agreement_format == "text":
+    if args.agreement_format == "text":  # the runs' order is in found's lines
         print("\n".join([*found.lines(), *graded.lines()]))
-    elif args.agreement_format == "markdown":
-        taus = "".join(
-            f"- {r.metric}: Kendall's tau {_tau(r.tau)} between the runs' order under the "
-            "human and the judge's labels\n"
-            for r in found.rankings
-        )
-        print(graded.to_markdown() + ("\n" + taus if taus else ""), end="")
-    else:
-        document = {
-            **graded.to_dict(),
-            "source": found.source,
-            "rankings": [
-                {"metric": r.metric, "human": dict(r.human), "judge": dict(r.llm), "tau": r.tau}
-                for r in found.rankings
-            ],
-            "self_preference": _preference(args),
-        }
-        print(json.dumps(document, indent=2, ensure_ascii=False))
-
-
-def _tau(value: float | None) -> str:
-    return "undefined" if value is None else f"{value:.4f}"
+        if mutual is not None:
+            print(mutual.text())
+        return
+    orders = tuple(SystemOrder(r.metric, r.human, r.llm, r.tau) for r in found.rankings)
+    graded = attrs.evolve(graded, rankings=orders)
+    if args.agreement_format == "markdown":
+        among = "\n" + mutual.to_markdown() if mutual is not None else ""
+        print(graded.to_markdown() + among, end="")
+        return
+    document = {
+        **graded.to_dict(),
+        "source": found.source,
+        "self_preference": _preference(args),
+        "among_judges": None if mutual is None else mutual.to_dict(),
+    }
+    print(json.dumps(document, indent=2, ensure_ascii=False))
 
 
 def _write(output: Path, labelled: list[Any], name: Any, lines: Any, cache: Any) -> None:
