@@ -261,3 +261,153 @@ class TestWeightedMetrics:
         with pytest.raises(ValueError, match="m: stratum 'b'"):
             weighted_metrics({"m": [1, 0, 1]}, {"m": [1, 0, 1]}, [True] * 3,
                              method="stratified", strata=["a", "a", "b"])  # fmt: skip
+
+
+def _loop_data(seed: int, queries: int = 300):
+    """Queries of three kinds (metadata.kind) with 8 documents each, a person's binary
+    judgements and a judge's that flips 10%, 25% or 40% of them by kind; a system that
+    ranks at random. Returns the judged samples, the human labels by query, the outputs
+    and P@4 per query under each (relevant documents in the top 4, over 4)."""
+    rng = np.random.default_rng(seed)
+    docs = [f"d{j}" for j in range(8)]
+    kinds = np.array(["factoid", "multi-hop", "opinion"])[rng.integers(0, 3, queries)]
+    flip = np.select([kinds == "factoid", kinds == "multi-hop"], [0.1, 0.25], 0.4)
+    human = rng.random((queries, 8)) < 0.35
+    llm = human ^ (rng.random((queries, 8)) < flip[:, None])
+    order = np.argsort(rng.random((queries, 8)), axis=1)
+    ids = [f"topic-{i:04d}" for i in range(queries)]
+    outputs = {q: [docs[j] for j in order[i]] for i, q in enumerate(ids)}
+    judged = [
+        {"id": q, "expected_output": {d: int(r) for d, r in zip(docs, llm[i], strict=True)},
+         "metadata": {"kind": str(kinds[i])}}
+        for i, q in enumerate(ids)
+    ]  # fmt: skip
+    labels = {
+        q: {d: int(r) for d, r in zip(docs, human[i], strict=True)} for i, q in enumerate(ids)
+    }
+    top = order[:, :4]
+    y = np.take_along_axis(human, top, axis=1).sum(axis=1) / 4
+    yhat = np.take_along_axis(llm, top, axis=1).sum(axis=1) / 4
+    return ids, kinds, judged, labels, outputs, y, yhat
+
+
+class TestCommandLine:
+    """slotwise sample, then slotwise run GOLD --ppi JUDGED --design: the estimate
+    weighted as drawn, computed here again from P@4 by hand."""
+
+    @pytest.fixture
+    def loop(self, tmp_path):
+        import json
+
+        ids, kinds, judged, labels, outputs, y, yhat = _loop_data(21)
+        (tmp_path / "judged.json").write_text(json.dumps({"samples": judged}))
+        (tmp_path / "run.json").write_text(json.dumps(outputs))
+
+        def estimate(*sample_options):
+            from engine.analysis.sampling import read_sample
+            from engine.cli import main
+
+            assert main(["sample", str(tmp_path / "judged.json"), "--output",
+                         str(tmp_path / "s.jsonl"), *sample_options]) == 0  # fmt: skip
+            drawn = read_sample(tmp_path / "s.jsonl")
+            picked = {u.query_id for u in drawn.units}
+            gold = [{"id": q, "expected_output": labels[q]} if q in picked else {"id": q}
+                    for q in ids]  # fmt: skip
+            (tmp_path / "gold.json").write_text(json.dumps({"samples": gold}))
+            code = main(["run", str(tmp_path / "gold.json"), "--outputs", str(tmp_path / "run.json"),
+                         "--metrics", "retrieval-precision-at-k@4", "--ppi",
+                         str(tmp_path / "judged.json"), "--design", str(tmp_path / "s.design.json"),
+                         "--format", "json"])  # fmt: skip
+            return code, drawn, np.array([q in picked for q in ids])
+
+        return tmp_path, ids, kinds, y, yhat, estimate
+
+    def test_stratified(self, loop, capsys):
+        """One lambda over the strata, written out with plain sums here."""
+        import json
+
+        _, ids, kinds, y, yhat, estimate = loop
+        code, _, picked = estimate("--size", "60", "--stratify", "metadata.kind", "--seed", "3")
+        assert code == 0
+        document = json.loads(capsys.readouterr().out)["ppi"]
+        (row,) = document["metrics"]
+        total = len(ids)
+        top = bottom = 0.0
+        per = []
+        for kind in ("factoid", "multi-hop", "opinion"):
+            at, rest = picked & (kinds == kind), ~picked & (kinds == kind)
+            n, big_n = int(at.sum()), int(rest.sum())
+            w = (n + big_n) / total
+            ys, hs, us = y[at], yhat[at], yhat[rest]
+            cov = sum((a - ys.mean()) * (b - hs.mean()) for a, b in zip(ys, hs, strict=True)) / n
+            every = np.concatenate([hs, us])
+            var = sum((v - every.mean()) ** 2 for v in every) / (n + big_n - 1)
+            top += w * w / n * cov
+            bottom += w * w / n * (1 + n / big_n) * var
+            per.append((w, ys, hs, us))
+        lam = min(max(top / bottom, 0.0), 1.0)
+        mean = sum(w * (lam * us.mean() + (ys - lam * hs).mean()) for w, ys, hs, us in per)
+        var = sum(w * w * (lam**2 * us.var() / us.size + (ys - lam * hs).var() / ys.size)
+                  for w, ys, hs, us in per)  # fmt: skip
+        assert row["ppi"]["mean"] == pytest.approx(mean, abs=1e-12)
+        assert row["ppi"]["lambda"] == pytest.approx(lam, abs=1e-12)
+        assert row["ppi"]["ci"][1] - mean == pytest.approx(Z * math.sqrt(var), abs=1e-12)
+        assert (row["labelled"], row["unlabelled"]) == (60, 240)
+        assert (
+            "weighted by a stratified design of 60 queries drawn from 300" in document["notes"][0]
+        )
+
+    def test_active(self, loop, capsys):
+        """Poisson draw with pi from an uncertainty file; Horvitz-Thompson z by hand."""
+        import json
+
+        tmp_path, ids, kinds, y, yhat, estimate = loop
+        noise = {"factoid": 0.1, "multi-hop": 0.25, "opinion": 0.4}
+        (tmp_path / "u.jsonl").write_text("".join(
+            json.dumps({"query_id": q, "uncertainty": noise[k]}) + "\n"
+            for q, k in zip(ids, kinds, strict=True)))  # fmt: skip
+        code, drawn, picked = estimate("--size", "60", "--active", "--uncertainty",
+                                       str(tmp_path / "u.jsonl"), "--seed", "4")  # fmt: skip
+        assert code == 0
+        (row,) = json.loads(capsys.readouterr().out)["ppi"]["metrics"]
+        pi = np.array([drawn.probabilities().get((q, None), 1.0) for q in ids])
+        w = np.where(picked, 1 / pi, 0.0)
+        a, b = yhat * (1 - w), w * y
+        lam = min(max(-np.mean((a - a.mean()) * (b - b.mean())) / a.var(), 0.0), 1.0)
+        z = lam * yhat + w * (y - lam * yhat)
+        assert row["ppi"]["mean"] == pytest.approx(z.mean(), abs=1e-12)
+        assert row["ppi"]["ci"][1] - z.mean() == pytest.approx(
+            Z * z.std() / math.sqrt(300), abs=1e-12
+        )
+        assert row["human"]["mean"] == pytest.approx(np.mean(w * y), abs=1e-12)
+
+    def test_uniform_is_ppi_py(self, loop, capsys):
+        import json
+
+        _, _, _, y, yhat, estimate = loop
+        code, _, picked = estimate("--size", "50", "--seed", "5")
+        assert code == 0
+        (row,) = json.loads(capsys.readouterr().out)["ppi"]["metrics"]
+        low, high = ppi_py.ppi_mean_ci(y[picked], yhat[picked], yhat[~picked], alpha=0.05)
+        assert row["ppi"]["ci"] == pytest.approx(
+            [float(np.squeeze(low)), float(np.squeeze(high))], abs=1e-12
+        )
+
+    def test_labels_outside_the_design_are_an_error(self, loop, capsys):
+        import json
+
+        from engine.cli import main
+
+        tmp_path, _, _, _, _, estimate = loop
+        code, _, picked = estimate("--size", "50", "--stratify", "metadata.kind")
+        assert code == 0
+        capsys.readouterr()
+        gold = json.loads((tmp_path / "gold.json").read_text())
+        for at in np.flatnonzero(~picked)[:2]:  # labelled, not drawn
+            gold["samples"][at]["expected_output"] = {"d0": 1, "d1": 0}
+        (tmp_path / "gold.json").write_text(json.dumps(gold))
+        code = main(["run", str(tmp_path / "gold.json"), "--outputs", str(tmp_path / "run.json"),
+                     "--metrics", "retrieval-precision-at-k@4", "--ppi",
+                     str(tmp_path / "judged.json"), "--design", str(tmp_path / "s.design.json")])  # fmt: skip
+        assert code == 2
+        assert "human-labelled queries are not in the sample" in capsys.readouterr().err
