@@ -12,10 +12,12 @@ import json
 import re
 import shlex
 import shutil
+import statistics
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from engine.annotate.stand_in import umbrela_grade
 from engine.cli import main
@@ -130,12 +132,27 @@ def test_the_documented_loop(
         ]
         assert not missing, f"{command}\nnot printed: {missing}\nprinted:\n{out.out}{out.err}"
         if words[1:3] == ["labels", "export"] and "label-studio" in words:
-            tasks = Path(words[words.index("--output") + 1])
-            simulated_panel(tasks, tasks.with_name("project-1-export.json"))
+            handout = Path(words[words.index("--output") + 1])
+            simulated_panel(handout, handout.with_name("project-1-export.json"))
         ran.append(command)
         following = steps[number + 1][0] if number + 1 < len(steps) else ""
         if following != "echo $?":
             assert code == 0, f"{command} exited {code}\n{out.err}"
+    # the people's labels are the median of the panel's three grades, each pair's
+    # computed here from the handout; their provenance names the design by its hash
+    tasks = [t["data"] for t in json.loads((tmp_path / "out" / "tasks.json").read_text())]
+    panel = {
+        (t["query_id"], t["doc_id"]): statistics.median(
+            grade(w, t["question"], t["passage"]) for w in ANNOTATORS
+        )
+        for t in tasks
+    }
+    human = yaml.safe_load((tmp_path / "out" / "human.yaml").read_text())["samples"]
+    assert {
+        (s["id"], d): g for s in human for d, g in s["expected_output"]["relevance"].items()
+    } == panel
+    design = hashlib.sha256((tmp_path / "out" / "SAMPLE.design.json").read_bytes()).hexdigest()
+    assert {s["metadata"]["sample"]["design_sha256"] for s in human} == {design}
     kinds = [shlex.split(c)[1] for c in ran]
     for needed in ("annotate", "sample", "labels", "compare"):
         assert needed in kinds, f"the loop has no `slotwise {needed}`"
