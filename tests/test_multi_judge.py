@@ -200,6 +200,46 @@ class TestTwoJudges:
         assert sample["metadata"]["judges"]["echo2"] == {"judge-a": None, "judge-b": None}
 
 
+class TestUncertaintyForTheSampler:
+    def test_the_judges_disagreement_drives_active_sampling(
+        self, server_factory: Any, tmp_path: Path
+    ) -> None:
+        """--uncertainty-output: per pair the standard deviation of the judges' grades as
+        written in metadata.judges (a and b one grade apart: 0.5; b unreadable: 0), per
+        query their mean; ``slotwise sample --active --uncertainty`` reads both."""
+        first = server_factory()
+        second = server_factory("--bias", "1", "--unreadable", "0.3")
+        paths = _files(tmp_path)
+        pairs, queries = tmp_path / "pairs.jsonl", tmp_path / "queries.jsonl"
+        also = ("--also-judge", f"judge-b@{second.url}", "--uncertainty-output")
+        assert _annotate(paths, first.url, *also, str(pairs), "--uncertainty-unit", "pair") == 0
+        written = yaml.safe_load(paths["labelled"].read_text())["samples"]
+        expected = {
+            (sample["id"], doc): float(np.std([g for g in given.values() if g is not None]))
+            for sample in written
+            for doc, given in sample["metadata"]["judges"].items()
+        }
+        rows = [json.loads(line) for line in pairs.read_text().splitlines()]
+        found = {(row["query_id"], row["doc_id"]): row["uncertainty"] for row in rows}
+        assert found == pytest.approx(expected) and set(found.values()) == {0.0, 0.5}
+        assert _annotate(paths, first.url, *also, str(queries)) == 0
+        per_query = {
+            row["query_id"]: row["uncertainty"]
+            for row in map(json.loads, queries.read_text().splitlines())
+        }
+        for sample in written:
+            mine = [u for (q, _), u in expected.items() if q == sample["id"]]
+            assert per_query[sample["id"]] == pytest.approx(np.mean(mine))
+        runs = ["--runs", str(paths["a"]), str(paths["b"]), "--depth", "4"]
+        for unit, file in (("pair", pairs), ("query", queries)):
+            drawn = tmp_path / f"{unit}-sample.jsonl"
+            assert main(
+                ["sample", str(paths["dataset"]), "--unit", unit, *runs, "--active",
+                 "--uncertainty", str(file), "--size", "4", "--seed", "1", "--output", str(drawn)]
+            ) == 0  # fmt: skip
+            assert drawn.read_text().strip()
+
+
 class TestGradedAgreementCommand:
     def test_json_report_against_the_peers(
         self, server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]

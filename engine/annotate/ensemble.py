@@ -18,7 +18,8 @@ Written with the labels, in each sample's metadata (document -> value):
   ``{"gpt-4o": 2, "llama-3.1-70b": 1}``;
 - ``judge_spread[doc]``: the highest grade the judges gave for the pair minus the
   lowest (0: they agree, or one answered alone), the judges' disagreement, which
-  ``slotwise sample --active`` can read as the judge's uncertainty.
+  ``slotwise sample --active`` can read as the judge's uncertainty
+  (:meth:`Ensemble.uncertainty` writes it as that command's ``--uncertainty`` file).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ class Ensemble:
     rule: str
     names: tuple[str, ...]
     sources: tuple[str, ...]
-    pairs: list[str] = attrs.field(factory=list)
+    pairs: list[tuple[str, str]] = attrs.field(factory=list)
     grades: FloatArray = attrs.field(factory=lambda: np.zeros((0, 0)))
     written: int = 0
     unjudged: list[str] = attrs.field(factory=list)
@@ -90,6 +91,35 @@ class Ensemble:
             name: int(n)
             for name, n in zip(self.names, np.isnan(self.grades).sum(axis=1), strict=True)
         }
+
+    def uncertainty(self, unit: str = "pair") -> list[dict[str, Any]]:
+        """The judges' disagreement as ``slotwise sample --active --uncertainty`` reads it
+        (``{query_id, doc_id, uncertainty}`` a pair; ``{query_id, uncertainty}`` a query):
+        a pair's is the standard deviation of the judges' grades (ddof 0: 0 where they
+        agree or one answered alone; a pair no judge answered gets the most any pair can
+        have, half the range of the grades given); a query's is the mean of its pairs'."""
+        answered = ~np.isnan(self.grades)
+        count = answered.sum(axis=0)
+        filled = np.where(answered, self.grades, 0.0)
+        mean = filled.sum(axis=0) / np.maximum(count, 1)
+        spread = np.sqrt(
+            (np.where(answered, filled - mean, 0.0) ** 2).sum(axis=0) / np.maximum(count, 1)
+        )
+        given = self.grades[answered]
+        most = (given.max() - given.min()) / 2 if given.size else 0.0
+        spread = np.where(count > 0, spread, most)
+        if unit == "pair":
+            return [
+                {"query_id": q, "doc_id": d, "uncertainty": float(u)}
+                for (q, d), u in zip(self.pairs, spread, strict=True)
+            ]
+        names, at = np.unique(
+            np.array([q for q, _ in self.pairs], dtype=object).astype(str), return_inverse=True
+        )
+        per = np.bincount(at, spread, minlength=names.size) / np.bincount(at, minlength=names.size)
+        return [
+            {"query_id": str(q), "uncertainty": float(u)} for q, u in zip(names, per, strict=True)
+        ]
 
     def lines(self) -> list[str]:
         missing = ", ".join(f"{name} {n}" for name, n in self.missing().items())
@@ -155,7 +185,7 @@ def combine(
     ensemble.grades = grades
     for at, (row, doc) in enumerate(rows):
         raw = result[row]
-        ensemble.pairs.append(f"{raw['id']}/{doc}")
+        ensemble.pairs.append((str(raw["id"]), doc))
         metadata = raw.setdefault("metadata", {})
         given = {
             n: None if np.isnan(g) else _number(g)

@@ -126,6 +126,17 @@ def add(commands: Any) -> dict[str, Handler]:
         "pair is left out of that pair's combination (default majority)",
     )
     judges.add_argument(
+        "--uncertainty-output",
+        type=Path,
+        metavar="FILE.jsonl",
+        help="with --also-judge: write the judges' disagreement per --uncertainty-unit as "
+        "`slotwise sample --active --uncertainty FILE` reads it (a pair: the standard "
+        "deviation of the judges' grades; a query: the mean of its pairs')",
+    )
+    judges.add_argument(
+        "--uncertainty-unit", choices=("query", "pair"), default="query", help="(query)"
+    )
+    judges.add_argument(
         "--system-model",
         action="append",
         default=[],
@@ -215,6 +226,8 @@ def _annotate(args: argparse.Namespace) -> int:
         raise UsageError("--agreement judges the pairs people labelled: leave out --holes")
     if args.also_judge and args.runs is None:
         raise UsageError("--also-judge combines judges of --runs' pooled pairs: give --runs")
+    if args.uncertainty_output is not None and not args.also_judge:
+        raise UsageError("--uncertainty-output is the judges' disagreement: give --also-judge")
     _self_preference(args)
     engine = configured_engine(getattr(args, "config", None))
     path, outputs_path = _dataset(args, engine)
@@ -307,6 +320,9 @@ def _fill(
     if several:
         labelled, filling, ensemble = _combined(args, raws, judged)
         lines += ensemble.lines()
+        if args.uncertainty_output is not None:
+            _write_uncertainty(args, ensemble)
+            lines.append(f"wrote {args.uncertainty_output} (the judges' disagreement)")
         unreadable, failed = ensemble.unjudged, []
     _write(args.output, labelled, name, lines, session.cache_path)
     if args.agreement:
@@ -350,6 +366,15 @@ def _combined(
         raws, [(name, labels, filling.source) for name, labels, filling in judged], args.combine
     )
     return labelled, attrs.evolve(judged[0][2], source=ensemble.source), ensemble
+
+
+def _write_uncertainty(args: argparse.Namespace, ensemble: Any) -> None:
+    import json
+
+    from engine.io.writer import atomic_write
+
+    rows = ensemble.uncertainty(args.uncertainty_unit)
+    atomic_write(args.uncertainty_output, "".join(json.dumps(row) + "\n" for row in rows))
 
 
 def _mutual(ensemble: Any) -> Any:
