@@ -181,6 +181,10 @@ def _ci_chart(
 DASHES = ("", "7 5", "2 3", "9 3 2 3")
 
 
+#: The least room (px) between two K labels of a Metric@K chart, beside their digits.
+_K_LABEL_GAP = 6
+
+
 def _curve_axis(series: Sequence[tuple[int, str, Sequence[Any]]]) -> Axis:
     """The y axis of a Metric@K chart: fitted to its means and CIs."""
     values = [
@@ -194,17 +198,17 @@ def _curve_axis(series: Sequence[tuple[int, str, Sequence[Any]]]) -> Axis:
 
 def _line_chart(name: str, series: Sequence[tuple[int, str, Sequence[Any]]], axis: Axis) -> str:
     """Metric@K: one line per system (its index, name and points) in the system's colour
-    and dash, with a CI band, K evenly spaced on x, the metric on y along ``axis``. Later
-    systems' points are drawn smaller, over the earlier ones', so equal points show both."""
+    and dash, with a CI band, K on a numeric x axis from 0 (K = 1, 3, 5, 10 spaced by
+    value; a K whose label would touch the one before it is drawn unlabelled), the metric
+    on y along ``axis``. Later systems' points are drawn smaller, over the earlier ones',
+    so equal points show both."""
     width, height = 440, 260
     left, right, top, bottom = 52, 16, 16, 40
     ks = sorted({p.k for _, _, points in series for p in points})
     low, high = axis[0], axis[-1]
 
     def x(k: int) -> float:
-        if len(ks) == 1:
-            return left + (width - left - right) / 2
-        return left + ks.index(k) / (len(ks) - 1) * (width - left - right)
+        return left + k / max(ks) * (width - left - right)
 
     def y(v: float) -> float:
         return top + (1 - (v - low) / (high - low)) * (height - top - bottom)
@@ -218,10 +222,17 @@ def _line_chart(name: str, series: Sequence[tuple[int, str, Sequence[Any]]], axi
             f'<line x1="{left}" x2="{width - right}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" class="grid"/>'
             f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" class="tick" text-anchor="end">{tick:g}</text>'
         )
+    labelled = -math.inf
     for k in ks:
         out.append(
-            f'<text x="{x(k):.1f}" y="{height - bottom + 16}" class="tick" text-anchor="middle">{k}</text>'
+            f'<line x1="{x(k):.1f}" x2="{x(k):.1f}" y1="{height - bottom}" '
+            f'y2="{height - bottom + 4}" class="axis"/>'
         )
+        if x(k) - labelled >= _K_LABEL_GAP + 7 * len(str(k)):
+            out.append(
+                f'<text x="{x(k):.1f}" y="{height - bottom + 16}" class="tick" text-anchor="middle">{k}</text>'
+            )
+            labelled = x(k)
     out.append(
         f'<text x="{(left + width - right) / 2:.1f}" y="{height - 6}" class="label" '
         'text-anchor="middle">K (prompt slots)</text>'
@@ -684,8 +695,13 @@ def _comparison_section(comparison: Comparison, chosen: bool) -> str:
             f'<td class="{"num" if i else ""}">{_e(c)}</td>'
             for i, c in enumerate(comparison._cells(row))
         )
-        movers = ", ".join(f"{m.id} {m.difference:+.3f}" for m in row.movers[:3])
-        rows.append(f'<tr class="{css}">{cells}<td class="movers">{_e(movers)}</td></tr>')
+        rows.append(f'<tr class="{css}">{cells}</tr>')
+        if row.movers:  # a row of its own under the metric's: one line at any width
+            movers = ", ".join(f"{m.id} {m.difference:+.3f}" for m in row.movers[:3])
+            rows.append(
+                f'<tr class="{css} movers"><td colspan="{len(columns)}" class="movers">'
+                f"moved most: {_e(movers)}</td></tr>"
+            )
     return (
         '<section id="comparison"><h2>Comparison</h2>'
         f'<p class="note">{_e(comparison._caption())}. Δ is the mean paired difference with '
@@ -693,7 +709,7 @@ def _comparison_section(comparison: Comparison, chosen: bool) -> str:
         "either score is NA are left out.</p>"
         f'<p class="note family">{_family(comparison, chosen)}</p>'
         + "".join(f'<p class="note judged">{_e(line)}</p>' for line in comparison.judged_lines())
-        + f'<div class="scroll"><table class="comparison"><thead><tr>{head}<th>moved most</th></tr>'
+        + f'<div class="scroll"><table class="comparison"><thead><tr>{head}</tr>'
         f"</thead><tbody>{''.join(rows)}</tbody></table></div>"
         f"{_forest(comparison)}{_verdict(comparison)}</section>"
     )
