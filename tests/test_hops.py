@@ -238,3 +238,26 @@ class TestAtHop:
         for hop in (1, "last", "union"):
             label = f"retrieval-ndcg-at-k@10(hop={hop})"
             assert np.array_equal(_evaluate([label], plain).values(label), base, equal_nan=True)
+
+
+class TestSystems:
+    def test_a_system_returning_hops(self):
+        """A system called sample by sample (the scorer's path, coded one output at a
+        time) scores its hops as the outputs file of the same hops does."""
+        metrics = ["retrieval-ndcg-at-k@10(hop=2)", "retrieval-recall-at-k@2(hop=union)"]
+        dataset = ENGINE.dataset(samples=[{**s, "input": s["id"]} for s in SAMPLES])
+        evaluation = dataset.with_metrics(metrics)
+
+        def system(query):
+            if query not in OUTPUTS:
+                raise RuntimeError("the agent timed out")
+            return OUTPUTS[query]
+
+        ran = evaluation.run(system)
+        read = evaluation.evaluate(OUTPUTS, missing="error")
+        for metric in metrics:
+            assert np.array_equal(ran.values(metric), read.values(metric), equal_nan=True)
+        scorer = engine.evaluation.scorer.Scorer(evaluation)
+        scores = scorer.add("who-founded-acme", OUTPUTS["who-founded-acme"])
+        row = read.sample_ids.index("who-founded-acme")
+        assert scores == {m: read.values(m)[row] for m in metrics}

@@ -58,6 +58,7 @@ from engine.io import documents, sources
 from engine.io.columns import Columns, ContentHash
 from engine.io.config import CONFIG_ENV, Config
 from engine.io.files import format_suffix
+from engine.io.hops import final_context
 from engine.io.records import Sample, outputs_of, samples_of
 from engine.io.regrouped import regrouped
 from engine.io.sharded import Long
@@ -1030,7 +1031,7 @@ class Evaluation:
         retrieved = {
             str(item["id"] if isinstance(item, Mapping) else item)
             for output in collected.outputs.values()
-            for item in (output["retrieved"] if isinstance(output, Mapping) else output)
+            for item in (final_context(output) if isinstance(output, Mapping) else output)
         }
         if labelled and retrieved and not labelled & retrieved:
             log.warning(

@@ -22,6 +22,7 @@ from engine.evaluation.batch import Batch, Flat, Shape
 from engine.evaluation.pipeline import score_batch
 from engine.io import documents
 from engine.io.columns import (
+    HOP_COLUMNS,
     LABEL_KINDS,
     OUTPUT_COLUMNS,
     SAMPLE_COLUMNS,
@@ -309,7 +310,7 @@ class _Local:
             local = np.searchsorted(unique, key) - bounds[key >> 32]
             column = _with_codes(columns.column(name), local.astype(np.int32))
             table = table.set_column(table.column_names.index(name), name, column)
-        for name in ("retrieved", "texts", "pool", "cited"):  # null until an output's are set
+        for name in ("retrieved", "texts", "pool", "cited", *HOP_COLUMNS):  # null until set
             table = table.append_column(name, pa.nulls(len(columns), OUTPUT_COLUMNS[name]))
         ids = columns.docs.cast(pa.string()).take(pa.array(unique & 0xFFFFFFFF))
         sample = Columns(table, ids)

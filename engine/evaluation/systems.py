@@ -277,6 +277,12 @@ class SystemRegistry:
         mapping's ``retrieved`` and ``pool``) read as ``{"id", "text", "score"}`` items
         (ids alone in a pool); anything else is returned as it is, for validation to
         judge. A document without an id is an :class:`InputError` naming the item."""
+        if isinstance(output, Mapping) and isinstance(output.get("hops"), list | tuple):
+            hops = [self.read_documents(h, id_key, sample_id) for h in output["hops"]]
+            return {
+                **self.read_documents({**output, "hops": None}, id_key, sample_id),
+                "hops": hops,
+            }
         if isinstance(output, Mapping) and "retrieved" in output:
             read = dict(output)
             for name in ("retrieved", "pool"):

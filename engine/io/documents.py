@@ -39,6 +39,7 @@ from engine.io.files import (
 )
 from engine.io.frames import Coded
 from engine.io.hops import (
+    HOP_LISTS,
     expand_turns,
     final_context,
     has_hops,
@@ -489,12 +490,15 @@ class OutputCodes:
     lists: dict[str, npt.NDArray[np.int32]]
     texts: list[str | None] | None
     placed: list[str]
+    hops: list[Any] | None = None
 
     def columns(self) -> dict[str, pa.Array]:
         """As one-row output columns (no ``id``; only those it has)."""
         columns = {name: list_array([0, c.size], pa.array(c)) for name, c in self.lists.items()}
         if self.texts is not None:
             columns["texts"] = pa.array([self.texts], OUTPUT_COLUMNS["texts"])
+        if self.hops is not None:
+            columns["hops"] = pa.array([self.hops], OUTPUT_COLUMNS["hops"])
         return columns
 
 
@@ -505,7 +509,7 @@ def output_codes(actual: Any, codes: dict[str, int]) -> OutputCodes:
     lists (retrieved, pool, cited, one after the other), so that the sample's ids
     followed by ``placed`` give each code its id (in C: no Python step per id)."""
     items, pool, cites = (
-        (actual["retrieved"], actual.get("pool"), actual.get("cited"))
+        (final_context(actual), actual.get("pool"), actual.get("cited"))
         if isinstance(actual, Mapping)
         else (actual, None, None)
     )
@@ -514,7 +518,11 @@ def output_codes(actual: Any, codes: dict[str, int]) -> OutputCodes:
     for name, ids in (("pool", pool), ("cited", cites)):
         if ids is not None:
             lists[name] = ids if _strings(ids) else list(map(str, ids))
-    return _coded(lists, texts, codes)
+    if not has_hops(actual):
+        return _coded(lists, texts, codes)
+    flat, (hops,) = hop_lists([actual])
+    lists.update({f"hop_{name}": ids for name, ids in zip(HOP_LISTS, flat, strict=True)})
+    return attrs.evolve(_coded(lists, texts, codes), hops=hops)
 
 
 def _ids_and_texts(items: list[Any]) -> tuple[list[str], list[str | None] | None]:
