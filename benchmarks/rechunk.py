@@ -297,10 +297,29 @@ def score(
     return results.values(METRIC), results.diagnostics.judged_at(10)
 
 
+def _in_pool(samples: Sequence[Mapping[str, Any]], pool: Mapping[str, set[str]]) -> list[dict]:
+    """The samples with their relevance cut to the chunks of ``pool``: both labellings
+    then grade the same chunks, and nDCG's ideal ranking draws on the same ones."""
+    found = []
+    for sample in samples:
+        expected = dict(sample.get("expected_output") or {})
+        relevance = expected.get("relevance") or {}
+        expected["relevance"] = {
+            d: g for d, g in relevance.items() if d in pool.get(str(sample["id"]), ())
+        }
+        found.append({"id": sample["id"], "expected_output": expected})
+    return found
+
+
 def measure(
-    corpus: Corpus, url: str, folder: Path, chunkings: Sequence[tuple[str, int, int]] = CHUNKINGS
+    corpus: Corpus,
+    url: str,
+    folder: Path,
+    chunkings: Sequence[tuple[str, int, int]] = CHUNKINGS,
+    old_depth: int | None = OLD_DEPTH,
 ) -> dict[str, Any]:
-    """The whole experiment on one corpus: a row per chunking."""
+    """The whole experiment on one corpus: a row per chunking. ``old_depth``: the old
+    runs' pool depth the judge labelled (None: every passage, for every question)."""
     from scipy.stats import kendalltau
 
     pages, passages, questions = corpus
@@ -308,12 +327,18 @@ def measure(
     assert not old_alignment.unaligned, old_alignment.unaligned
     old_folder = folder / "old"
     old_folder.mkdir()
+    if old_depth is None:
+        everything = [{"id": c.id, "text": c.text} for c in passages]
+        old_runs = {"every-passage": {q: {"retrieved": everything} for q in questions}}
+    else:
+        old_runs = runs(passages, questions, old_depth)
     started = time.perf_counter()
-    old = judge(url, questions, runs(passages, questions, OLD_DEPTH), OLD_DEPTH, old_folder)
+    old = judge(url, questions, old_runs, old_depth or len(passages), old_folder)
     old_seconds = time.perf_counter() - started
     rows = []
     for splitter, size, overlap in chunkings:
-        chunks = rechunk(pages, splitter, size, overlap)
+        with contextlib.redirect_stdout(sys.stderr):  # LlamaIndex prints its warnings
+            chunks = rechunk(pages, splitter, size, overlap)
         alignment = align(chunks, pages)
         new_runs = runs(chunks, questions, NEW_DEPTH)
         started = time.perf_counter()
@@ -322,16 +347,23 @@ def measure(
         sub = folder / f"{splitter}-{size}"
         sub.mkdir()
         fresh = judge(url, questions, new_runs, NEW_DEPTH, sub)
+        pool: dict[str, set[str]] = {q: set() for q in questions}
+        for outputs in new_runs.values():
+            for q, output in outputs.items():
+                pool[q].update(item["id"] for item in output["retrieved"])
+        pooled = _in_pool(carried.samples, pool)
         means: dict[str, tuple[float, float]] = {}
         judged: dict[str, float | None] = {}
         diffs = []
         for name, outputs in new_runs.items():
-            a, judged[name] = score(carried.samples, outputs)
+            _, judged[name] = score(carried.samples, outputs)
+            a, _ = score(pooled, outputs)
             b, _ = score(fresh, outputs)
             means[name] = (float(np.nanmean(a)), float(np.nanmean(b)))
             diffs.append(a - b)
-        delta = np.abs(np.concatenate(diffs))
-        delta = delta[~np.isnan(delta)]
+        signed = np.concatenate(diffs)
+        signed = signed[~np.isnan(signed)]
+        delta = np.abs(signed)
         tau = kendalltau([m[0] for m in means.values()], [m[1] for m in means.values()]).statistic
         rows.append(
             {
@@ -341,15 +373,55 @@ def measure(
                 "judged_at_10": judged,
                 "ndcg_relabelled_fresh": means,
                 "kendall_tau": float(tau),
+                "per_query_diff_mean": float(signed.mean()),
                 "per_query_abs_diff_mean": float(delta.mean()),
                 "per_query_abs_diff_over_0_1": float((delta > 0.1).mean()),
                 "relabel_seconds": relabel_seconds,
                 "labels_carried": carried.relabelled.counts()["labels"],
+                "fresh_judge_calls": sum(len(p) for p in pool.values()),
             }
         )
     return {"questions": len(questions), "pages": len(pages), "old_passages": len(passages),
+            "old_depth": old_depth,
             "old_labels": sum(len(s.get("expected_output", {}).get("relevance", {})) for s in old),
             "old_judge_seconds": old_seconds, "rows": rows}  # fmt: skip
+
+
+def scale(
+    docs: int = 2_000, per_doc: int = 100, samples: int = 10_000, spans: int = 30, seed: int = 0
+) -> dict[str, Any]:
+    """Seconds :func:`relabel` takes for ``docs * per_doc`` chunks of ~300 characters
+    (a 20% overlap) and ``samples * spans`` span labels of 100-600 characters."""
+    from engine.analysis.relabel import relabel
+    from engine.io.spans import Alignment, Span
+
+    rng = np.random.default_rng(seed)
+    placed = {
+        f"d{d}#{n}": (f"d{d}", n * 240, n * 240 + 300, "offsets")
+        for d in range(docs)
+        for n in range(per_doc)
+    }
+    doc = rng.integers(0, docs, (samples, spans))
+    start = rng.integers(0, per_doc * 240, (samples, spans))
+    length = rng.integers(100, 600, (samples, spans))
+    grade = rng.integers(0, 4, (samples, spans))
+    labels = {
+        f"q{q}": [
+            Span(
+                f"d{doc[q, i]}",
+                int(start[q, i]),
+                int(start[q, i] + length[q, i]),
+                float(grade[q, i]),
+            )
+            for i in range(spans)
+        ]
+        for q in range(samples)
+    }
+    started = time.perf_counter()
+    found = relabel(labels, Alignment(placed, {}))
+    seconds = time.perf_counter() - started
+    return {"chunks": len(placed), "span_labels": samples * spans, "seconds": seconds,
+            "labels_written": found.counts()["labels"]}  # fmt: skip
 
 
 def main() -> None:
@@ -359,8 +431,12 @@ def main() -> None:
     found = {}
     with stand_in() as url, tempfile.TemporaryDirectory() as tmp:
         for name, corpus in (("quickstart", quickstart()), ("manual", manual())):
-            (Path(tmp) / name).mkdir()
-            found[name] = measure(corpus, url, Path(tmp) / name)
+            for depth in (OLD_DEPTH, None):
+                key = f"{name} (old pool: {'every passage' if depth is None else f'depth {depth}'})"
+                folder = Path(tmp) / f"{name}-{depth}"
+                folder.mkdir()
+                found[key] = measure(corpus, url, folder, old_depth=depth)
+    found["scale"] = scale()
     text = json.dumps(found, indent=2)
     print(text)
     if args.out:

@@ -16,8 +16,9 @@ The rule (``max-covered``, with ``f`` = ``min_coverage``, default
 4. A chunk that covers no span stays unjudged; a chunk that cannot be aligned to its
    source is listed (:attr:`Relabelled.unaligned`) and stays unjudged.
 
-Each label carries its provenance: the span that decided it (and the passage that span
-was lifted from), its coverage, the labelled share of the chunk and the rule.
+Each label carries its provenance: the span that decided it (its index in the sample's
+spans, and the passage it was lifted from), its coverage, the labelled share of the chunk
+and the rule.
 """
 
 from __future__ import annotations
@@ -83,12 +84,18 @@ def relabel(
     chunks = (c_doc[order], c_start[order], c_end[order])
 
     samples = list(spans)
-    flat = [(q, s) for q, sample in enumerate(samples) for s in spans[sample] if s.doc in code]
-    s_query = np.array([q for q, _ in flat], dtype=np.int64)
-    s_doc = np.array([code[s.doc] for _, s in flat], dtype=np.int64)
-    s_start = np.array([s.start for _, s in flat], dtype=np.int64)
-    s_end = np.array([s.end for _, s in flat], dtype=np.int64)
-    s_grade = np.array([s.grade for _, s in flat], dtype=np.float64)
+    flat = [
+        (q, i, s)
+        for q, sample in enumerate(samples)
+        for i, s in enumerate(spans[sample])
+        if s.doc in code
+    ]
+    s_query = np.array([q for q, _, _ in flat], dtype=np.int64)
+    s_index = np.array([i for _, i, _ in flat], dtype=np.int64)
+    s_doc = np.array([code[s.doc] for _, _, s in flat], dtype=np.int64)
+    s_start = np.array([s.start for _, _, s in flat], dtype=np.int64)
+    s_end = np.array([s.end for _, _, s in flat], dtype=np.int64)
+    s_grade = np.array([s.grade for _, _, s in flat], dtype=np.float64)
 
     labels: dict[str, dict[str, float]] = {sample: {} for sample in samples}
     provenance: dict[str, dict[str, dict[str, Any]]] = {sample: {} for sample in samples}
@@ -121,19 +128,29 @@ def relabel(
     keep = (grade[head] > 0) | (pair_share >= min_coverage - 1e-12)
     head, pair_share = head[keep], pair_share[keep]
 
-    ids_sorted = np.asarray(chunk_ids, dtype=object)[order]
-    for at, labelled_share in zip(head.tolist(), pair_share.tolist(), strict=True):
-        span = flat[span_at[at]][1]
-        sample = samples[int(s_query[span_at[at]])]
-        chunk = str(ids_sorted[chunk_at[at]])
+    ids_sorted = [chunk_ids[i] for i in order.tolist()]
+    rows = zip(
+        s_query[span_at[head]].tolist(),
+        s_index[span_at[head]].tolist(),
+        chunk_at[head].tolist(),
+        np.round(coverage[head], 4).tolist(),
+        np.round(np.minimum(pair_share, 1.0), 4).tolist(),
+        strict=True,
+    )
+    for q, index, at, cover, labelled_share in rows:
+        sample, chunk = samples[q], ids_sorted[at]
+        span = spans[sample][index]
         labels[sample][chunk] = span.grade
-        provenance[sample][chunk] = {
+        record = {
             "rule": RULE,
             "min_coverage": min_coverage,
-            "span": span.to_dict(),
-            "coverage": round(float(coverage[at]), 4),
-            "labelled_share": round(min(labelled_share, 1.0), 4),
+            "span": index,
+            "coverage": cover,
+            "labelled_share": labelled_share,
         }
+        if span.passage is not None:
+            record["passage"] = span.passage
+        provenance[sample][chunk] = record
     return Relabelled(labels, provenance, dict(alignment.unaligned), min_coverage)
 
 
@@ -342,7 +359,7 @@ def _relabelled(
     carried = {
         chunk: sources[p]
         for chunk, record in provenance.items()
-        if (p := record["span"].get("passage")) is not None and p in sources
+        if (p := record.get("passage")) is not None and p in sources
     }
     if carried:
         metadata["label_sources"] = carried
