@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from label_studio_sdk.converter import Converter
 from label_studio_sdk.label_interface import LabelInterface
 
 import engine
@@ -126,7 +127,61 @@ class TestLabelStudio:
         (answer,), problems = read_answers(tmp_path / "export.json", SCALE)
         choice = made["result"][0]["value"]["choices"][0]
         assert problems == [] and answer.grade == int(choice.split(" = ")[0])
-        assert answer.annotator == f"label-studio-user-{made['completed_by']}"
+        assert answer.annotator == str(made["completed_by"])
+
+    def test_the_sdks_converter_exports_read_alike(self, sampled: Path, tmp_path: Path) -> None:
+        """Label Studio's JSON export of the handout, graded by a user object and a bare
+        user id, converted by the SDK's own Converter to its JSON-MIN and CSV exports:
+        the three read as the same grades by the same annotators."""
+        _export(sampled, "label-studio", tmp_path / "tasks.json")
+        config = (tmp_path / "tasks.label-config.xml").read_text()
+        rng = np.random.default_rng(5)
+        tasks = json.loads((tmp_path / "tasks.json").read_text())
+        for number, task in enumerate(tasks, start=1):
+            task["id"] = number
+            task["annotations"] = [
+                {
+                    "id": number * 10 + i,
+                    "completed_by": who,
+                    "result": [
+                        {
+                            "from_name": "grade",
+                            "to_name": "passage",
+                            "type": "choices",
+                            "value": {"choices": [SCALE.choice(int(rng.integers(0, 4)))]},
+                        }
+                    ],
+                }
+                for i, who in enumerate(({"id": 7, "email": "ana@example.org"}, 8))
+            ]
+        (tmp_path / "export.json").write_text(json.dumps(tasks))
+        converter = Converter(config, project_dir=str(tmp_path), download_resources=False)
+        converter.convert_to_json_min(
+            str(tmp_path / "export.json"), str(tmp_path / "min"), is_dir=False
+        )
+        converter.convert_to_csv(
+            str(tmp_path / "export.json"), str(tmp_path / "csv"), is_dir=False, sep=",", header=True
+        )
+        read = {}
+        for path in (
+            tmp_path / "export.json",
+            tmp_path / "min" / "result.json",
+            tmp_path / "csv" / "result.csv",
+        ):
+            answers, problems = read_answers(path, SCALE)
+            assert problems == []
+            read[path.name] = sorted((a.query_id, a.doc_id, a.annotator, a.grade) for a in answers)
+        expected = sorted(
+            (
+                t["data"]["query_id"],
+                t["data"]["doc_id"],
+                name,
+                int(a["result"][0]["value"]["choices"][0][0]),
+            )
+            for t in tasks
+            for a, name in zip(t["annotations"], ("ana@example.org", "8"), strict=True)
+        )
+        assert read == {"export.json": expected, "result.json": expected, "result.csv": expected}
 
     def test_export_shapes_users_and_skips(self, tmp_path: Path) -> None:
         """completed_by as an id, as a user object (its email) or absent (the file's
@@ -161,10 +216,10 @@ class TestLabelStudio:
         path.write_text(json.dumps(tasks))
         answers, problems = read_answers(path, SCALE)
         assert [(a.annotator, a.grade, a.skipped) for a in answers] == [
-            ("label-studio-user-3", 2, False),
+            ("3", 2, False),
             ("ana@example.org", 1, False),
             ("project-3-at-2026", 0, False),
-            ("label-studio-user-5", None, True),
+            ("5", None, True),
         ]
         (problem,) = problems
         assert problem.pointer == "/0/annotations/4/result" and "2 grades chosen" in problem.message

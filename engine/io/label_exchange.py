@@ -263,7 +263,7 @@ def _annotator(value: Any, default: str) -> str:
     if isinstance(value, Mapping):
         value = value.get("email") or value.get("username") or value.get("id")
     if isinstance(value, int) and not isinstance(value, bool):
-        return f"label-studio-user-{value}"
+        return str(value)  # a Label Studio user id, as its CSV export writes it
     return value.strip() if isinstance(value, str) and value.strip() else default
 
 
