@@ -325,6 +325,29 @@ class TestGradedAgreementCommand:
         out = capsys.readouterr().out
         assert "| Cohen's kappa, quadratic |" in out and "### Agreement among the judges" in out
 
+    def test_a_model_the_outputs_name_is_read(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Run b's outputs say actual_output.model "meta-llama/Llama-3.1-8B-Instruct"; the
+        judge llama3.1:70b (Meta too) is warned about before any call (--dry-run); a
+        claude judge is not."""
+        paths = _files(tmp_path, n=3)
+        outputs = json.loads(paths["b"].read_text())
+        for output in outputs.values():
+            output["model"] = "meta-llama/Llama-3.1-8B-Instruct"
+        paths["b"].write_text(json.dumps(outputs))
+        for model, warned in (("llama3.1:70b", True), ("claude-3-5-haiku", False)):
+            code = main(
+                ["annotate", str(paths["dataset"]), "--task", "relevance", "--runs",
+                 str(paths["a"]), str(paths["b"]), "--output", str(paths["labelled"]),
+                 "--annotator", "openai-compatible", "--base-url", "http://127.0.0.1:9/v1",
+                 "--model", model, "--dry-run"]
+            )  # fmt: skip
+            assert code == 0
+            err = capsys.readouterr().err
+            assert ("self-preference: the judge llama3.1:70b" in err) is warned
+            assert ("Llama-3.1-8B-Instruct" in err) is warned
+
     def test_text_report(
         self, server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:

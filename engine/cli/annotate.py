@@ -141,9 +141,10 @@ def add(commands: Any) -> dict[str, Handler]:
         action="append",
         default=[],
         metavar="MODEL",
-        help="the model of a judged system (repeatable): a judge of its family (gpt/o1/o3/o4: "
-        "OpenAI, claude: Anthropic, gemini/gemma: Google, llama: Meta, qwen, mistral, ...) "
-        "is warned about (self-preference)",
+        help="the model of a judged system (repeatable; the outputs' actual_output.model "
+        "are read too): a judge of its family (gpt/o1/o3/o4: OpenAI, claude: Anthropic, "
+        "gemini/gemma: Google, llama: Meta, qwen, mistral, ...) is warned about "
+        "(self-preference)",
     )
     holes = annotate.add_argument_group("pooling and hole filling (--task relevance)")
     holes.add_argument(
@@ -394,11 +395,41 @@ def _print_mutual(args: argparse.Namespace, mutual: Any) -> None:
 
 
 def _preference(args: argparse.Namespace) -> list[str]:
-    """A self-preference warning for each judge of a --system-model's family."""
+    """A self-preference warning for each judge of the family of a --system-model or of
+    a model the outputs name."""
     from engine.annotate.families import self_preference
 
     models = {args.model: args.model, **{s: s.partition("@")[0] for s in args.also_judge}}
-    return self_preference(models, args.system_model)
+    paths = tuple(args.runs or ([args.outputs] if args.outputs is not None else []))
+    return self_preference(models, [*args.system_model, *_named_models(paths)])
+
+
+@functools.lru_cache(maxsize=4)
+def _named_models(paths: tuple[Path, ...]) -> tuple[str, ...]:
+    """The models that JSON/JSONL outputs files name (``actual_output.model``), once each."""
+    from engine.io.files import parse_json, read_text
+
+    found: dict[str, None] = {}
+    for path in paths:
+        suffix = format_suffix(path)
+        if suffix not in (".json", ".jsonl"):
+            continue
+        text = read_text(path, lines=False)
+        if '"model"' not in text:
+            continue
+        if suffix == ".jsonl":
+            outputs = [
+                raw.get("actual_output") for _, raw in read_jsonl(path) if isinstance(raw, dict)
+            ]
+        else:
+            document = parse_json(text, str(path))
+            if isinstance(document, dict) and "schema" in document:
+                document = document.get("outputs")  # a results file that kept its outputs
+            outputs = list(document.values()) if isinstance(document, dict) else []
+        for output in outputs:
+            if isinstance(output, dict) and isinstance(output.get("model"), str):
+                found[output["model"]] = None
+    return tuple(found)
 
 
 def _self_preference(args: argparse.Namespace) -> None:
