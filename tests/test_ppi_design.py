@@ -411,3 +411,31 @@ class TestCommandLine:
                      str(tmp_path / "judged.json"), "--design", str(tmp_path / "s.design.json")])  # fmt: skip
         assert code == 2
         assert "human-labelled queries are not in the sample" in capsys.readouterr().err
+
+    def test_the_design_the_labels_record(self, loop, capsys):
+        """Human labels whose metadata.sample names the design (as `labels import`
+        writes it) are weighted by it without --design; a changed design is an error."""
+        import hashlib
+        import json
+
+        from engine.cli import main
+
+        tmp_path, *_, estimate = loop
+        assert estimate("--size", "60", "--stratify", "metadata.kind", "--seed", "3")[0] == 0
+        weighted = json.loads(capsys.readouterr().out)["ppi"]
+        design = tmp_path / "s.design.json"
+        where = {"unit": "query", "design": str(design),
+                 "design_sha256": hashlib.sha256(design.read_bytes()).hexdigest()}  # fmt: skip
+        gold = json.loads((tmp_path / "gold.json").read_text())
+        for sample in gold["samples"]:
+            if "expected_output" in sample:
+                sample["metadata"] = {"sample": where}
+        (tmp_path / "gold.json").write_text(json.dumps(gold))
+        command = ["run", str(tmp_path / "gold.json"), "--outputs", str(tmp_path / "run.json"),
+                   "--metrics", "retrieval-precision-at-k@4", "--ppi",
+                   str(tmp_path / "judged.json"), "--format", "json"]  # fmt: skip
+        assert main(command) == 0
+        assert json.loads(capsys.readouterr().out)["ppi"] == weighted
+        design.write_text(design.read_text().replace('"seed": 3', '"seed": 4'))
+        assert main(command) == 2
+        assert "the design changed since the labels were imported" in capsys.readouterr().err

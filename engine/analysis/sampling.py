@@ -47,6 +47,7 @@ __all__ = [
     "draw",
     "read_design",
     "read_sample",
+    "recorded_sample",
     "size_for",
     "write_sample",
 ]
@@ -249,6 +250,39 @@ def read_sample(path: str | Path) -> DrawnSample:
     if problems:
         raise InputError(problems, summary="invalid sample")
     return DrawnSample(tuple(units), design)
+
+
+def recorded_sample(dataset: Any) -> DrawnSample | None:
+    """The query sample a dataset of human labels records it was drawn by (``slotwise
+    labels import`` writes ``metadata.sample.design`` and its ``design_sha256``), or None
+    when it records none (or a design of pairs). A design file that is gone, or changed
+    since (another SHA-256), is an error naming it."""
+    import hashlib
+
+    recorded = {
+        (str(where["design"]), where.get("design_sha256"))
+        for sample in dataset.samples
+        if isinstance(where := (sample.metadata or {}).get("sample"), Mapping)
+        and where.get("unit") == "query"
+        and where.get("design")
+    }
+    if not recorded:
+        return None
+    if len(recorded) > 1:
+        raise InputError([Problem(f"the human labels record {len(recorded)} designs: pass one "
+                                  "with --design")], summary="which design?")  # fmt: skip
+    ((path, digest),) = recorded
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise InputError([Problem(f"the human labels were drawn by this design, which cannot be "
+                                  f"read ({error.strerror}): pass --design", source=path)],
+                         summary="cannot weigh by the design") from None  # fmt: skip
+    if digest and hashlib.sha256(data).hexdigest() != digest:
+        raise InputError([Problem("the design changed since the labels were imported "
+                                  "(another SHA-256)", source=path)],
+                         summary="cannot weigh by the design")  # fmt: skip
+    return read_sample(path)
 
 
 def write_sample(sample: DrawnSample, path: str | Path) -> Path:

@@ -253,13 +253,13 @@ def _ppi(
     """Per later system, the paired PPI report of its difference from the first system;
     and the judge's agreement with the human labels, with the systems' order under each."""
     from engine.analysis.agreement import judge_agreement
-    from engine.analysis.sampling import read_sample
+    from engine.analysis.sampling import read_sample, recorded_sample
 
     labels = list(dict.fromkeys(row.label for row in comparison.rows))
     human = engine.dataset(args.human)
     evaluation = human.with_metrics(labels)
     predictions = engine.dataset(args.ppi)
-    design = read_sample(args.design) if args.design is not None else None
+    design = read_sample(args.design) if args.design is not None else recorded_sample(human)
     first = results[0]
     found = {}
     for name, later in zip(comparison.systems[1:], results[1:], strict=True):

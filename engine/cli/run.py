@@ -286,9 +286,9 @@ def _run_ppi(engine: Engine, dataset: Any, specs: list[Any], outputs: Any, args:
     """``run --ppi``: the PPI++ estimates as a table, or as JSON with ``--format json``."""
     if args.stream or args.by is not None or args.format not in ("table", "json"):
         raise UsageError("--ppi writes a table or --format json, without --stream or --by")
-    from engine.analysis.sampling import read_sample
+    from engine.analysis.sampling import read_sample, recorded_sample
 
-    design = read_sample(args.design) if args.design is not None else None
+    design = read_sample(args.design) if args.design is not None else recorded_sample(dataset)
     report = dataset.with_metrics(specs).ppi(
         outputs, engine.dataset(args.ppi), baseline=args.ppi_baseline, design=design
     )
