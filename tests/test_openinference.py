@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import engine
 from engine.errors import InputError
-from engine.integrations.openinference import outputs_from_spans
+from engine.integrations.openinference import outputs_from_spans, traced
 
 CORPUS = {
     "kb:acme/history#3": "Acme was founded in 1999 by Ada Byron and Alan Kay.",
@@ -125,3 +125,49 @@ def test_document_without_id_named(spans):
     """A retriever span whose document has no id anywhere is an error naming the span."""
     with pytest.raises(InputError, match=r"retrieval\.documents\.0 has no document\.id"):
         outputs_from_spans(spans, id_key="doc_id")
+
+
+def test_traced_agent_is_a_system():
+    """traced() runs the agent per sample in a trace of its own and returns the hops its
+    retriever spans record: the run scores them as the reader's output of the same run."""
+    provider = TracerProvider()
+    instrumentor = LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        scripts = {
+            "Who founded Acme?": [
+                _call("acme press", 1),
+                _call("acme founded by whom board", 2),
+                AIMessage(content="Ada Byron and Alan Kay."),
+            ],
+            "Where is Acme's blog?": [AIMessage(content="I don't know.")],  # no retrieval
+        }
+
+        def run_agent(question):
+            model = ToolCallingFake(messages=iter(scripts[question]))
+            agent = create_react_agent(model, [search])
+            return agent.invoke({"messages": [("user", question)]})
+
+        dataset = engine.Engine().dataset(
+            samples=[
+                {
+                    "id": "who-founded-acme",
+                    "input": "Who founded Acme?",
+                    "expected_output": ["kb:acme/history#3", "kb:acme/board#1"],
+                },
+                {
+                    "id": "blog",
+                    "input": "Where is Acme's blog?",
+                    "expected_output": ["kb:blog/acme#9"],
+                },
+            ]
+        )
+        results = dataset.with_metrics(
+            ["agentic-first-hop", "agentic-evidence-recall", "retrieval-recall-at-k@10"]
+        ).run(traced(run_agent, provider))
+    finally:
+        instrumentor.uninstrument()
+    # who-founded-acme: as test_scored_as_hops; blog: no hop, empty context: recall 0
+    assert results.values("agentic-first-hop").tolist()[0] == 1.5
+    assert results.values("agentic-evidence-recall").tolist() == [1.0, 0.0]
+    assert results.values("retrieval-recall-at-k@10").tolist() == [1.0, 0.0]

@@ -9,6 +9,9 @@ and ``.score`` (an instrumentor that writes no ``document.id``, as LangChain's: 
 hops; the sample is named by ``sample_of`` (a trace's spans -> sample id), by default
 the trace id as 32 hex digits. A retrieved document without an id is an error naming
 its span, never dropped.
+
+:func:`traced` makes an agent a system whose output is the hops its own run's retriever
+spans record, read the same way.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from engine.errors import InputError, Problem
 
-__all__ = ["RETRIEVER", "outputs_from_spans"]
+__all__ = ["RETRIEVER", "outputs_from_spans", "traced"]
 
 #: The span kind of a retrieval (``openinference.span.kind``).
 RETRIEVER = "RETRIEVER"
@@ -100,3 +104,42 @@ def _hop(span: Any, sample: str, id_key: str) -> tuple[dict[str, Any], list[Prob
     if isinstance(attributes.get(_QUERY), str):
         hop["query"] = attributes[_QUERY]
     return hop, problems
+
+
+def traced(
+    call: Callable[[Any], Any], tracer_provider: Any, id_key: str = "id"
+) -> Callable[[Any], dict[str, Any]]:
+    """A system that runs ``call(query)`` (e.g. ``lambda q: agent.invoke(...)``) in a
+    span of its own, a trace per sample, and returns the hops its retriever spans record
+    (:func:`outputs_from_spans`; no retriever span: an empty final context). The spans
+    come from the instrumentors of ``tracer_provider`` (an ``opentelemetry-sdk``
+    ``TracerProvider``), to which it adds a span processor; calls may run in threads."""
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class Traces(SpanProcessor):  # type: ignore[misc]
+        """Finished spans by trace, each trace handed out once."""
+
+        def __init__(self) -> None:
+            self.spans: dict[int, list[Any]] = {}
+            self.lock = threading.Lock()
+
+        def on_end(self, span: Any) -> None:
+            with self.lock:
+                self.spans.setdefault(span.context.trace_id, []).append(span)
+
+        def pop(self, trace: int) -> list[Any]:
+            with self.lock:
+                return self.spans.pop(trace, [])
+
+    traces = Traces()
+    tracer_provider.add_span_processor(traces)
+    tracer = tracer_provider.get_tracer("slotwise")
+
+    def system(query: Any) -> dict[str, Any]:
+        with tracer.start_as_current_span("slotwise.sample") as root:
+            call(query)
+        spans = traces.pop(root.get_span_context().trace_id)
+        found = outputs_from_spans(spans, sample_of=lambda _: "sample", id_key=id_key)
+        return found.get("sample", {"retrieved": []})  # type: ignore[no-any-return]
+
+    return system
