@@ -477,3 +477,57 @@ def test_pair_units_grade_the_drawn_pairs(tmp_path: Path, monkeypatch: pytest.Mo
     assert (
         mine["metadata"]["sample"]["pairs"][first["doc_id"]]["probability"] == first["probability"]
     )
+
+
+def test_a_drawn_query_no_run_retrieved_for(
+    sampled: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A drawn query the runs have no output for has nothing to grade: both commands name
+    it, and the import writes it without labels (PPI then counts it unlabelled)."""
+    gone = _queries(sampled)[0]
+    runs = []
+    for run in RUNS:
+        outputs = json.loads(run.read_text())
+        del outputs[gone]
+        runs.append(tmp_path / run.name)
+        runs[-1].write_text(json.dumps(outputs))
+    common = [str(QUESTIONS), "--sample", str(sampled), "--runs", *map(str, runs), "--depth", "3"]
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "labels",
+                "export",
+                *common,
+                "--output",
+                str(tmp_path / "h.jsonl"),
+                "--format",
+                "jsonl",
+            ]
+        )
+        == 0
+    )
+    named = f"1 query drawn with no pooled pair, nothing to grade (no task): {gone}"
+    assert named in capsys.readouterr().err
+    rows = [json.loads(line) for line in (tmp_path / "h.jsonl").read_text().splitlines()]
+    assert gone not in {r["query_id"] for r in rows}
+    answers = "".join(json.dumps({**r, "grade": 2, "annotator": "li"}) + "\n" for r in rows)
+    (tmp_path / "a.jsonl").write_text(answers)
+    assert (
+        main(
+            [
+                "labels",
+                "import",
+                *common,
+                "--output",
+                str(tmp_path / "human.jsonl"),
+                str(tmp_path / "a.jsonl"),
+            ]
+        )
+        == 0
+    )
+    assert named.replace("(no task)", "(written without labels)") in capsys.readouterr().err
+    human = {
+        s["id"]: s for s in map(json.loads, (tmp_path / "human.jsonl").read_text().splitlines())
+    }
+    assert "expected_output" not in human[gone] and len(human) == 8

@@ -177,8 +177,8 @@ class _Frame:
     def _pairs(
         self, args: argparse.Namespace
     ) -> tuple[list[tuple[str, str]], dict[tuple[str, str], str], list[str]]:
-        import numpy as np
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         from engine.annotate.holes import pool
         from engine.io.sources import read_outputs
@@ -188,9 +188,8 @@ class _Frame:
         if args.runs:
             found = pool(self.columns, [read_outputs(p) for p in args.runs], args.depth)
             ids = self.columns.column("id").to_pylist()
-            wanted = set(self.queries)
-            drawn = np.array([i in wanted for i in ids], dtype=np.bool_)
-            mine = drawn[found.rows] if len(found) else np.zeros(0, np.bool_)
+            drawn = pc.is_in(self.columns.column("id"), value_set=pa.array(self.queries))
+            mine = drawn.to_numpy(zero_copy_only=False)[found.rows]
             rows = found.rows[mine].tolist()
             docs = found.docs.filter(pa.array(mine)).to_pylist()
             with_text = mine & found.has_text
@@ -214,14 +213,13 @@ class _Frame:
             pairs += [(query, doc) for doc in docs]
         return pairs, texts, empty
 
-    def empty_line(self) -> str | None:
+    def empty_line(self, written: bool) -> str | None:
+        """The drawn queries no run retrieved anything for, named (None: there are none)."""
         if not self.empty:
             return None
-        return (
-            f"{_queries(len(self.empty))} drawn with no pooled pair (no run retrieved a "
-            f"document for it): nothing to grade, written without labels: {', '.join(self.empty[:10])}"
-            + (" ..." if len(self.empty) > 10 else "")
-        )
+        named = ", ".join(self.empty[:10]) + (" ..." if len(self.empty) > 10 else "")
+        then = "written without labels" if written else "no task"
+        return f"{_queries(len(self.empty))} drawn with no pooled pair, nothing to grade ({then}): {named}"
 
 
 def _queries(count: int) -> str:
@@ -253,7 +251,7 @@ def _export(args: argparse.Namespace) -> int:
     if problems:
         raise InputError(problems, summary="cannot write the handout")
     written = write_handout(args.output, tasks, SCALES[args.scale], args.format)
-    line = frame.empty_line()
+    line = frame.empty_line(written=False)
     if line:
         print(line, file=sys.stderr)
     queries = len({t.query_id for t in tasks})
@@ -299,7 +297,7 @@ def _import(args: argparse.Namespace) -> int:
     samples = _human_samples(resolved, frame, scale)
     parse_samples((raw, None) for raw in samples)
     write_samples(args.output, samples, name=args.output.stem)
-    for line in [*resolved.lines(), frame.empty_line()]:
+    for line in [*resolved.lines(), frame.empty_line(written=True)]:
         if line:
             print(line, file=sys.stderr)
     print(f"wrote {args.output} ({len(samples)} samples)", file=sys.stderr)
