@@ -131,9 +131,11 @@ __all__ = [
     "metrics",
     "optional_k",
     "positive_int",
+    "qrels",
     "read_results",
     "register_metric",
     "row_sums",
+    "run",
 ]
 
 _default: Engine | None = None
@@ -152,6 +154,22 @@ def default_engine() -> Engine:
 def dataset(source: Any = None, *, samples: Any = None, name: str | None = None) -> Dataset:
     """A dataset by declared name, file path, or from Python; see :meth:`Engine.dataset`."""
     return default_engine().dataset(source, samples=samples, name=name)
+
+
+def qrels(source: Any, **columns: Any) -> Columns:
+    """Qrels from a frame, a dict, a ranx ``Qrels`` or a file of any format (ranx's
+    ``q_id_col=``, ``doc_id_col=``, ``score_col=``); see :mod:`engine.io.qrels_runs`."""
+    from engine.io.qrels_runs import qrels as read
+
+    return read(source, **columns)
+
+
+def run(source: Any, **columns: Any) -> Columns:
+    """A run from a frame, a dict, a ranx ``Run`` or a file of any format; see
+    :mod:`engine.io.qrels_runs`."""
+    from engine.io.qrels_runs import run as read
+
+    return read(source, **columns)
 
 
 def metric(spec: str, **params: Any) -> Metric:

@@ -42,7 +42,7 @@ def read_qrels(path: Path) -> Columns:
     if path.is_file() and path.stat().st_size == 0:
         raise Stop(f"cannot read qrels file '{path}': it is empty", 2)
     with tempfile.TemporaryDirectory() as directory:
-        read = _atol_labels(path, Path(directory))
+        read = _atol_labels(_as_text(path, "qrels", Path(directory))[0], Path(directory))
         try:
             qrels = trec.read_qrels(read)
         except InputError as error:  # named by the user's file, not the copy
@@ -182,9 +182,36 @@ def read_run(name: str) -> tuple[Columns, str]:
         return _read_run(path, "-")
 
 
+def _as_text(path: Path, kind: str, directory: Path) -> tuple[Path, str | None]:
+    """``path`` when it is TREC text, else its table (Parquet, CSV, TSV, JSONL, Arrow:
+    :mod:`engine.io.tables_in`) written as TREC text in ``directory``, with the run's
+    tag (None: the text's own)."""
+    from engine.io import sniff, tables_in
+
+    if tables_in.format_of(path) == sniff.TREC:
+        return path, None
+    text = directory / f"{path.name}.{kind}"
+    return text, tables_in.to_trec(path, kind, text)
+
+
 def _read_run(path: Path, name: str) -> tuple[Columns, str]:
     if path.is_file() and path.stat().st_size == 0:
         raise Stop(f"cannot read results file '{name}': it is empty", 2)
+    with tempfile.TemporaryDirectory() as directory:
+        text, tag = _as_text(path, "run", Path(directory))
+        if tag is not None:
+            try:
+                return _read_text_run(text, name)[0], tag
+            except InputError as error:  # named by the user's file (line: its row + 1)
+                copy = str(text)
+                problems = [
+                    p._replace(source=name) if p.source == copy else p for p in error.problems
+                ]
+                raise InputError(problems, error.summary.replace(copy, name)) from None
+    return _read_text_run(path, name)
+
+
+def _read_text_run(path: Path, name: str) -> tuple[Columns, str]:
     try:
         run = trec.read_run(path)
     except InputError as error:

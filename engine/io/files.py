@@ -22,6 +22,7 @@ __all__ = [
     "arrow_input",
     "base_name",
     "format_suffix",
+    "magic_codec",
     "open_binary",
     "open_text",
     "parse_json",
@@ -128,11 +129,27 @@ def open_binary(path: str | os.PathLike[str], *, lines: bool = True) -> IO[bytes
     """The file's bytes, decompressed according to its suffix, read under the limits of
     :mod:`engine.io.grammar` (the line length only when ``lines``)."""
     path = Path(path)
-    codec = COMPRESSIONS.get(path.suffix.lower())
+    codec = COMPRESSIONS.get(path.suffix.lower()) or magic_codec(path)
     try:
         return io.BufferedReader(_Checked(_opened(path, codec), path, codec, lines), 1 << 16)
     except OSError as error:
         raise _unreadable(path, error) from None
+
+
+def magic_codec(path: str | os.PathLike[str]) -> str | None:
+    """The codec of a regular file that starts as a gzip, bz2, xz or zstd stream does,
+    whatever its name (None for any other file, and for a pipe, read once)."""
+    import stat
+
+    from engine.io.sniff import codec
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with open(path, "rb") as handle:
+            return codec(handle.read(8))
+    except OSError:
+        return None
 
 
 def _opened(path: Path, codec: str | None) -> Any:

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from engine.cores import on_cores
 from engine.errors import InputError, Problem
-from engine.io import fingerprints, grammar, shards
+from engine.io import dialects, fingerprints, grammar, tables_in
 from engine.io.columns import (
     LABEL_KINDS,
     OUTPUT_COLUMNS,
@@ -418,7 +418,9 @@ def _again(
 
 
 def labels_from_table(table: pa.Table, where: Where = Where()) -> Columns:
-    """Samples from a long-format labels table (see the module docstring)."""
+    """Samples from a long-format labels table (see the module docstring; its columns may
+    have a peer's names, :mod:`engine.io.dialects`)."""
+    table = dialects.canonical(table, "labels", where.source)
     kinds = [kind for kind in LABEL_KINDS if kind in table.column_names]
     _require(table, ("query_id", "doc_id"), kinds or ["relevance"], "labels", where.source)
     queries = Coded.of(table.column("query_id"))
@@ -637,7 +639,9 @@ def _out_of_order(score: FloatArray, query_codes: npt.NDArray[np.int32]) -> tupl
 
 
 def run_from_table(table: pa.Table, where: Where = Where()) -> Columns:
-    """Outputs from a long-format run table with ``rank`` or ``score``."""
+    """Outputs from a long-format run table with ``rank`` or ``score`` (its columns may
+    have a peer's names, :mod:`engine.io.dialects`)."""
+    table = dialects.canonical(table, "run", where.source)
     names = table.column_names
     order = "rank" if "rank" in names else "score"
     _require(
@@ -810,39 +814,23 @@ def read_table(path: str | os.PathLike[str]) -> pa.Table:
         ) from None
 
 
-def shard_table(shard: Shard, kind: str) -> pa.Table:
-    """The long rows of one shard of a ``labels`` or ``run`` table (Parquet, Arrow/Feather
-    or CSV, by suffix): ``query_id`` (dictionary-encoded) and ``doc_id`` as text, and the
-    label or ranking columns as float64 (null: none); a missing column, or a value that is
-    not a finite number, is an :class:`InputError` naming the file (and the row)."""
-    import pyarrow.csv
-    import pyarrow.feather
-    import pyarrow.parquet
-
-    suffix = format_suffix(shard.path)
-    try:
-        if suffix == ".parquet":
-            table = pyarrow.parquet.read_table(shards.open_file(shard))
-        elif suffix == ".csv":
-            table = pyarrow.csv.read_csv(shards.open_stream(shard), convert_options=csv_options())
-        elif suffix in (".arrow", ".feather"):
-            table = pyarrow.feather.read_table(shards.open_file(shard))
-        else:
-            message = f"unknown table format {suffix!r}; use one of {', '.join(TABLE_SUFFIXES)}"
-            raise InputError([Problem(message, source=shard.name)])
-    except (OSError, pa.ArrowInvalid) as error:
-        raise InputError(
-            [Problem(f"cannot read columnar file: {error}", source=shard.name)]
-        ) from None
+def shard_table(shard: Shard, kind: str, *, by_score: bool = False) -> pa.Table:
+    """The long rows of one shard of a ``labels`` or ``run`` table (Parquet, Arrow/Feather,
+    CSV, TSV or JSONL, by content: :mod:`engine.io.tables_in`): ``query_id``
+    (dictionary-encoded) and ``doc_id`` as text, and the label or ranking columns as
+    float64 (null: none); a missing column, or a value that is not a finite number, is an
+    :class:`InputError` naming the file (and the row or line). A run ``by_score`` (as
+    TREC text is ranked) keeps its ``score`` alone, its ``rank`` (if any) left out."""
+    table, lines = tables_in.read(shard, kind)
     names = table.column_names
     if kind == "labels":
         values = [name for name in LABEL_KINDS if name in names]
         _require(table, ("query_id", "doc_id"), values or ["relevance"], "labels", shard.name)
     else:
-        values = ["rank" if "rank" in names else "score"]
+        values = ["rank" if "rank" in names and not by_score else "score"]
         wanted = values if values[0] in names else ["rank or score"]
         _require(table, ("query_id", "doc_id"), wanted, "runs", shard.name)
-    where = Where(shard.name)
+    where = Where(shard.name, lines=lines)
     queries = Coded.of(table.column("query_id"))
     columns = {
         "query_id": pa.DictionaryArray.from_arrays(pa.array(queries.codes), queries.ids),

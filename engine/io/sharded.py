@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import InputError, Problem
-from engine.io import frames, trec
+from engine.io import frames, sniff, tables_in, trec
 from engine.io.columns import LABEL_KINDS, Columns
 from engine.io.frames import SHARD_SHIFT, Coded, Spread
 from engine.io.shards import Shard, Spec, resolve, split, unchanged
@@ -59,13 +59,18 @@ class Long:
 
     @classmethod
     def of(cls, spec: Spec, kind: str, *, trec: bool) -> Long:
-        """The input ``spec`` names."""
+        """The input ``spec`` names. Each shard of qrels or a run (``trec``) may be TREC
+        text or a table (Parquet, Arrow, CSV, TSV, JSONL: :mod:`engine.io.tables_in`),
+        told by its content, and read as the TREC text of its rows would be."""
         return cls(resolve(spec), kind, trec)
 
     def ranged(self, size: int = RANGE_BYTES) -> Long:
         """The same input with its uncompressed TREC files cut into byte ranges of about
         ``size`` bytes (a worker's task each)."""
-        return attrs.evolve(self, shards=split(self.shards, size)) if self.trec else self
+        if not self.trec:
+            return self
+        cut = [split([s], size) if is_text(s) else (s,) for s in self.shards]
+        return attrs.evolve(self, shards=tuple(s for shards in cut for s in shards))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -79,7 +84,34 @@ class Long:
 
 def _lines(long: Long, shard: int) -> IntArray | None:
     """The line of each row of a shard (None for a table: its rows are counted)."""
-    return trec.shard_lines(long.shards[shard], long.kind) if long.trec else None
+    found = long.shards[shard]
+    if long.trec and is_text(found):
+        return trec.shard_lines(found, long.kind)
+    return tables_in.table_of(found)[1] if long.trec else None
+
+
+@functools.cache
+def is_text(shard: Shard) -> bool:
+    """Whether a shard of qrels or a run is TREC text (else a table: its content tells,
+    :mod:`engine.io.sniff`); a byte range is of a text file."""
+    whole = attrs.evolve(shard, start=0, end=None)
+    return shard != whole or tables_in.format_of(whole) == sniff.TREC
+
+
+def _trec_table(shard: Shard, kind: str) -> pa.Table:
+    """The long rows of a qrels or run table, as TREC text's: ``query_id``, ``doc_id``
+    and ``relevance`` (qrels) or ``score`` (a run, ranked as trec_eval ranks: by score;
+    a run table of ranks alone is outputs, ``--outputs``)."""
+    table = frames.shard_table(shard, "labels" if kind == "qrels" else "run", by_score=True)
+    value = "relevance" if kind == "qrels" else "score"
+    if value not in table.column_names:  # (utility or grades labels alone)
+        message = f"qrels need a relevance label (found {', '.join(table.column_names)})"
+        raise InputError([Problem(message, source=shard.name)], summary=f"invalid {kind}")
+    missing = table.column(value).null_count
+    if missing:
+        message = f"{missing} rows have no {value}"
+        raise InputError([Problem(message, source=shard.name)], summary=f"invalid {kind}")
+    return table.select(["query_id", "doc_id", value])
 
 
 def _described(found: Sequence[Shard]) -> str:
@@ -191,7 +223,12 @@ def rows(long: Long, index: int) -> Rows:
     """The long rows of shard ``index``; a file that changed since it was listed (before
     or while it was read) is refused (:func:`~engine.io.shards.unchanged`)."""
     shard = long.shards[index]
-    found = trec.shard_rows(shard, long.kind) if long.trec else frames.shard_table(shard, long.kind)
+    if long.trec:
+        found = (
+            trec.shard_rows(shard, long.kind) if is_text(shard) else _trec_table(shard, long.kind)
+        )
+    else:
+        found = frames.shard_table(shard, long.kind)
     unchanged(shard)
     return Rows.of(_numbered(found, index, 0))
 
@@ -281,8 +318,10 @@ def _recoded(table: pa.Table) -> pa.Table:
 
 
 def _blocks(long: Long, shard: Shard) -> Iterator[pa.Table]:
-    if long.trec:
+    if long.trec and is_text(shard):
         return trec.shard_blocks(shard, long.kind)
+    if long.trec:
+        return iter([_trec_table(shard, long.kind)])
     return iter([frames.shard_table(shard, long.kind)])
 
 

@@ -32,6 +32,7 @@ import attrs
 import pyarrow as pa
 
 from engine.errors import InputError, MissingDependencyError, Problem
+from engine.io import sniff
 from engine.io.files import COMPRESSIONS
 
 if TYPE_CHECKING:  # pyarrow's filesystems (S3, GCS, HDFS, ssl) are imported when a shard is found
@@ -149,7 +150,7 @@ def split(shards: Sequence[Shard], size: int) -> tuple[Shard, ...]:
     ranges of about ``size`` (each range reads the whole lines that start in it)."""
     found = []
     for shard in shards:
-        if shard.compressed or shard.size is None or shard.size <= size:
+        if shard.compressed or shard.size is None or shard.size <= size or _magic(shard):
             found.append(shard)
             continue
         count = -(-shard.size // size)
@@ -158,6 +159,13 @@ def split(shards: Sequence[Shard], size: int) -> tuple[Shard, ...]:
             attrs.evolve(shard, start=start, end=end) for start, end in itertools.pairwise(bounds)
         ]
     return tuple(found)
+
+
+def _magic(shard: Shard) -> bool:
+    """Whether the file is compressed though its name does not say (its first bytes do)."""
+    system, _ = filesystem(shard.root)
+    with system.open_input_stream(shard.path, compression=None) as head:
+        return sniff.codec(bytes(head.read(8))) is not None
 
 
 @functools.cache
@@ -310,12 +318,15 @@ def open_file(shard: Shard) -> Any:
 
 
 def open_stream(shard: Shard) -> Any:
-    """The shard's whole file as a pyarrow input stream, decompressed by its suffix;
-    refused if it changed since it was listed."""
+    """The shard's whole file as a pyarrow input stream, decompressed by its suffix (or,
+    without one, by its first bytes); refused if it changed since it was listed."""
     unchanged(shard)
     system, _ = filesystem(shard.root)
     codec = COMPRESSIONS.get(PurePosixPath(shard.path).suffix.lower())
     try:
+        if codec is None:  # compressed all the same, as its first bytes tell?
+            with system.open_input_stream(shard.path, compression=None) as head:
+                codec = sniff.codec(bytes(head.read(8)))
         raw = system.open_input_stream(shard.path, compression=None)
         if codec is None:
             return raw

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import InputError, Problem
-from engine.io import documents, frames, sharded, shards, trec
+from engine.io import documents, frames, sharded, shards, sniff, tables_in, trec
 from engine.io.columns import Columns, lengths, stack
 from engine.io.files import arrow_input, base_name, format_suffix, read_jsonl
 from engine.io.frames import TABLE_SUFFIXES, Where
@@ -33,8 +33,11 @@ __all__ = [
     "dataset_columns",
     "first_file",
     "input_name",
+    "is_trec_text",
     "long_input",
     "read_dataset",
+    "read_folder",
+    "read_long",
     "read_outputs",
     "read_qrels",
     "read_run",
@@ -61,18 +64,39 @@ def _unknown_format(path: Path, known: tuple[str, ...], what: str) -> InputError
 
 
 def read_qrels(spec: Any) -> Columns:
-    """Samples of a TREC qrels file, or of a sharded one (a directory, a glob, a list of
-    files, local or remote: their lines one after the other)."""
+    """Samples of a qrels file, or of a sharded one (a directory, a glob, a list of
+    files, local or remote: their rows one after the other). Each file is TREC text or a
+    table (Parquet, Arrow, CSV, TSV, JSONL), told by its content, in slotwise's or a
+    peer's column names (:mod:`engine.io.tables_in`)."""
     if is_sharded(spec):
         return sharded.read(Long.of(spec, "qrels", trec=True))
-    return trec.read_qrels(spec)
+    return read_long(spec, "qrels")
 
 
 def read_run(spec: Any) -> Columns:
-    """Outputs of a TREC run file, or of a sharded one (see :func:`read_qrels`)."""
+    """Outputs of a run file, or of a sharded one (see :func:`read_qrels`)."""
     if is_sharded(spec):
         return sharded.read(Long.of(spec, "run", trec=True))
-    return trec.read_run(spec)
+    return read_long(spec, "run")
+
+
+def read_long(path: str | os.PathLike[str], kind: str) -> Columns:
+    """One qrels or run (``kind``) file: TREC text as trec_eval reads it, else a table by
+    its content, read as the TREC text of its rows (its shard, :mod:`engine.io.sharded`);
+    one that holds no query is an error naming it."""
+    fmt = tables_in.format_of(path)
+    if fmt == sniff.TREC:
+        return trec.read_qrels(path) if kind == "qrels" else trec.read_run(path)
+    found = sharded.read(Long((tables_in.shard_of(path),), kind, True))
+    if not len(found):
+        problem = Problem(f"no {kind} row: the file holds no query", source=os.fspath(path))
+        raise InputError([problem], summary=f"empty {kind} file")
+    return found
+
+
+def is_trec_text(spec: Any) -> bool:
+    """Whether ``spec`` is one local TREC text file (not a table, not shards)."""
+    return not is_sharded(spec) and tables_in.format_of(spec) == sniff.TREC
 
 
 def input_name(spec: Any) -> str:
@@ -172,7 +196,12 @@ def _documents(spec: Any, read: Callable[[Path], Columns], what: str) -> Columns
 def read_dataset(path: Any, *, qrels: bool = False) -> tuple[str, Columns]:
     """(name, samples) of a dataset file, or of a TREC qrels file when ``qrels``; a
     sharded input (a directory, a glob, a list of files) is its files' samples, one after
-    the other."""
+    the other. A folder in BEIR's layout, or saved by Hugging Face ``datasets`` (or of
+    Parquet files as the Hub holds them), is that dataset's ``test`` split
+    (:mod:`engine.io.beir`, :mod:`engine.io.hf_datasets`)."""
+    folder = None if qrels else read_folder(path)
+    if folder is not None:
+        return input_name(path), folder
     if is_sharded(path):
         long = long_input(path, "labels", trec_file=qrels)
         if long is not None:
@@ -186,7 +215,7 @@ def read_dataset(path: Any, *, qrels: bool = False) -> tuple[str, Columns]:
         return input_name(path), found
     path = Path(path)
     if qrels:
-        found = trec.read_qrels(path)
+        found = read_qrels(path)
     elif format_suffix(path) in TABLE_SUFFIXES:
         found = frames.labels_from_table(frames.read_table(path), Where(str(path)))
     elif format_suffix(path) in documents.DOCUMENT_SUFFIXES:
@@ -198,6 +227,20 @@ def read_dataset(path: Any, *, qrels: bool = False) -> tuple[str, Columns]:
             [Problem("the dataset has no samples", source=str(path))], summary="invalid dataset"
         )
     return base_name(path), found
+
+
+def read_folder(path: Any, split: str | None = None) -> Columns | None:
+    """The samples of a local folder in BEIR's layout or a Hugging Face datasets folder
+    (``split``: ``test`` unless asked); None for any other input."""
+    from engine.io import beir, hf_datasets
+
+    if not isinstance(path, str | os.PathLike) or not os.path.isdir(path):
+        return None
+    if beir.is_beir(path):
+        return beir.read(path, split)
+    if hf_datasets.is_hf(path):
+        return hf_datasets.read(path, split)
+    return None
 
 
 def dataset_columns(source: Any) -> Columns:
@@ -251,7 +294,7 @@ def read_outputs(source: Any, *, run: bool = False) -> Columns:
         return _documents(source, read_outputs, "output")
     path = Path(source)
     if run:
-        return trec.read_run(path)
+        return read_run(path)
     if format_suffix(path) in TABLE_SUFFIXES:
         return frames.run_from_table(frames.read_table(path), Where(str(path)))
     if format_suffix(path) in (".json", ".jsonl"):
@@ -289,7 +332,11 @@ def _from_ranx(source: Any, name: str) -> bool:
 
 def stream_dataset(path: Any, *, qrels: bool = False) -> Iterator[Columns]:
     """The samples of a dataset file in blocks: JSONL, Parquet/Arrow and TREC qrels are
-    read as streams, YAML/JSON documents whole; a sharded input shard after shard."""
+    read as streams, YAML/JSON documents whole; a sharded input shard after shard; a
+    BEIR or Hugging Face folder whole."""
+    folder = None if qrels else read_folder(path)
+    if folder is not None:
+        return iter([folder])
     if is_sharded(path):
         long = long_input(path, "labels", trec_file=qrels)
         if long is not None:
@@ -298,7 +345,7 @@ def stream_dataset(path: Any, *, qrels: bool = False) -> Iterator[Columns]:
     path = Path(path)
     suffix = format_suffix(path)
     if qrels:
-        return trec.stream_qrels(path)
+        return trec.stream_qrels(path) if is_trec_text(path) else iter([read_qrels(path)])
     if suffix == ".jsonl":
         return _jsonl_samples(path)
     if suffix in TABLE_SUFFIXES:
@@ -317,7 +364,7 @@ def stream_outputs(path: Any, *, run: bool = False) -> Iterator[Columns]:
     path = Path(path)
     suffix = format_suffix(path)
     if run:
-        return trec.stream_run(path)
+        return trec.stream_run(path) if is_trec_text(path) else iter([read_run(path)])
     if suffix == ".jsonl":
         return _jsonl_outputs(path)
     if suffix in TABLE_SUFFIXES:
@@ -331,7 +378,7 @@ def stream_output_lengths(
     """Per block of outputs, their sample ids and the length of each list column
     (``retrieved``, ``pool``): all a streamed evaluation's first pass needs of them.
     A TREC run is read for its query column alone."""
-    if run and not is_sharded(path):
+    if run and is_trec_text(path):
         for ids, counts in trec.stream_run_lengths(path):
             yield ids, {"retrieved": counts}
         return

@@ -35,7 +35,7 @@ import pyarrow.csv as csv
 from engine.errors import InputError, Problem
 from engine.io import grammar, shards, trec_csv
 from engine.io.columns import GROUPS, Columns, lengths, string_bytes
-from engine.io.files import COMPRESSIONS, open_binary
+from engine.io.files import COMPRESSIONS, magic_codec, open_binary
 from engine.io.frames import (
     Coded,
     Where,
@@ -175,7 +175,7 @@ def run_tag(path: str | os.PathLike[str]) -> str:
     line that is not blank or a comment; "" when there is none."""
     path = Path(path)
     with open_binary(path) as handle:
-        if path.suffix.lower() in COMPRESSIONS:
+        if path.suffix.lower() in COMPRESSIONS or magic_codec(path):
             tail = b"".join(deque(handle, maxlen=64))  # streamed: no seeking back
         else:
             size = handle.seek(0, os.SEEK_END)

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as csv
 
 from engine.errors import InputError
+from engine.io import sniff
 from engine.io.files import arrow_input, open_binary
 
 __all__ = ["FIELDS", "ID", "parse", "parse_file", "parse_options", "read_ahead", "read_options"]
@@ -97,6 +98,10 @@ def read_ahead(path: str, kind: str) -> None:
     identity = _identity(Path(path))
     if identity is None:
         return  # not a regular file (a pipe is read once): read when asked, as always
+    with open(path, "rb") as handle:
+        head = handle.read(sniff.HEAD)
+    if sniff.codec(head) is None and sniff.sniff(head, path) != sniff.TREC:
+        return  # a table (Parquet, CSV, ...): not TREC text's to parse
     table: Future[pa.Table | None] = Future()
 
     def parse_ahead() -> None:
