@@ -109,7 +109,7 @@ def test_the_documented_loop(
     (tmp_path / "out").mkdir()
     monkeypatch.chdir(folder)
     steps = _steps()
-    ran: list[str] = []
+    ran: dict[str, tuple[int, str]] = {}  # command -> its exit code and output
     code: int | None = None
     for number, (command, shown) in enumerate(steps):
         words = shlex.split(command.replace(DOC_URL, server.url))
@@ -120,7 +120,7 @@ def test_the_documented_loop(
         ]:
             continue
         if words == ["echo", "$?"]:
-            assert shown == [str(code)], f"after {ran[-1]!r}"
+            assert shown == [str(code)], f"after {list(ran)[-1]!r}"
             continue
         assert words[0] == "slotwise", command
         capsys.readouterr()
@@ -134,7 +134,7 @@ def test_the_documented_loop(
         if words[1:3] == ["labels", "export"] and "label-studio" in words:
             handout = Path(words[words.index("--output") + 1])
             simulated_panel(handout, handout.with_name("project-1-export.json"))
-        ran.append(command)
+        ran[command] = (code, out.out + out.err)
         following = steps[number + 1][0] if number + 1 < len(steps) else ""
         if following != "echo $?":
             assert code == 0, f"{command} exited {code}\n{out.err}"
@@ -153,6 +153,13 @@ def test_the_documented_loop(
     } == panel
     design = hashlib.sha256((tmp_path / "out" / "SAMPLE.design.json").read_bytes()).hexdigest()
     assert {s["metadata"]["sample"]["design_sha256"] for s in human} == {design}
+    # without --design, compare weighs by the design the labels' provenance records
+    ((gate, (status, result)),) = [(c, r) for c, r in ran.items() if c.split()[1] == "compare"]
+    words = shlex.split(gate)
+    at = words.index("--design")
+    capsys.readouterr()
+    assert main(words[1:at] + words[at + 2 :]) == status
+    assert "".join(capsys.readouterr()) == result
     kinds = [shlex.split(c)[1] for c in ran]
     for needed in ("annotate", "sample", "labels", "compare"):
         assert needed in kinds, f"the loop has no `slotwise {needed}`"

@@ -326,7 +326,7 @@ def _human_samples(resolved: Resolved, frame: _Frame, scale: Scale) -> list[dict
         labelled = by_query.get(query, [])
         where: dict[str, Any] = {
             "unit": frame.unit,
-            "design": str(frame.design),
+            "design": str(frame.design.resolve()),
             "design_sha256": frame.design_sha256,
             "scale": scale.name,
         }
