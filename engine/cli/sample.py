@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from engine.cli.common import Handler, UsageError, configured_engine, positive_float, positive_int
 from engine.errors import InputError, Problem
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from engine.evaluation.api import Dataset, Engine
 
 __all__ = ["add"]
@@ -122,6 +122,8 @@ def _fail(message: str, source: str | None = None) -> InputError:
 
 
 def _labelled_queries(dataset: Dataset) -> set[str]:
+    import numpy as np
+
     columns = dataset.columns
     has = np.zeros(len(columns), dtype=np.bool_)
     for kind in LABEL_KINDS:
@@ -136,6 +138,8 @@ def _labelled_pairs(dataset: Dataset) -> set[tuple[str, str]]:
 def _population(args: argparse.Namespace, dataset: Dataset) -> tuple[list[str], list[str] | None,
                                                                      dict[str, int]]:  # fmt: skip
     """The units' query ids (and doc ids), and each query's number of pooled pairs."""
+    import numpy as np
+
     ids = dataset.ids
     if args.runs:
         from engine.annotate.holes import pool
@@ -160,6 +164,8 @@ def _population(args: argparse.Namespace, dataset: Dataset) -> tuple[list[str], 
 
 def _disagreement(args: argparse.Namespace, engine: Engine, labels: Dataset) -> dict[str, float]:
     """Per query, |the --metric of the first run - of the second| under ``labels``."""
+    import numpy as np
+
     if not args.runs or len(args.runs) < 2:
         raise UsageError("the systems' disagreement needs two --runs")
     evaluation = labels.with_metrics([args.metric])
@@ -177,6 +183,8 @@ def _disagreement(args: argparse.Namespace, engine: Engine, labels: Dataset) -> 
 
 def _bands(values: np.ndarray, bins: int) -> list[str]:
     """'|Δ|=0', then quantile bands of the positive values named by their upper edges."""
+    import numpy as np
+
     positive = values[values > 0]
     if not positive.size:
         return ["|Δ|=0"] * values.size
@@ -189,6 +197,8 @@ def _strata(
     args: argparse.Namespace, engine: Engine, dataset: Dataset, queries: list[str],
     docs: list[str] | None, judge: Dataset,
 ) -> list[str]:  # fmt: skip
+    import numpy as np
+
     kind = args.stratify
     if kind.startswith("metadata."):
         field = kind[len("metadata.") :]
@@ -218,6 +228,8 @@ def _uncertainty(
     args: argparse.Namespace, engine: Engine, queries: list[str], docs: list[str] | None,
     judge: Dataset,
 ) -> np.ndarray:  # fmt: skip
+    import numpy as np
+
     if args.uncertainty is None:
         gap = _disagreement(args, engine, judge)
         return np.asarray([gap[q] for q in queries])
@@ -256,6 +268,8 @@ def _uncertainty(
 
 
 def _sample(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from engine.analysis import sampling
 
     if (args.budget_money is None) != (args.price is None):
