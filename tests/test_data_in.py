@@ -416,3 +416,22 @@ def test_a_parquet_file_is_not_utf8_text_no_more(tmp_path):
     pd.DataFrame({"query_id": ["q1"], "doc_id": ["d1"], "score": [1.0]}).to_parquet(tmp_path / "r")
     assert tables_in.format_of(tmp_path / "r") == "parquet"
     assert len(sources.read_run(tmp_path / "r")) == 1
+
+
+def test_a_frame_run_is_ranked_by_score_and_refuses_a_repeat():
+    """As its TREC text: ranked by score (ties by doc id descending), its rank column
+    left out; a document twice for a query refused, naming both rows."""
+    frame = pd.DataFrame(
+        {
+            "q_id": ["q1"] * 3,
+            "doc_id": ["d1", "d2", "d3"],
+            "score": [0.2, 0.9, 0.2],
+            "rank": [1, 2, 3],
+        }
+    )
+    ranked = engine.run(frame)
+    assert ranked.docs.take(ranked.column("retrieved")[0].values).to_pylist() == ["d2", "d3", "d1"]
+    with pytest.raises(InputError) as caught:
+        engine.run(pl.from_pandas(frame.assign(doc_id=["d1", "d2", "d1"])))
+    (problem,) = caught.value.problems
+    assert problem.message.startswith("row 2: document 'd1' is retrieved twice")

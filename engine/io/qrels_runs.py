@@ -16,9 +16,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import pyarrow as pa
+
+from engine.errors import InputError
 from engine.io import dialects, frames, sniff, sources, tables_in
 from engine.io.columns import Columns
-from engine.io.frames import Where
+from engine.io.frames import Coded, Where
 from engine.io.shards import is_sharded
 
 __all__ = ["qrels", "run"]
@@ -52,10 +55,25 @@ def run(
     names = _names(q_id_col, doc_id_col, score_col, "score")
     table = _table(source, "run", names)
     if table is not None:
-        return frames.run_from_table(*table)
+        return _ranked(*table)
     if isinstance(source, str | os.PathLike) or is_sharded(source):
         return sources.read_run(source)
     return sources.read_outputs(source)
+
+
+def _ranked(table: pa.Table, where: Where) -> Columns:
+    """A run table ranked as its TREC text would be: by score (its ``rank``, if any, left
+    out; a table of ranks alone is ranked by them), a document retrieved twice for a
+    query refused, naming both rows."""
+    names = table.column_names
+    if "score" in names and "rank" in names:
+        table = table.drop_columns(["rank"])
+    if {"query_id", "doc_id"} <= set(names):
+        queries, docs = Coded.of(table.column("query_id")), Coded.of(table.column("doc_id"))
+        problems = frames.retrieved_twice(queries, docs, where)
+        if problems:
+            raise InputError(problems, summary="a document retrieved twice")
+    return frames.run_from_table(table, where)
 
 
 def _names(query: str | None, doc: str | None, value: str | None, to: str) -> dict[str, str]:
@@ -63,15 +81,16 @@ def _names(query: str | None, doc: str | None, value: str | None, to: str) -> di
     return {name: target for name, target in given.items() if name is not None}
 
 
-def _table(source: Any, kind: str, names: dict[str, str]) -> tuple[Any, Where] | None:
-    """A frame, or one table file, as a long table in slotwise's names (``names``
-    first), and where its rows come from; None for any other source. Column names for a
-    source that has no columns (a dict, TREC text) are refused."""
+def _table(source: Any, kind: str, names: dict[str, str]) -> tuple[pa.Table, Where] | None:
+    """A frame, or one table file whose columns ``names`` renames, as a long table in
+    slotwise's names, and where its rows come from; None for any other source (a file
+    is then read as ``--qrels``/``--run`` read it). Column names for a source that has no
+    columns (a dict, TREC text, shards) are refused."""
     table = frames.as_table(source)
     if table is not None:
         return dialects.canonical(table, kind, None, names), Where()
     single = isinstance(source, str | os.PathLike) and not is_sharded(source)
-    if single and tables_in.format_of(source) != sniff.TREC:
+    if single and names and tables_in.format_of(source) != sniff.TREC:
         found, lines = tables_in.read(source, kind, names=names)
         return found, Where(os.fspath(source), lines=lines)
     if names:
