@@ -355,7 +355,7 @@ class TestEndToEnd:
     def test_misspelling_suggests_the_name_and_alias(self):
         """An unknown ir_measures-looking name suggests the ir_measures name and the slotwise alias."""
         eng = engine.Engine(config={})
-        for text in ("nDGC@10", "nDGC(dcg='exp-log2')@10", "ndcg@10"):
+        for text in ("nDGC@10", "nDGC(dcg='exp-log2')@10", "NDGC@10"):  # ndcg@10: ranx's
             with pytest.raises(engine.UnknownMetricError) as info:
                 eng.metric(text)
             assert info.value.suggestions[:2] == ("nDCG", "retrieval-ndcg-at-k"), text

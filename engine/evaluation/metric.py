@@ -16,8 +16,8 @@ import pyarrow.compute as pc
 
 from engine.errors import MetricParameterError, Problem
 from engine.evaluation.batch import Batch
-from engine.evaluation.ir_measures_names import translate
 from engine.evaluation.keywords import parse_keywords
+from engine.evaluation.metric_names import translate
 from engine.io.columns import lengths
 
 __all__ = [
@@ -296,9 +296,9 @@ class MetricSpec:
 
 def parse_spec(text: str) -> MetricSpec:
     """Parse ``alias``, ``alias@K``, ``alias(name=value, ...)``, ``alias@K(...)`` or
-    ``alias(...)@K``; an ir_measures name (``nDCG@10``, ``P(rel=2)@5``) is first
-    translated to the slotwise spec it stands for
-    (:func:`~engine.evaluation.ir_measures_names.translate`).
+    ``alias(...)@K``; a peer's name (ir_measures' ``nDCG@10``, trec_eval's
+    ``ndcg_cut_10``, ranx's ``ndcg@10``) is first translated to the slotwise spec it
+    stands for (:func:`~engine.evaluation.metric_names.translate`).
 
     Values are Python literals; a bare word is a string (``gain=exponential``).
     """
