@@ -531,3 +531,18 @@ def test_a_drawn_query_no_run_retrieved_for(
         s["id"]: s for s in map(json.loads, (tmp_path / "human.jsonl").read_text().splitlines())
     }
     assert "expected_output" not in human[gone] and len(human) == 8
+
+
+def test_the_format_by_the_outputs_suffix(
+    sampled: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --format: .json is Label Studio's (with its config), .jsonl and .csv
+    theirs; another suffix is a usage error naming --format."""
+    for name in ("t.json", "t.jsonl", "t.csv"):
+        assert main(["labels", "export", *_args(sampled, "--output", str(tmp_path / name))]) == 0
+    assert isinstance(json.loads((tmp_path / "t.json").read_text()), list)
+    assert (tmp_path / "t.label-config.xml").is_file()
+    assert (tmp_path / "t.csv").read_text().startswith("task,query_id,doc_id,")
+    capsys.readouterr()
+    assert main(["labels", "export", *_args(sampled, "--output", str(tmp_path / "t.txt"))]) == 2
+    assert "name the format with --format" in capsys.readouterr().err

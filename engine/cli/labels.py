@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.cli.common import Handler, configured_engine, positive_int
+from engine.cli.common import Handler, UsageError, configured_engine, positive_int
 from engine.errors import InputError, Problem
 from engine.io.config import CONFIG_FILENAME
 
@@ -98,7 +98,11 @@ def add(commands: Any) -> dict[str, Handler]:
         type=Path,
         help="passages' texts for pairs no run gave a text for: JSONL {id, text} a line",
     )
-    export.add_argument("--format", choices=("csv", "jsonl", "label-studio"), default="csv")
+    export.add_argument(
+        "--format",
+        choices=("csv", "jsonl", "label-studio"),
+        help="default: by --output's suffix (.csv, .jsonl; .json: label-studio)",
+    )
     export.add_argument("--output", type=Path, required=True, help="the handout to write")
     read = actions.add_parser(
         "import",
@@ -226,6 +230,19 @@ def _queries(count: int) -> str:
     return f"{count} {'query' if count == 1 else 'queries'}"
 
 
+def _format(args: argparse.Namespace) -> str:
+    """``--format``, else the one ``--output``'s suffix names."""
+    if args.format is not None:
+        return str(args.format)
+    by_suffix = {".csv": "csv", ".jsonl": "jsonl", ".json": "label-studio"}
+    found = by_suffix.get(args.output.suffix.lower())
+    if found is None:
+        raise UsageError(
+            f"--output {args.output}: name the format with --format (csv, jsonl, label-studio)"
+        )
+    return found
+
+
 def _export(args: argparse.Namespace) -> int:
     from engine.annotate.records import question_of
     from engine.annotate.synthesize import read_corpus
@@ -250,7 +267,7 @@ def _export(args: argparse.Namespace) -> int:
             tasks.append(Task(query, doc, question, text, stratum))
     if problems:
         raise InputError(problems, summary="cannot write the handout")
-    written = write_handout(args.output, tasks, SCALES[args.scale], args.format)
+    written = write_handout(args.output, tasks, SCALES[args.scale], _format(args))
     line = frame.empty_line(written=False)
     if line:
         print(line, file=sys.stderr)
