@@ -34,6 +34,7 @@ DOCUMENTS: dict[str, tuple[str, dict[int, str]]] = {
     "docs/embedding.md": ("examples/quickstart", {}),
     "docs/scale.md": ("examples/quickstart", {}),
     "docs/relabelling.md": ("examples/quickstart", {}),
+    "docs/agents.md": ("examples/quickstart", {}),
     "docs/writing-a-metric-plugin.md": ("examples/plugin-example", {}),
     "examples/quickstart/README.md": ("examples/quickstart", {}),
 }

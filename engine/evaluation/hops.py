@@ -89,9 +89,7 @@ class Hops:
         rows = len(columns)
         hops = columns.column("hops")
         listed = lengths(hops)
-        plain = columns.valid("retrieved") & ~hops.is_valid().to_numpy(
-            zero_copy_only=False
-        )
+        plain = columns.valid("retrieved") & ~hops.is_valid().to_numpy(zero_copy_only=False)
         count = np.where(plain, 1, listed).astype(np.int64)
         first = offsets_of(count)[:-1]
         owner = np.repeat(np.arange(rows, dtype=np.int64), count)
@@ -106,14 +104,10 @@ class Hops:
         ):
             listed_codes = _flat(columns.column(f"hop_{name}"))
             field = entries.field(name)
-            hop_sizes = (
-                field.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-            )
+            hop_sizes = field.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
             hop_given = field.is_valid().to_numpy(zero_copy_only=False)
             top_codes = _flat(columns.column(top)) if top else np.zeros(0, np.int64)
-            top_sizes = (
-                lengths(columns.column(top)) if top else np.zeros(rows, np.int64)
-            )
+            top_sizes = lengths(columns.column(top)) if top else np.zeros(rows, np.int64)
             top_given = columns.valid(top) if top else np.zeros(rows, np.bool_)
             # listed hops' lists, then plain outputs' top-level ones
             within = offsets_of(hop_sizes)[:-1]
@@ -136,9 +130,7 @@ class Hops:
         else its retrieved ones."""
         given = self.given["selected"]
         offset = self.codes["selected"].size
-        starts = np.where(
-            given, self.starts["selected"], self.starts["retrieved"] + offset
-        )
+        starts = np.where(given, self.starts["selected"], self.starts["retrieved"] + offset)
         sizes = np.where(given, self.sizes["selected"], self.sizes["retrieved"])
         return (
             np.concatenate([self.codes["selected"], self.codes["retrieved"]]),
@@ -165,8 +157,13 @@ def _first_hops(keys: IntArray, hops: IntArray) -> tuple[IntArray, IntArray, Int
     """Per distinct key: the key (sorted), the first and the last hop it is in."""
     if not keys.size:
         return keys, hops, hops
-    order = np.lexsort((hops, keys))
-    keys, hops = keys[order], hops[order]
+    bits = int(hops.max()).bit_length()
+    if int(keys.max()).bit_length() + bits <= 62:  # one sort of keys and hops packed
+        packed = np.sort((keys << bits) | hops)
+        keys, hops = packed >> bits, packed & ((1 << bits) - 1)
+    else:
+        order = np.lexsort((hops, keys))
+        keys, hops = keys[order], hops[order]
     starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
     ends = np.concatenate((starts[1:], [keys.size])) - 1
     return keys[starts], hops[starts], hops[ends]
@@ -209,17 +206,13 @@ class Evidence:
     def per_sample(self, values: npt.ArrayLike, rows: int) -> FloatArray:
         """Per sample, the sum of a value per piece of evidence."""
         weights = np.broadcast_to(np.asarray(values, np.float64), self.row.shape)
-        sums: FloatArray = np.bincount(
-            self.row, weights=weights, minlength=rows
-        ).astype(np.float64)
+        sums: FloatArray = np.bincount(self.row, weights=weights, minlength=rows).astype(np.float64)
         return sums
 
 
 def evidence(batch: Batch, threshold: float) -> Evidence:
     """The :class:`Evidence` of ``batch`` at a relevance threshold (shared per batch)."""
-    return batch.shared(
-        ("evidence", float(threshold)), lambda: _evidence(batch, threshold)
-    )  # type: ignore[no-any-return]
+    return batch.shared(("evidence", float(threshold)), lambda: _evidence(batch, threshold))  # type: ignore[no-any-return]
 
 
 def _evidence(batch: Batch, threshold: float) -> Evidence:
@@ -253,14 +246,9 @@ def redundant_hops(batch: Batch) -> tuple[IntArray, IntArray]:
     keys, number = hops.keys("retrieved")
     distinct, first, _ = _first_hops(keys, number)
     owner = (distinct >> _SHIFT).astype(np.int64)
-    new = np.zeros(
-        hops.owner.size, np.int64
-    )  # per hop: the ids it was first to retrieve
-    np.add.at(new, hops.first[owner] + first - 1, 1)
+    new = np.bincount(hops.first[owner] + first - 1, minlength=hops.owner.size)  # per hop
     redundant = (new == 0) & (hops.number > 1)
-    return np.bincount(hops.owner[redundant], minlength=len(batch)).astype(
-        np.int64
-    ), hops.count
+    return np.bincount(hops.owner[redundant], minlength=len(batch)).astype(np.int64), hops.count
 
 
 # -- a metric at one hop ---------------------------------------------------------------------
@@ -286,46 +274,48 @@ def _hop_batch(batch: Batch, hop: str | int) -> HopView:
     hops = Hops.of(batch)
     columns = batch.columns
     listed = columns.valid("hops")
+    replaced: dict[str, pa.Array] = {}
     if hop == "union":
-        retrieved, pool = _union(hops, len(batch)), None
+        replaced["retrieved"], width = _union(hops, len(batch))
         missing = hops.count == 0
     else:
         number = hops.count if hop == "last" else 1 if hop == "first" else hop
         at = np.broadcast_to(np.asarray(number, np.int64), hops.count.shape)
         missing = at > hops.count
         chosen = np.where(missing, 0, hops.first + at - 1)
-        retrieved = _lists(hops, "retrieved", chosen, missing)
-        pool = _lists(hops, "pool", chosen, missing | ~hops.given["pool"][chosen])
+        replaced["retrieved"], width = _lists(hops, "retrieved", chosen, missing)
+        pooled = hops.given["pool"][chosen] & ~missing
+        if pooled.any():
+            replaced["pool"], _ = _lists(hops, "pool", chosen, ~pooled)
     table = columns.table
-    replaced = {"retrieved": retrieved, "pool": pool}
     for name in ("retrieved", "pool", *_ITEMWISE):
         if not columns.has(name):
             continue
-        old = columns.column(name)
-        if name in replaced and replaced[name] is not None:
-            new = replaced[name]
-        else:  # a listed hop's: none; a plain output's: its own
-            new = pc.if_else(
-                pa.array(listed | missing), pa.nulls(len(old), old.type), old
-            )
+        new = replaced.get(name)
+        if new is None:  # a listed hop's: none; a plain output's: its own
+            old = columns.column(name)
+            if old.null_count == len(old):
+                continue
+            new = pc.if_else(pa.array(listed | missing), pa.nulls(len(old), old.type), old)
         table = table.set_column(table.schema.get_field_index(name), name, new)
-    view = Columns(table, columns.docs)
-    widths = dict(batch.shape.widths)
-    widths["retrieved"] = max(int(lengths(view.column("retrieved")).max(initial=0)), 0)
+    widths = {**batch.shape.widths, "retrieved": width}
     widths.pop("pool", None)
     shape = Shape(widths, batch.shape.max_label)
-    return HopView(Batch.compile(view, batch.default_k, shape), missing)
+    return HopView(Batch.compile(Columns(table, columns.docs), batch.default_k, shape), missing)
 
 
-def _lists(hops: Hops, name: str, chosen: IntArray, null: BoolArray) -> pa.Array:
-    """One hop per sample (``chosen``) of a list, a list array (null where ``null``)."""
+def _lists(hops: Hops, name: str, chosen: IntArray, null: BoolArray) -> tuple[pa.Array, int]:
+    """One hop per sample (``chosen``) of a list, a list array (null where ``null``),
+    and its longest list."""
     sizes = np.where(null, 0, hops.sizes[name][chosen])
     taken = hops.codes[name][_ragged(hops.starts[name][chosen], sizes)]
-    return list_array(offsets_of(sizes), pa.array(taken.astype(np.int32)), null)
+    array = list_array(offsets_of(sizes), pa.array(taken.astype(np.int32)), null)
+    return array, int(sizes.max(initial=0))
 
 
-def _union(hops: Hops, rows: int) -> pa.Array:
-    """Per sample, every hop's retrieved ids in order of arrival, each once."""
+def _union(hops: Hops, rows: int) -> tuple[pa.Array, int]:
+    """Per sample, every hop's retrieved ids in order of arrival, each once; and the
+    longest such list."""
     keys, _ = hops.keys("retrieved")
     keep = np.zeros(keys.size, np.bool_)
     keep[np.unique(keys, return_index=True)[1]] = True
@@ -333,7 +323,8 @@ def _union(hops: Hops, rows: int) -> pa.Array:
     owner = (kept >> _SHIFT).astype(np.int64)
     codes = (kept & np.int64(0xFFFFFFFF)).astype(np.int32)
     sizes = np.bincount(owner, minlength=rows)
-    return list_array(offsets_of(sizes), pa.array(codes), hops.count == 0)
+    array = list_array(offsets_of(sizes), pa.array(codes), hops.count == 0)
+    return array, int(sizes.max(initial=0))
 
 
 _CLASSES: dict[type[Any], type[Any]] = {}
@@ -362,9 +353,7 @@ def at_hop(cls: type[Any]) -> type[Any]:
         def details(self, batch: Batch) -> Sequence[Mapping[str, Any] | None] | None:
             return super().details(hop_batch(batch, self.hop).batch)  # type: ignore[no-any-return]
 
-        def summarize(
-            self, batch: Batch, values: FloatArray
-        ) -> Mapping[str, Any] | None:
+        def summarize(self, batch: Batch, values: FloatArray) -> Mapping[str, Any] | None:
             return super().summarize(hop_batch(batch, self.hop).batch, values)  # type: ignore[no-any-return]
 
     AtHop.__name__ = AtHop.__qualname__ = f"{cls.__name__}AtHop"
