@@ -187,3 +187,31 @@ def test_a_bad_run_among_many_is_named_and_the_others_go_on(
     assert str(missing).encode() in err and b"Traceback" not in err
     assert main(["trec-eval", str(files.qrels), str(tmp_path / "nothing-*")]) == 2
     assert b"no file matches" in capsysbinary.readouterr().err
+
+
+def test_a_batch_reports_each_run_as_the_binary_prints_it(
+    trec_eval_binary: Path, tmp_path: Path
+) -> None:
+    """trec_eval_many.reports, called directly (the command falls back to one run at a
+    time where a batch fails, so its output alone would not show a failing batch): each
+    run's report renders as the binary's output for that run, with -q and with -c."""
+    from engine.analysis import trec_eval_files as files
+    from engine.analysis.trec_eval import Options, parse_measures
+    from engine.analysis.trec_eval_many import reports
+    from engine.evaluation.api import Engine
+
+    collection = write_collection(tmp_path, 16, queries=25)
+    qrels = files.read_qrels(collection.qrels)
+    for complete in (False, True):
+        flags = ["-q", "-m", "all_trec", *(["-c"] if complete else [])]
+        outputs = {
+            run: run_binary(trec_eval_binary, [*flags, str(collection.qrels), str(run)], tmp_path)
+            for run in _variants(collection.run, 16)
+        }
+        runs = [run for run, (status, _) in outputs.items() if status == 0]  # whole runs
+        assert len(runs) >= (5 if complete else 3)
+        read = [files.read_run(str(run)) for run in runs]
+        options = Options(complete=complete)
+        made = reports(Engine(config={}), qrels, read, parse_measures(["all_trec"]), options)
+        for run, report in zip(runs, made, strict=True):
+            assert report.render(per_query=True) == outputs[run][1], (run.name, complete)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -172,21 +173,73 @@ def _each(runs: list[str], evaluate: Callable[[int, str], None]) -> int:
     """``evaluate`` each run in turn; with several, a run that fails is named on standard
     error (its output up to where it stopped printed, as trec_eval prints it) and the
     others go on: the exit status is the worst run's. One run fails as trec_eval fails."""
-    from engine.errors import SlotwiseError
-
     if len(runs) == 1:
         evaluate(0, runs[0])
         return 0
+    return max(
+        _named(name, functools.partial(evaluate, index, name)) for index, name in enumerate(runs)
+    )
+
+
+def _named(name: str, evaluate: Callable[[], None]) -> int:
+    """0 when ``evaluate`` prints its run's output; else its status, what went wrong
+    printed on standard error naming the run."""
+    from engine.errors import SlotwiseError
+
+    try:
+        evaluate()
+    except Stop as stop:
+        print(f"slotwise trec-eval: {name}: {stop.message}", file=sys.stderr)
+        return stop.status
+    except SlotwiseError as error:
+        print(f"slotwise trec-eval: {name}: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _batched(
+    engine: Engine,
+    qrels: Any,
+    pool: Any,
+    first: Any,
+    requests: list[Request],
+    options: Options,
+    args: argparse.Namespace,
+    zscores: Any,
+) -> int:
+    """Several runs against ``-R qrels``: in batches (engine/analysis/trec_eval_many.py),
+    the runs that trec_eval evaluates whole scored together, then each printed in order;
+    a run that fails, or at whose missing query trec_eval stops, goes alone and is named
+    as :func:`_each` names it. ``first``: the first run, being read."""
+    from engine.analysis import trec_eval_files as files
+    from engine.analysis.trec_eval_many import batches, reports
+    from engine.errors import SlotwiseError
+
     worst = 0
-    for index, name in enumerate(runs):
-        try:
-            evaluate(index, name)
-        except Stop as stop:
-            print(f"slotwise trec-eval: {name}: {stop.message}", file=sys.stderr)
-            worst = max(worst, stop.status)
-        except SlotwiseError as error:
-            print(f"slotwise trec-eval: {name}: {error}", file=sys.stderr)
-            worst = max(worst, 2)
+    for batch in batches(len(args.runs), len(qrels)):
+        reading = {i: first if i == 0 else pool.submit(files.read_run, args.runs[i]) for i in batch}
+        loaded = {}
+        for i, future in reading.items():
+            with contextlib.suppress(Stop, SlotwiseError):  # raised again below, in order
+                loaded[i] = future.result()
+        whole = [
+            i for i, (run, _) in loaded.items() if not files.first_stop(qrels.ids, run.ids, args.c)
+        ]
+        made: dict[int, Report] = {}
+        if len(whole) > 1:
+            with contextlib.suppress(Stop, SlotwiseError):  # then each alone, named
+                found = reports(engine, qrels, [loaded[i] for i in whole], requests, options)
+                made = dict(zip(whole, found, strict=True))
+
+        for i in batch:
+            if i in made:
+                print_it = functools.partial(_write, made[i], zscores, args.q, not args.n)
+            else:  # read again where reading failed: the error is raised, to be named
+                found = loaded[i] if i in loaded else reading[i].result
+                print_it = functools.partial(
+                    _alone, engine, qrels, found, requests, options, args, zscores
+                )
+            worst = max(worst, _named(args.runs[i], print_it))
     return worst
 
 
@@ -227,6 +280,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         pool.submit(_load_ahead, engine, requests, options.level)
         qrels = files.read_qrels_jg(args.qrels) if grouped else files.read_qrels(args.qrels)
         zscores = files.read_zscores(args.Z) if args.Z is not None else None
+        if len(args.runs) > 1 and not grouped:
+            return _batched(engine, qrels, pool, ahead[0], requests, options, args, zscores)
 
         def one(index: int, _: str) -> None:
             if index + 1 < len(args.runs):
@@ -235,6 +290,20 @@ def _evaluate(args: argparse.Namespace) -> int:
             _evaluate_run(engine, qrels, run, runid, requests, options, args, zscores, grouped)
 
         return _each(args.runs, one)
+
+
+def _alone(
+    engine: Engine,
+    qrels: Any,
+    run: tuple[Any, str] | Callable[[], tuple[Any, str]],
+    requests: list[Request],
+    options: Options,
+    args: argparse.Namespace,
+    zscores: Any,
+) -> None:
+    """One run of a batch evaluated on its own (``run``: it, or what reads it)."""
+    columns, runid = run() if callable(run) else run
+    _evaluate_run(engine, qrels, columns, runid, requests, options, args, zscores, False)
 
 
 def _evaluate_run(
