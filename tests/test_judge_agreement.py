@@ -117,10 +117,11 @@ class TestTopics:
         """Topic a: 6 pairs, the judge off on half (kappa below 0.6); b: 6 pairs in full
         agreement; c: 4 pairs (too few to judge, however bad); d: 5 pairs, one grade on
         both sides (kappa undefined, not unreliable). Each topic's kappa is
-        scikit-learn's on its own pairs."""
+        scikit-learn's on its own pairs, on the scale of all pairs (``labels=``: topic b
+        never uses grade 1, yet 0 vs 2 stays two grades apart)."""
         rows = [
             ("a", [0, 1, 2, 3, 0, 1], [3, 0, 0, 3, 2, 1]),
-            ("b", [0, 1, 2, 3, 0, 2], [0, 1, 2, 3, 0, 2]),
+            ("b", [0, 2, 2, 3, 0, 2], [0, 0, 2, 3, 0, 2]),
             ("c", [0, 3, 0, 3], [3, 0, 3, 0]),
             ("d", [0, 0, 0, 0, 0], [0, 0, 0, 0, 0]),
         ]
@@ -129,10 +130,16 @@ class TestTopics:
         topics = np.concatenate([[r[0]] * len(r[1]) for r in rows])
         found = graded_agreement(human, judge, topics)
         each = {t.id: t for t in found.topics}
-        kappa_a = cohen_kappa_score(rows[0][1], rows[0][2], weights="quadratic")
+        scale = [0, 1, 2, 3]
+        kappa_a = cohen_kappa_score(rows[0][1], rows[0][2], weights="quadratic", labels=scale)
         assert kappa_a < MIN_AGREEMENT
         assert each["a"].kappa == pytest.approx(kappa_a) and each["a"].pairs == 6
-        assert each["b"].kappa == pytest.approx(1.0) and each["b"].exact == 1.0
+        kappa_b = cohen_kappa_score(rows[1][1], rows[1][2], weights="quadratic", labels=scale)
+        assert kappa_b != pytest.approx(
+            cohen_kappa_score(rows[1][1], rows[1][2], weights="quadratic")
+        )  # the scale matters
+        assert each["b"].kappa == pytest.approx(kappa_b) and kappa_b >= MIN_AGREEMENT
+        assert each["b"].exact == pytest.approx(5 / 6)
         assert each["c"].pairs == 4 < MIN_TOPIC_PAIRS
         assert each["d"].kappa is None
         # |0-3| + |1-0| + |2-0| + 0 + |0-2| + 0 = 8 over 6 pairs

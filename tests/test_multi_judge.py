@@ -30,12 +30,13 @@ PASSAGES = {
     "half": "The harbour lighthouse guided ships home.",  # 3 of 6 long words: 2
     "quarter": "A harbour with a lighthouse.",  # 2 of 6: 1
     "filler": "Bread recipes vary by region and by season.",  # 0
+    "tail": "Lighthouse keepers kept logs.",  # 1 of 6: 0
 }
 #: What people said of each kind of passage, by query number mod 3.
 HUMAN = [
-    {"echo": 3, "half": 1, "quarter": 0, "filler": 0},
-    {"echo": 2, "half": 2, "quarter": 1, "filler": 0},
-    {"echo": 3, "half": 0, "quarter": 0, "filler": 1},
+    {"echo": 3, "half": 1, "quarter": 0, "filler": 0, "tail": 0},
+    {"echo": 2, "half": 2, "quarter": 1, "filler": 0, "tail": 0},
+    {"echo": 3, "half": 0, "quarter": 0, "filler": 1, "tail": 2},  # the judge's worst
 ]
 
 
@@ -101,7 +102,7 @@ class TestFamilies:
 
 
 def _files(tmp_path: Path, n: int = 12) -> dict[str, Path]:
-    """n questions, each with its four passages; people labelled all four of the first
+    """n questions, each with its five passages; people labelled all five of the first
     n - 3 (HUMAN by query number mod 3); runs a and b rank them in two orders."""
     paths = {name: tmp_path / f"{name}.yaml" for name in ("dataset", "labelled")}
     samples: list[dict[str, Any]] = []
@@ -128,7 +129,7 @@ def _files(tmp_path: Path, n: int = 12) -> dict[str, Path]:
 def _annotate(paths: dict[str, Path], url: str, *extra: str) -> int:
     return main(
         ["annotate", str(paths["dataset"]), "--task", "relevance", "--runs", str(paths["a"]),
-         str(paths["b"]), "--depth", "4", "--output", str(paths["labelled"]), "--annotator",
+         str(paths["b"]), "--depth", "5", "--output", str(paths["labelled"]), "--annotator",
          "openai-compatible", "--base-url", url, "--model", "judge-a", "--backoff", "0.01",
          "--max-unlabelled", "1", *extra]
     )  # fmt: skip
@@ -230,7 +231,7 @@ class TestUncertaintyForTheSampler:
         for sample in written:
             mine = [u for (q, _), u in expected.items() if q == sample["id"]]
             assert per_query[sample["id"]] == pytest.approx(np.mean(mine))
-        runs = ["--runs", str(paths["a"]), str(paths["b"]), "--depth", "4"]
+        runs = ["--runs", str(paths["a"]), str(paths["b"]), "--depth", "5"]
         for unit, file in (("pair", pairs), ("query", queries)):
             drawn = tmp_path / f"{unit}-sample.jsonl"
             assert main(
@@ -245,7 +246,7 @@ class TestGradedAgreementCommand:
         self, server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """--agreement --agreement-format json: the judge's grades (the stand-in's rule)
-        against HUMAN on the 9 labelled questions' 36 pairs; kappas as scikit-learn's,
+        against HUMAN on the 9 labelled questions' 45 pairs; kappas as scikit-learn's,
         alpha as the package's, the confusion matrix counted by hand from the two lists,
         Kendall's tau of the runs' order as scipy's. The judge is a gpt model judging a
         gpt system: the self-preference warning is logged and in the report."""
@@ -254,7 +255,7 @@ class TestGradedAgreementCommand:
         argv = ["--agreement", "--agreement-format", "json", "--system-model", "openai/gpt-4o"]
         code = main(
             ["annotate", str(paths["dataset"]), "--task", "relevance", "--runs", str(paths["a"]),
-             str(paths["b"]), "--depth", "4", "--output", str(paths["labelled"]), "--annotator",
+             str(paths["b"]), "--depth", "5", "--output", str(paths["labelled"]), "--annotator",
              "openai-compatible", "--base-url", server.url, "--model", "gpt-4o-mini", *argv]
         )  # fmt: skip
         assert code == 0
@@ -263,7 +264,7 @@ class TestGradedAgreementCommand:
         human = [HUMAN[i % 3][k] for i in range(9) for k in sorted(PASSAGES)]
         judge = [_grade(f"{k}{i}", i) for i in range(9) for k in sorted(PASSAGES)]
         graded = report["graded"]
-        assert graded["pairs"] == 36 and report["pairs"] == 36 and report["missing"] == []
+        assert graded["pairs"] == 45 and report["pairs"] == 45 and report["missing"] == []
         for weights in ("linear", "quadratic"):
             assert graded["cohen_kappa"][weights] == pytest.approx(
                 cohen_kappa_score(human, judge, weights=weights)
@@ -282,8 +283,18 @@ class TestGradedAgreementCommand:
             [ranking["human"][r] for r in runs], [ranking["judge"][r] for r in runs]
         )
         assert ranking["kendall_tau"] == pytest.approx(tau.statistic)
-        # each topic: 4 pairs, below the 5 a topic needs to be named unreliable
-        assert graded["topics"]["unreliable"] == [] and len(graded["topics"]["each"]) == 9
+        # each topic: 5 pairs; unreliable where scikit-learn's kappa on its own pairs (on
+        # the scale of all pairs, labels=) is below 0.6 (HUMAN's third kind: q02, q05, q08)
+        each = {topic["id"]: topic for topic in graded["topics"]["each"]}
+        unreliable = []
+        for i in range(9):
+            mine = slice(5 * i, 5 * i + 5)
+            kappa = cohen_kappa_score(
+                human[mine], judge[mine], weights="quadratic", labels=[0, 1, 2, 3]
+            )
+            assert each[f"q{i:02d}"]["quadratic_kappa"] == pytest.approx(kappa)
+            unreliable += [f"q{i:02d}"] if kappa < 0.6 else []
+        assert graded["topics"]["unreliable"] == unreliable == ["q02", "q05", "q08"]
         assert "self-preference: the judge gpt-4o-mini" in captured.err
         assert report["self_preference"] and "OpenAI family" in report["self_preference"][0]
 
@@ -309,14 +320,14 @@ class TestGradedAgreementCommand:
             for judge in ("judge-a", "judge-b")
         ]
         among = report["among_judges"]
-        # --agreement judges the 9 human-labelled questions' 36 pairs alone
-        assert among["judges"] == ["judge-a", "judge-b"] and among["pairs"] == 36
+        # --agreement judges the 9 human-labelled questions' 45 pairs alone
+        assert among["judges"] == ["judge-a", "judge-b"] and among["pairs"] == 45
         for level in ("nominal", "ordinal", "interval"):
             assert among["krippendorff_alpha"][level] == pytest.approx(
                 krippendorff.alpha(np.array(grades, float), level_of_measurement=level)
             )
         (pair,) = among["pairwise"]
-        assert pair["judges"] == ["judge-a", "judge-b"] and pair["pairs"] == 36
+        assert pair["judges"] == ["judge-a", "judge-b"] and pair["pairs"] == 45
         for weights in ("linear", "quadratic"):
             assert pair[f"{weights}_kappa"] == pytest.approx(
                 cohen_kappa_score(*grades, weights=weights)
@@ -357,7 +368,7 @@ class TestGradedAgreementCommand:
         out = capsys.readouterr().out
         assert "Cohen's kappa  linear " in out and "Krippendorff's alpha  nominal " in out
         assert "confusion (rows: human grade, columns: judge grade)" in out
-        assert "per topic: 0 of 0 topics with at least 5 pairs" in out
+        assert "per topic: 3 of 9 topics with at least 5 pairs" in out and "    q02  kappa" in out
 
     def test_also_judge_needs_runs(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -375,12 +386,12 @@ def test_compare_ppi_prints_the_graded_agreement(
     server_factory: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``compare --ppi --human``: the JSON has the judge's graded agreement with the
-    human labels (kappas as scikit-learn's on the 36 pairs both labelled), the table its
+    human labels (kappas as scikit-learn's on the 45 pairs both labelled), the table its
     lines, the markdown its table."""
     server = server_factory()
     paths = _files(tmp_path)
     assert _annotate(paths, server.url) == 0
-    metric = "retrieval-ndcg-at-k@4"
+    metric = "retrieval-ndcg-at-k@5"
     for system in ("a", "b"):
         assert main(
             ["run", str(paths["labelled"]), "--outputs", str(paths[system]), "--metrics", metric,
@@ -394,17 +405,17 @@ def test_compare_ppi_prints_the_graded_agreement(
     agreement = json.loads(capsys.readouterr().out)["agreement"]
     human = [HUMAN[i % 3][k] for i in range(9) for k in sorted(PASSAGES)]
     judge = [_grade(f"{k}{i}", i) for i in range(9) for k in sorted(PASSAGES)]
-    assert agreement["pairs"] == 36 and agreement["samples"] == 9
+    assert agreement["pairs"] == 45 and agreement["samples"] == 9
     assert agreement["graded"]["cohen_kappa"]["linear"] == pytest.approx(
         cohen_kappa_score(human, judge, weights="linear")
     )
     assert agreement["weighted_kappa"] == pytest.approx(
         cohen_kappa_score(human, judge, weights="quadratic")
     )
-    # the systems' order: nDCG@4 of each run on the 9 labelled questions, by ir_measures
+    # the systems' order: nDCG@5 of each run on the 9 labelled questions, by ir_measures
     # under the human qrels and under the judge's
     runs = {
-        name: {f"q{i:02d}": {f"{k}{i}": 4.0 - r for r, k in enumerate(order)} for i in range(9)}
+        name: {f"q{i:02d}": {f"{k}{i}": 5.0 - r for r, k in enumerate(order)} for i in range(9)}
         for name, order in (("a", list(PASSAGES)), ("b", list(PASSAGES)[::-1]))
     }
     human_qrels = {f"q{i:02d}": {f"{k}{i}": HUMAN[i % 3][k] for k in PASSAGES} for i in range(9)}
@@ -415,8 +426,8 @@ def test_compare_ppi_prints_the_graded_agreement(
     assert order["metric"] == metric
     for side, qrels in (("human", human_qrels), ("judge", judge_qrels)):
         means = [
-            ir_measures.calc_aggregate([ir_measures.nDCG @ 4], qrels, runs[name])[
-                ir_measures.nDCG @ 4
+            ir_measures.calc_aggregate([ir_measures.nDCG @ 5], qrels, runs[name])[
+                ir_measures.nDCG @ 5
             ]
             for name in ("a", "b")
         ]

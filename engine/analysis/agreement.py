@@ -11,7 +11,8 @@ report it (UMBRELA, Upadhyay et al. 2024; the TREC 2024 RAG track's relevance re
 - Cohen's kappa of relevance (label > 0 on both sides), which reads labels on different
   scales too;
 - per topic (sample): the pairs, exact agreement, mean absolute grade difference and
-  quadratic kappa; a topic with at least :data:`MIN_TOPIC_PAIRS` pairs whose kappa is
+  quadratic kappa (on the categories of all pairs, as ``cohen_kappa_score(...,
+  labels=every category)``: a grade keeps its distance in every topic); a topic with at least :data:`MIN_TOPIC_PAIRS` pairs whose kappa is
   below :data:`~engine.analysis.defaults.MIN_AGREEMENT` is named *unreliable* (a topic
   where both sides gave one grade alone has no kappa: it agrees, and is said so).
 
