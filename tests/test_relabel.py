@@ -414,6 +414,19 @@ class TestCommand:
         argv = ["relabel", str(out), "--documents", str(paths["docs.jsonl"])]
         assert main([*argv, "--chunks", str(paths["new.jsonl"]), "--output", str(again)]) == 0
 
+    def test_an_annotators_labels_anchored_on_their_own_chunks(self, tmp_path: Path) -> None:
+        """Relabelled onto the very passages it labelled (which do not overlap), a judge's
+        output keeps every grade and source and gains the spans (docs/relabelling.md)."""
+        paths = _files(tmp_path)
+        out = tmp_path / "anchored.jsonl"
+        argv = ["relabel", str(paths["data.yaml"]), "--documents", str(paths["docs.jsonl"])]
+        argv += ["--chunks", str(paths["old.jsonl"]), "--passages", str(paths["old.jsonl"])]
+        assert main([*argv, "--output", str(out)]) == 0
+        q1 = json.loads(out.read_text().splitlines()[0])
+        assert q1["expected_output"]["relevance"] == {"p1": 0, "p2": 3}
+        assert q1["metadata"]["label_sources"] == {"p2": "openai-compatible:judge:v1"}
+        assert len(q1["expected_output"]["spans"]) == 2
+
     def test_bad_inputs_exit_2(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         """A quoted text not in its document, an unknown sample in --spans and a
         --min-coverage of 0 are exit 2 with the reason, no traceback."""
