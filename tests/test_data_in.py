@@ -435,3 +435,23 @@ def test_a_frame_run_is_ranked_by_score_and_refuses_a_repeat():
         engine.run(pl.from_pandas(frame.assign(doc_id=["d1", "d2", "d1"])))
     (problem,) = caught.value.problems
     assert problem.message.startswith("row 2: document 'd1' is retrieved twice")
+
+
+def test_streamed_and_dataset_frames_read_the_peers_too(peer_frames, text, tmp_path, capsys):
+    """``--stream`` takes table qrels and runs (read whole), and ``engine.dataset`` takes a
+    frame in ranx's names as ``engine.qrels`` does."""
+    q, r = peer_frames
+    qrels, run = _ranx(q, r, tmp_path)
+    out = tmp_path / "rows.parquet"
+    args = ["--qrels", str(qrels), "--run", str(run), "--metrics", ",".join(METRICS)]
+    code = main(["run", "--stream", *args, "--format", "parquet", "--output", str(out)])
+    assert code == 0, capsys.readouterr().err
+    table = pq.read_table(out)
+    ids = table.column(0).to_pylist()
+    _assert_pytrec(
+        {label: dict(zip(ids, table.column(label).to_pylist(), strict=True)) for label in PYTREC},
+        text,
+    )
+    ranx_q = q.rename(columns={"qid": "q_id", "docno": "doc_id", "rel": "score"})
+    dataset = engine.dataset(ranx_q[["q_id", "doc_id", "score"]]).with_metrics(METRICS)
+    _assert_pytrec(_per_query(dataset.evaluate(engine.run(run))), text)
