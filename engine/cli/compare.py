@@ -63,7 +63,8 @@ def add(commands: Any) -> dict[str, Handler]:
         "results",
         type=Path,
         nargs="+",
-        help="results JSON files (two or more); with --dataset and --metrics, outputs files too",
+        help="results JSON files (two or more; a directory is its files, a quoted glob its "
+        "matches, sorted); with --dataset and --metrics, outputs files too",
     )
     comparing.add_argument(
         "--dataset",
@@ -193,6 +194,9 @@ def _compare(args: argparse.Namespace) -> int:
     from engine.analysis.compare import compare
     from engine.analysis.verdict import gate
 
+    from engine.cli.many import expand_runs
+
+    args.results = [Path(path) for path in expand_runs([str(path) for path in args.results])]
     if len(args.results) < 2:
         raise InputError(
             [Problem("compare needs two or more results files")], summary="nothing to compare"

@@ -130,6 +130,14 @@ def add(commands: Any) -> dict[str, Handler]:
         help=f"a TREC run file as the outputs (instead of --outputs), or its shards ({_SHARDS})",
     )
     run.add_argument(
+        "--runs",
+        nargs="+",
+        metavar="RUN",
+        help="several runs (files, directories: their files, quoted globs: their matches, "
+        "each read as --run reads one), each scored as its own system: one row per run "
+        "(--format table, csv or json)",
+    )
+    run.add_argument(
         "--stream",
         action="store_true",
         help="score in chunks with bounded memory, reading JSONL/TREC/Parquet inputs as a "
@@ -194,6 +202,8 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("give either DATASET or --qrels, not both")
     if args.trec_run is not None and args.outputs is not None:
         raise UsageError("give either --outputs or --run, not both")
+    if args.runs is not None and (args.trec_run or args.outputs or args.stream or args.ppi):
+        raise UsageError("--runs goes without --run, --outputs, --stream and --ppi")
     if args.format == "parquet" and args.output is None:
         raise UsageError("--format parquet writes a file: add --output FILE.parquet")
     if args.subtopics and (args.qrels is None or args.stream or not isinstance(args.qrels, str)):
@@ -221,6 +231,10 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(
             "no metrics: pass --metrics or declare them for the dataset in " + CONFIG_FILENAME
         )
+    if args.runs is not None:
+        from engine.cli.run_many import score_runs
+
+        return score_runs(dataset.with_metrics(metrics_with_k(engine, specs, args.k)), args)
     if outputs is None:
         raise UsageError(
             "no outputs: pass --outputs FILE (or --run FILE) or declare `outputs:` for the dataset"
