@@ -228,6 +228,7 @@ class TestFrameworkShapes:
         split = SentenceSplitter(chunk_size=12, chunk_overlap=2, tokenizer=str.split)
         nodes = split.get_nodes_from_documents([Document(text=PAGE, id_="help-returns")])
         chunks = [chunk_of(n) for n in nodes]
+        assert [chunk_of(n.to_dict()) for n in nodes] == chunks  # serialised: the same
         assert [c.doc for c in chunks] == ["help-returns"] * len(nodes)
         assert [(c.start, c.end) for c in chunks] == [
             (n.start_char_idx, n.end_char_idx) for n in nodes
@@ -243,6 +244,7 @@ class TestFrameworkShapes:
         splitter.warm_up() if hasattr(splitter, "warm_up") else None
         docs = splitter.run(documents=[Document(id="help-returns", content=PAGE)])["documents"]
         chunks = [chunk_of(d.to_dict(flatten=False)) for d in docs]
+        assert [chunk_of(d.to_dict()) for d in docs] == chunks  # meta flattened: the same
         assert [c.doc for c in chunks] == ["help-returns"] * len(docs)
         found = align(chunks, DOCS)
         assert not found.unaligned and len(docs) > 2

@@ -10,7 +10,8 @@ documents, and where each chunk lies in its source.
 - A **chunk** is a passage a chunker wrote: its id, text and, when the chunker records
   them, its source and offsets. :func:`chunk_of` reads the shapes frameworks write:
   LangChain (``metadata.start_index`` from ``add_start_index=True``, ``metadata.source``),
-  LlamaIndex (``start_char_idx``/``end_char_idx``, ``ref_doc_id``), Haystack
+  LlamaIndex (``start_char_idx``/``end_char_idx``, ``ref_doc_id`` or, serialised, its
+  ``relationships`` SOURCE), Haystack
   (``meta.split_idx_start``, ``meta.source_id``), or plain ``doc``/``start``/``end``.
 - :func:`align` finds each chunk in its source: the recorded offsets when the source's
   text there is the chunk's, else the chunk's text found exactly, else fuzzily
@@ -141,6 +142,9 @@ def chunk_of(record: Any) -> Chunk:
         ),
         None,
     )
+    source = (record.get("relationships") or {}).get("1")  # LlamaIndex's SOURCE, serialised
+    if doc is None and isinstance(source, Mapping) and source.get("node_id") is not None:
+        doc = source["node_id"]
     end = record.get("end", record.get("end_char_idx"))
     return Chunk(str(chunk_id), text, None if doc is None else str(doc), _int(start), _int(end))
 
