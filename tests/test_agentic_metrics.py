@@ -172,3 +172,43 @@ def test_threshold():
     ).evaluate({"merger-2021": OUTPUTS["merger-2021"]})
     assert found.values("agentic-diagnosis(relevance_threshold=2)").tolist() == [1.0]
     assert found.values("agentic-evidence-recall(relevance_threshold=2)").tolist() == [1.0]
+
+
+def test_explain_drills_down_per_hop(results):
+    """explain names, per hop of merger-2021, what it ranked, prompted, first found and
+    lost (as test_diagnosis_per_sample derives); a plain output has no hops."""
+    from engine.analysis.explain import Hop, explain_sample
+    from engine.cli.explain import explanation_lines
+
+    dataset = ENGINE.dataset(samples=SAMPLES)
+    view = explain_sample(results, "merger-2021", dataset=dataset, outputs=OUTPUTS).systems[0]
+    assert view.hops == (
+        Hop(
+            1,
+            "acme merger",
+            ("blog#2", "10k#4"),
+            4,
+            ("10k#4", "blog#2", "mail#8"),
+            ("10k#4",),
+            (("memo#3", "selection"), ("mail#8", "context")),
+        ),
+        Hop(2, "acme merger 2021 filing", ("pr#1", "x#5", "10k#4"), None, ("x#5",), ("pr#1",), ()),
+        Hop(
+            3,
+            "acme merger press",
+            ("pr#1", "10k#4"),
+            None,
+            ("pr#1", "10k#4"),
+            (),
+            (("pr#1", "context"),),
+        ),
+    )
+    lines = explanation_lines(
+        explain_sample(results, "merger-2021", dataset=dataset, outputs=OUTPUTS)
+    )
+    assert (
+        '  hop 3 "acme merger press": ranked pr#1, 10k#4; prompted pr#1, 10k#4; first found none; lost here pr#1 (context)'
+        in lines
+    )
+    plain = explain_sample(results, "hq-city", dataset=dataset, outputs=OUTPUTS).systems[0]
+    assert plain.hops == ()

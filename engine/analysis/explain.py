@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pyarrow.compute as pc
 
 from engine.errors import InputError, Problem
 from engine.evaluation.api import Dataset, Engine
 from engine.evaluation.batch import DEFAULT_K, Batch
+from engine.evaluation.hops import Hops, evidence
 from engine.evaluation.label_sources import HUMAN, SOURCES_KEY
 from engine.evaluation.pipeline import aligned
 from engine.evaluation.results import MetricRecord, Results
@@ -35,6 +37,7 @@ from engine.io.records import Sample, samples_of
 __all__ = [
     "Diagnosis",
     "Explanation",
+    "Hop",
     "Missed",
     "Slot",
     "SystemView",
@@ -98,6 +101,23 @@ class Diagnosis:
 
 
 @attrs.frozen
+class Hop:
+    """One retrieval call of an agent's output (docs/agents.md): its number and query,
+    the ids it ranked, how many it pooled (None: no pool), the ids it put into the
+    prompt, the evidence it was first to retrieve, and each piece of evidence lost at
+    it with why (``selection``: first reached here, never prompted; ``context``: last
+    prompted here, dropped from the final context)."""
+
+    number: int
+    query: str | None
+    retrieved: tuple[str, ...]
+    pool: int | None
+    prompted: tuple[str, ...]
+    found: tuple[str, ...]
+    lost: tuple[tuple[str, str], ...]
+
+
+@attrs.frozen
 class SystemView:
     """What one system did with one sample: ``k`` slots out of ``retrieved`` ranked
     documents, from a pool of ``pool`` candidates (None: the ranking is the pool);
@@ -113,6 +133,8 @@ class SystemView:
     scores: Mapping[str, float | None]
     diagnosis: Diagnosis | None
     error: str | None = None
+    hops: tuple[Hop, ...] = ()
+    """An agent's hops, when its output lists them (the per-hop diagnosis)."""
 
 
 @attrs.frozen
@@ -379,6 +401,7 @@ def _views(
     texts = batch.ranked_texts
     cutoffs = batch.cutoffs(k).tolist()  # k given: k for every sample; else metadata.k first
     codes, lengths = batch.doc_codes.tolist(), batch.lengths.tolist()
+    hop_views = _hops(batch, docs)
     views = []
     for row, (sample_id, labels) in enumerate(zip(batch.sample_ids, judged, strict=True)):
         ranked = [docs[c] for c in codes[row][: lengths[row]]]
@@ -419,9 +442,66 @@ def _views(
                 },
                 diagnosis=diagnoses[row] if diagnoses else None,
                 error=result.diagnostics.errors.get(sample_id),
+                hops=hop_views[row],
             )
         )
     return views
+
+
+def _hops(batch: Batch, docs: Sequence[str]) -> list[tuple[Hop, ...]]:
+    """Per sample, its hops when its output lists them (else none), with the evidence
+    (relevance >= 1) each was first to retrieve and each lost at it."""
+    listed = batch.columns.valid("hops").tolist()
+    if not any(listed):
+        return [()] * len(batch)
+    hops = Hops.of(batch)
+    found = evidence(batch, 1.0)
+    classes = found.classes().tolist()
+    queries = iter(pc.list_flatten(batch.columns.column("hops")).field("query").to_pylist())
+    prompted = hops.prompted()
+    pieces: dict[int, list[tuple[str, int, int, int, int]]] = {}
+    for row, code, first, reached, last, c in zip(
+        found.row.tolist(),
+        found.code.tolist(),
+        found.retrieved.tolist(),
+        found.reached.tolist(),
+        found.last_prompted.tolist(),
+        classes,
+        strict=True,
+    ):
+        pieces.setdefault(row, []).append((docs[code], first, reached, last, c))
+
+    def ids(codes: Any, start: int, size: int) -> tuple[str, ...]:
+        return tuple(docs[c] for c in codes[start : start + size].tolist())
+
+    out: list[tuple[Hop, ...]] = []
+    for row, has in enumerate(listed):
+        if not has:
+            out.append(())
+            continue
+        mine = pieces.get(row, [])
+        views = []
+        for g in range(int(hops.first[row]), int(hops.first[row] + hops.count[row])):
+            number = int(hops.number[g])
+            lost = [(d, "selection") for d, _, r, _, c in mine if c == 2 and r == number]
+            lost += [(d, "context") for d, _, _, p, c in mine if c == 3 and p == number]
+            views.append(
+                Hop(
+                    number,
+                    next(queries),
+                    ids(
+                        hops.codes["retrieved"],
+                        hops.starts["retrieved"][g],
+                        hops.sizes["retrieved"][g],
+                    ),
+                    int(hops.sizes["pool"][g]) if hops.given["pool"][g] else None,
+                    ids(prompted[0], prompted[1][g], prompted[2][g]),
+                    tuple(d for d, f, *_ in mine if f == number),
+                    tuple(lost),
+                )
+            )
+        out.append(tuple(views))
+    return out
 
 
 def _diagnoses(
