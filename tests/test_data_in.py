@@ -455,3 +455,20 @@ def test_streamed_and_dataset_frames_read_the_peers_too(peer_frames, text, tmp_p
     ranx_q = q.rename(columns={"qid": "q_id", "docno": "doc_id", "rel": "score"})
     dataset = engine.dataset(ranx_q[["q_id", "doc_id", "score"]]).with_metrics(METRICS)
     _assert_pytrec(_per_query(dataset.evaluate(engine.run(run))), text)
+
+
+def test_validate_and_trec_import_read_tables(peer_frames, tmp_path, capsys):
+    """``validate --kind qrels|run`` and ``trec import`` read a table as ``--qrels`` and
+    ``--run`` do: as many queries as the TREC text has."""
+    q, r = peer_frames
+    qrels, run = _beir_and_trec_names(q, r, tmp_path)
+    assert main(["validate", "--kind", "qrels", str(qrels)]) == 0
+    assert main(["validate", "--kind", "run", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert f"{qrels}: valid qrels ({q['qid'].nunique()} queries)" in out
+    assert f"{run}: valid run ({r['qid'].nunique()} queries)" in out
+    dataset, outputs = tmp_path / "data.jsonl", tmp_path / "outputs.json"
+    args = ["trec", "import", str(qrels), str(run), "--dataset-out", str(dataset)]
+    assert main([*args, "--outputs-out", str(outputs)]) == 0
+    assert len(dataset.read_text().splitlines()) == q["qid"].nunique()
+    assert len(json.loads(outputs.read_text())) == r["qid"].nunique()

@@ -53,11 +53,11 @@ def _trec(args: argparse.Namespace) -> int:
     if args.direction == "import":
         if args.outputs_out is not None and args.run is None:
             raise UsageError("--outputs-out needs a RUN file")
-        samples = documents.raw_samples(trec.read_qrels(args.qrels))
+        samples = documents.raw_samples(sources.read_qrels(args.qrels))
         documents.write_samples(args.dataset_out, samples, name=base_name(args.qrels))
         written = [f"{args.dataset_out} ({len(samples)} samples)"]
         if args.run is not None and args.outputs_out is not None:
-            outputs = documents.raw_outputs(trec.read_run(args.run))
+            outputs = documents.raw_outputs(sources.read_run(args.run))
             atomic_write(
                 args.outputs_out, orjson.dumps(outputs, option=orjson.OPT_INDENT_2) + b"\n"
             )

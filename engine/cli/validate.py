@@ -80,7 +80,7 @@ def _trec_kind(path: Path) -> str:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from engine.io import sources, trec
+    from engine.io import sources
 
     path: Path = args.path
     kind = args.kind or _guess_kind(path)
@@ -90,7 +90,7 @@ def _validate(args: argparse.Namespace) -> int:
     elif kind == "outputs":
         count = f" ({len(sources.read_outputs(path))} outputs)"
     elif kind in ("qrels", "run"):
-        columns = trec.read_qrels(path) if kind == "qrels" else trec.read_run(path)
+        columns = sources.read_qrels(path) if kind == "qrels" else sources.read_run(path)
         count = f" ({len(columns)} queries)"
     elif kind == "config":
         Config.load(path)
