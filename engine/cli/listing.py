@@ -1,4 +1,5 @@
-"""``slotwise metrics``: the installed metrics, broken plugins listed with the reason."""
+"""``slotwise metrics``: the installed metrics, broken plugins listed with the reason; with
+``--dialect``, a peer's metric names and the slotwise spec each gives."""
 
 from __future__ import annotations
 
@@ -12,20 +13,31 @@ from engine.cli.console import print_blocks
 
 __all__ = ["add"]
 
+DIALECTS = ("ranx", "trec_eval", "ir_measures")
+
 
 def add(commands: Any) -> dict[str, Handler]:
     listing = commands.add_parser(
         "metrics",
-        help="list installed metrics",
-        description="List installed metrics (alias, family, distribution, description); "
-        "broken plugins are listed with the reason. Not on a terminal: one metric per "
-        "line, tab-separated.",
+        help="list installed metrics, or a peer's metric names",
+        description="List installed metrics (alias, family, description; the distribution "
+        "where they come from more than one); broken plugins are listed with the reason. "
+        "With --dialect, the metric names of ranx, trec_eval or ir_measures that --metrics "
+        "and with_metrics([...]) accept, each with the slotwise spec it gives. Not on a "
+        "terminal: one row per line, tab-separated. Tables fit the terminal's width.",
     )
     listing.add_argument("--format", choices=("table", "json"), default="table")
+    listing.add_argument(
+        "--dialect",
+        choices=DIALECTS,
+        help="list this peer's metric names (and how a name two dialects share is read)",
+    )
     return {"metrics": _metrics}
 
 
 def _metrics(args: argparse.Namespace) -> int:
+    if args.dialect:
+        return _dialect(args.dialect, args.format)
     infos = configured_engine(args.config).metrics()
     if args.format == "json":
         import attrs
@@ -43,11 +55,40 @@ def _metrics(args: argparse.Namespace) -> int:
         return 0
     from rich.table import Table
 
-    table = Table(title="installed metrics", title_justify="left")
-    for column in ("alias", "family", "distribution"):
+    distributions = sorted({dist for _, _, dist, _ in rows})
+    one = len(distributions) == 1  # the usual case: the distribution goes in the title
+    title = f"installed metrics (all from {distributions[0]})" if one else "installed metrics"
+    table = Table(title=title, title_justify="left")
+    columns = ("alias", "family") if one else ("alias", "family", "distribution")
+    for column in columns:
         table.add_column(column, no_wrap=True)
-    table.add_column("description", overflow="fold")  # wraps to fit the terminal
+    table.add_column("description", overflow="fold", ratio=1)  # wraps to fit the terminal
     for alias, family, dist, text in rows:
-        table.add_row(alias, family, dist, text, style="red" if text.startswith("BROKEN") else None)
+        cells = (alias, family, text) if one else (alias, family, dist, text)
+        table.add_row(*cells, style="red" if text.startswith("BROKEN") else None)
+    print_blocks([table], fit=True)
+    return 0
+
+
+def _dialect(dialect: str, fmt: str) -> int:
+    """A peer's names with their slotwise specs, then the rule for shared names."""
+    from engine.evaluation.metric_names import RULE, names
+
+    rows = names(dialect)
+    if fmt == "json":
+        print(json.dumps([{"name": n, "spec": s} for n, s in rows], indent=2))
+        return 0
+    if not sys.stdout.isatty():
+        for name, spec in rows:
+            print(f"{name}\t{spec}")
+        return 0
+    from rich.table import Table
+
+    title = f"{dialect} names (K: a cutoff)"
+    table = Table(title=title, title_justify="left", caption=RULE, caption_justify="left")
+    table.add_column(f"{dialect} name", no_wrap=True)
+    table.add_column("slotwise spec", overflow="fold", ratio=1)
+    for name, spec in rows:
+        table.add_row(name, spec, style="red" if spec.startswith("refused") else None)
     print_blocks([table], fit=True)
     return 0

@@ -96,7 +96,7 @@ def translate(text: str) -> str | None:
     base = name.split(".", 1)[0]
     if base in REFUSED:
         raise MetricParameterError(f"{text}: {REFUSED[base]}")
-    if base.startswith("prefs_") or base.endswith("_avgjg"):
+    if base.startswith("prefs_") or "_avgjg" in base:
         raise MetricParameterError(
             f"{text}: a preference or judgment-group measure: use slotwise trec-eval -R"
         )
