@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import tempfile
-from importlib import resources
-from importlib.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.cli.common import Handler, UsageError
+
+if TYPE_CHECKING:  # what copies is imported when the command runs, not for --help
+    from importlib.abc import Traversable
 
 __all__ = ["EXAMPLES", "add", "write_example"]
 
@@ -49,6 +48,8 @@ def _example(args: argparse.Namespace) -> int:
 def _bundled(name: str) -> Traversable:
     """The installed copy of examples/NAME, or the checkout's when ``engine`` is imported
     from one."""
+    from importlib import resources
+
     try:
         return resources.files("engine.example_files").joinpath(name)
     except ModuleNotFoundError:
@@ -58,6 +59,9 @@ def _bundled(name: str) -> Traversable:
 def write_example(name: str, target: Path) -> Path:
     """Copy the example ``name`` into ``target`` (made; it must not exist or be empty), all
     at once: the files are written into a temporary folder beside it, which is then renamed."""
+    import shutil
+    import tempfile
+
     if name not in EXAMPLES:
         raise UsageError(f"no example {name!r}: {', '.join(EXAMPLES)}")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
