@@ -65,3 +65,8 @@ MIN_HELD_PAIRS = 20
 #: The least agreement (quadratic-weighted Cohen's kappa on the graded labels both gave)
 #: a judge needs with the human sample to give a verdict without it.
 MIN_AGREEMENT = 0.6
+
+#: ``slotwise relabel``'s rule (:mod:`engine.analysis.relabel`): the least overlap, as a
+#: share of the shorter of a chunk and a span, for the chunk to cover the span; and the
+#: least labelled share of a chunk that is given a grade <= 0.
+MIN_COVERAGE = 0.5

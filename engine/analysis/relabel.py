@@ -30,13 +30,11 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from engine.analysis.defaults import MIN_COVERAGE
 from engine.io.spans import Alignment, Span
 
 __all__ = ["MIN_COVERAGE", "RULE", "Relabelled", "relabel"]
 
-#: The default least overlap, as a share of the shorter of a chunk and a span, for the
-#: chunk to cover the span; and the least labelled share of a chunk given grade <= 0.
-MIN_COVERAGE = 0.5
 
 #: The rule's name, as provenance records it.
 RULE = "max-covered"

@@ -27,7 +27,7 @@ def _coverage(text: str) -> float:
 
 
 def add(commands: Any) -> dict[str, Handler]:
-    from engine.analysis.relabel import MIN_COVERAGE
+    from engine.analysis.defaults import MIN_COVERAGE
 
     relabel = commands.add_parser(
         "relabel",
