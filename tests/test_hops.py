@@ -261,3 +261,17 @@ class TestSystems:
         scores = scorer.add("who-founded-acme", OUTPUTS["who-founded-acme"])
         row = read.sample_ids.index("who-founded-acme")
         assert scores == {m: read.values(m)[row] for m in metrics}
+
+
+def test_kept_outputs_keep_their_hops():
+    """Results that keep their outputs keep the hops: re-scored, every hop metric is the
+    same (nothing dropped on the way through the results)."""
+    metrics = ["retrieval-ndcg-at-k@10(hop=1)", "retrieval-recall-at-k@2(hop=union)"]
+    evaluation = ENGINE.dataset(samples=SAMPLES).with_metrics(metrics)
+    first = evaluation.evaluate(OUTPUTS, missing="error", keep_outputs=True)
+    kept = first.outputs["who-founded-acme"]
+    assert [h["query"] for h in kept["hops"]] == ["acme founders", "acme founded 1999 by whom"]
+    assert kept["hops"][0]["selected"] == ["doc:acme/history#3", "doc:press/1999#4"]
+    again = evaluation.evaluate(first)
+    for metric in metrics:
+        assert np.array_equal(first.values(metric), again.values(metric), equal_nan=True)

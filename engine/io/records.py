@@ -43,11 +43,14 @@ class Output:
     texts: tuple[str | None, ...] | None = None
     pool: tuple[str, ...] | None = None
     cited: tuple[str, ...] | None = None
+    hops: tuple[Any, ...] | None = None
+    """An agent's hops as raw output (``{query?, retrieved, pool?, selected?}`` each)."""
 
     def to_json(self) -> Any:
         """The ``actual_output`` that reads back as this output: a list of ids, or
-        ``{retrieved, pool?, cited?}`` with ``{id, text}`` items where there are texts."""
-        if self.texts is None and self.pool is None and self.cited is None:
+        ``{retrieved, pool?, cited?, hops?}`` with ``{id, text}`` items where there are
+        texts."""
+        if self.texts is None and self.pool is None and self.cited is None and not self.hops:
             return list(self.retrieved)
         texts = self.texts or (None,) * len(self.retrieved)
         document: dict[str, Any] = {
@@ -60,6 +63,8 @@ class Output:
             document["pool"] = list(self.pool)
         if self.cited is not None:
             document["cited"] = list(self.cited)
+        if self.hops is not None:
+            document["hops"] = [dict(hop) for hop in self.hops]
         return document
 
 
@@ -123,14 +128,31 @@ def outputs_of(columns: Columns) -> dict[str, Output]:
             texts=None if text is None else tuple(text),
             pool=pool,
             cited=cited,
+            hops=hops,
         )
-        for sample_id, retrieved, text, pool, cited in zip(
+        for sample_id, retrieved, text, pool, cited, hops in zip(
             columns.column("id").to_pylist(),
             _id_lists(columns, "retrieved"),
             texts,
             _id_lists(columns, "pool"),
             _id_lists(columns, "cited"),
+            _hops_of(columns),
             strict=True,
         )
         if retrieved is not None
     }
+
+
+def _hops_of(columns: Columns) -> list[tuple[Any, ...] | None]:
+    """Per row, its hops as raw output (None for an output without hops)."""
+    from engine.io.hops import HOP_LISTS, raw_hops
+
+    if not columns.has("hops") or not columns.valid("hops").any():
+        return [None] * len(columns)
+    lists = {name: _id_lists(columns, f"hop_{name}") for name in HOP_LISTS}
+    return [
+        None
+        if hops is None
+        else tuple(raw_hops(hops, {name: lists[name][row] or () for name in HOP_LISTS}))
+        for row, hops in enumerate(columns.column("hops").to_pylist())
+    ]
