@@ -185,6 +185,32 @@ class TestRun:
             mean = document["summary"]["retrieval-ndcg-at-k@10"]["mean"]
             assert math.isclose(mean, expected, abs_tol=1e-12), name
 
+    def test_a_datasets_metric_list_takes_every_dialect(
+        self, tmp_path: Path, monkeypatch, capsys
+    ) -> None:
+        """A dataset declared in slotwise.yaml lists peers' names; each gives its
+        hand-derived mean (q1: d2 (0) then d1 (2); q2: nothing relevant retrieved)."""
+        (tmp_path / "data.yaml").write_text(
+            "samples:\n  - {id: q1, expected_output: {d1: 2, d2: 0}}\n"
+            "  - {id: q2, expected_output: {d3: 1}}\n"
+        )
+        (tmp_path / "outputs.json").write_text('{"q1": ["d2", "d1"], "q2": ["d9"]}')
+        (tmp_path / "slotwise.yaml").write_text(
+            "datasets:\n  tiny:\n    path: data.yaml\n    outputs: outputs.json\n"
+            "    metrics: [ndcg@10, P_5, rbp.95, 'ranx:map@10', 'trec:recip_rank']\n"
+        )
+        monkeypatch.chdir(tmp_path)
+        assert main(["run", "tiny", "--format", "json"]) == 0
+        summary = json.loads(capsys.readouterr().out)["summary"]
+        expected = {
+            "retrieval-ndcg-at-k@10": (2 / math.log2(3) / 2) / 2,  # DCG 2/log2(3), IDCG 2
+            "retrieval-precision-at-k@5": (1 / 5) / 2,
+            "retrieval-rbp-label-gain(p=0.95)": (0.05 * 2 * 0.95) / 2,  # gain 2 at rank 2
+            "retrieval-map@10": (1 / 2) / 2,
+            "retrieval-mrr": (1 / 2) / 2,
+        }
+        assert {k: v["mean"] for k, v in summary.items()} == pytest.approx(expected, abs=1e-12)
+
 
 def _table(args: list[str], columns: int, monkeypatch) -> list[str]:
     """The lines `slotwise metrics ARGS` prints to a terminal ``columns`` wide."""
