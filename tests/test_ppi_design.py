@@ -439,3 +439,46 @@ class TestCommandLine:
         design.write_text(design.read_text().replace('"seed": 3', '"seed": 4'))
         assert main(command) == 2
         assert "the design changed since the labels were imported" in capsys.readouterr().err
+
+
+class TestWithDesign:
+    """estimate_with_design: which units a design weighs, and how."""
+
+    @staticmethod
+    def _active(excluded: int):
+        from engine.analysis.sampling import Design, DrawnSample, Unit
+
+        design = Design(unit="query", method="active", seed=0, population=3,
+                        strata={"all": {"population": 3, "drawn": 1}}, excluded=excluded)  # fmt: skip
+        return DrawnSample((Unit("c", None, "all", 0.25),), design)
+
+    def test_labelled_before_count_with_certainty(self):
+        """Units a, c labelled; c drawn with pi .25, a excluded (labelled before: pi 1):
+        w = [1, 0, 4, 0]; lambda tunes to 1 (clipped), z = yhat + w (y - yhat) =
+        [0, .4, 2.2, .8]: theta .85; the human-only z = w y = [0, 0, 4, 0]: 1."""
+        from engine.evaluation.ppi_design import estimate_with_design
+
+        (row,), notes = estimate_with_design(
+            {"m": [0.0, np.nan, 1.0, np.nan]}, {"m": [0.2, 0.4, 0.6, 0.8]},
+            [True, False, True, False], ["a", "b", "c", "d"], self._active(1),
+        )  # fmt: skip
+        assert row.ppi.mean == pytest.approx(0.85, abs=1e-12)
+        assert row.human.mean == pytest.approx(1.0, abs=1e-12)
+        assert "1 queries labelled before the draw count as labelled with certainty" in notes[1]
+
+    def test_labels_neither_drawn_nor_excluded(self):
+        from engine.evaluation.ppi_design import estimate_with_design
+
+        with pytest.raises(ValueError, match=r"1 human-labelled queries are not in the sample.*a"):
+            estimate_with_design(
+                {"m": [0.0, np.nan, 1.0, np.nan]}, {"m": [0.2, 0.4, 0.6, 0.8]},
+                [True, False, True, False], ["a", "b", "c", "d"], self._active(0),
+            )  # fmt: skip
+
+    def test_pair_designs_are_not_for_ppi(self):
+        from engine.analysis.sampling import draw
+        from engine.evaluation.ppi_design import estimate_with_design
+
+        pairs = draw(["a", "b"], 1, doc_ids=["d", "d"])
+        with pytest.raises(ValueError, match="drew pairs"):
+            estimate_with_design({"m": [1.0, 0]}, {"m": [1.0, 0]}, [True, False], ["a", "b"], pairs)
