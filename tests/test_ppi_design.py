@@ -440,6 +440,39 @@ class TestCommandLine:
         assert main(command) == 2
         assert "the design changed since the labels were imported" in capsys.readouterr().err
 
+    def test_compare_weighs_by_the_design(self, loop, capsys):
+        """compare A B --ppi --human --design gives run's paired estimate with the same
+        design (run B --ppi-baseline A --design), and --design alone is a usage error."""
+        import json
+
+        from engine.cli import main
+
+        tmp_path, ids, *_, estimate = loop
+        rng = np.random.default_rng(5)
+        other = {q: [f"d{j}" for j in rng.permutation(8)] for q in ids}
+        (tmp_path / "other.json").write_text(json.dumps(other))
+        assert estimate("--size", "60", "--stratify", "metadata.kind", "--seed", "3")[0] == 0
+        capsys.readouterr()
+        common = ["--metrics", "retrieval-precision-at-k@4", "--format", "json"]
+        for name in ("run", "other"):
+            assert main(["run", str(tmp_path / "judged.json"), "--outputs",
+                         str(tmp_path / f"{name}.json"), "--keep-outputs", *common, "--output",
+                         str(tmp_path / f"{name}-results.json")]) == 0  # fmt: skip
+        design = str(tmp_path / "s.design.json")
+        assert main(["compare", str(tmp_path / "run-results.json"),
+                     str(tmp_path / "other-results.json"), "--ppi", str(tmp_path / "judged.json"),
+                     "--human", str(tmp_path / "gold.json"), "--design", design,
+                     "--format", "json"]) == 0  # fmt: skip
+        (compared,) = json.loads(capsys.readouterr().out)["ppi"]
+        assert main(["run", str(tmp_path / "gold.json"), "--outputs", str(tmp_path / "other.json"),
+                     "--ppi", str(tmp_path / "judged.json"), "--ppi-baseline",
+                     str(tmp_path / "run.json"), "--design", design, *common]) == 0  # fmt: skip
+        ran = json.loads(capsys.readouterr().out)["ppi"]
+        assert compared["metrics"] == ran["metrics"]
+        assert "weighted by a stratified design" in compared["notes"][0]
+        assert main(["compare", "a.json", "b.json", "--design", design]) == 2
+        assert "--design goes with --ppi" in capsys.readouterr().err
+
 
 class TestWithDesign:
     """estimate_with_design: which units a design weighs, and how."""
