@@ -267,10 +267,10 @@ class TestLift:
 class TestSpanTable:
     @pytest.mark.parametrize("suffix", [".spans", ".csv", ".tsv", ".parquet", ".jsonl"])
     def test_round_trip(self, tmp_path: Path, suffix: str) -> None:
-        """Every span-table format reads back what was written (query ids that look like
-        numbers stay text)."""
+        """Every span-table format reads back what was written, the passage a label was
+        lifted from included (query ids that look like numbers stay text)."""
         spans = {
-            "007": [Span("help-returns", 0, 52, 3.0), Span("help-returns", 54, 117, 0.0)],
+            "007": [Span("help-returns", 0, 52, 3.0, "p1"), Span("help-returns", 54, 117, 0.0)],
             "q2": [Span("help-other", 5, 9, 1.5)],
         }
         path = tmp_path / f"labels{suffix}"
@@ -287,7 +287,7 @@ class TestSpanTable:
         with pytest.raises(InputError) as error:
             read_span_table(path)
         text = str(error.value)
-        assert ":4: not a span row: 4 fields" in text
+        assert ":4: not a span row: 4 fields, where QUERY DOC START END GRADE [PASSAGE]" in text
         assert ":5: not a span row: end 3 is not past start 9" in text
         assert ":6: not a span row" in text
 

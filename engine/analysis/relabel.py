@@ -31,7 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.analysis.defaults import MIN_COVERAGE
-from engine.io.spans import Alignment, Span
+from engine.errors import InputError, Problem
+from engine.io.spans import Alignment, Span, lift, span_of
 
 __all__ = ["MIN_COVERAGE", "RULE", "Relabelled", "relabel"]
 
@@ -198,12 +199,13 @@ PASSAGE_KEYED = ("grades", "groups", "utility")
 
 @attrs.frozen
 class DatasetRelabel:
-    """A relabelled dataset's samples and what happened to each: ``relabelled`` the
-    result, ``lifted`` span labels lifted from passage labels, ``not_lifted`` per sample
+    """A relabelled dataset's samples and what happened to each: ``spans`` each
+    sample's span labels (those it had, given and lifted), ``relabelled`` the result, ``lifted`` span labels lifted from passage labels, ``not_lifted`` per sample
     the passage labels that could not be (why), ``no_spans`` the samples with no span
     label (kept as they were), ``dropped`` per sample the passage-keyed fields removed."""
 
     samples: list[dict[str, Any]]
+    spans: Mapping[str, list[Span]]
     relabelled: Relabelled
     alignment: Alignment
     lifted: int
@@ -263,9 +265,6 @@ def relabel_dataset(
     span labels (``expected_output.spans``, those of ``spans`` for its id, and its
     passage labels lifted through ``passages``) decide the new ``relevance``; the spans
     are kept, so the labels survive the next re-chunk too."""
-    from engine.errors import InputError, Problem
-    from engine.io.spans import lift, span_of
-
     known = {str(s["id"]) for s in samples}
     stray = sorted(set(spans or {}) - known)
     if stray:
@@ -301,7 +300,8 @@ def relabel_dataset(
         by_sample[sample] = list(dict.fromkeys(found))
     if problems:
         raise InputError(problems, summary="span labels that name no text of the documents")
-    result = relabel({s: v for s, v in by_sample.items() if v}, alignment, min_coverage)
+    spans_of = {s: v for s, v in by_sample.items() if v}
+    result = relabel(spans_of, alignment, min_coverage)
     out, dropped = [], {}
     for raw in samples:
         sample = str(raw["id"])
@@ -313,7 +313,7 @@ def relabel_dataset(
         if gone:
             dropped[sample] = gone
     no_spans = tuple(str(s["id"]) for s in samples if not by_sample[str(s["id"])])
-    return DatasetRelabel(out, result, alignment, lifted, not_lifted, no_spans, dropped)
+    return DatasetRelabel(out, spans_of, result, alignment, lifted, not_lifted, no_spans, dropped)
 
 
 def _spans_of(expected: Any) -> list[Mapping[str, Any]]:

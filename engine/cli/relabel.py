@@ -131,12 +131,7 @@ def _relabel(args: argparse.Namespace) -> int:
     documents_io.write_samples(args.output, done.samples, name=name)
     print(f"wrote {args.output} ({len(done.samples)} samples)", file=sys.stderr)
     if args.spans_out is not None:
-        table = {
-            str(s["id"]): [spans_io.span_of(item) for item in s["expected_output"]["spans"]]
-            for s in done.samples
-            if isinstance(s.get("expected_output"), dict) and "spans" in s["expected_output"]
-        }
-        spans_io.write_span_table(args.spans_out, table)  # type: ignore[arg-type]
+        spans_io.write_span_table(args.spans_out, done.spans)
         print(f"wrote {args.spans_out}", file=sys.stderr)
     if args.unaligned is not None:
         atomic_write(

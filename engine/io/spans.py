@@ -5,7 +5,7 @@ documents, and where each chunk lies in its source.
   ``start``/``end`` (``[start, end)``, Python's slicing) or the quoted ``text``, with the
   label's ``grade``. ``expected_output.spans`` holds a sample's (``sample.schema.json``);
   a span table holds many samples' (:func:`read_span_table`: TREC-like whitespace lines
-  ``QUERY DOC START END GRADE``, or a CSV/TSV/Parquet/JSONL table with the columns
+  ``QUERY DOC START END GRADE [PASSAGE]``, or a CSV/TSV/Parquet/JSONL table with the columns
   ``query_id, doc_id, start, end, grade``).
 - A **chunk** is a passage a chunker wrote: its id, text and, when the chunker records
   them, its source and offsets. :func:`chunk_of` reads the shapes frameworks write:
@@ -330,8 +330,9 @@ def read_chunks(path: Path) -> list[Chunk]:
 
 def read_span_table(path: Path) -> dict[str, list[Span]]:
     """Span labels per query id from a span table: TREC-like whitespace lines ``QUERY DOC
-    START END GRADE`` (``.txt``, ``.trec``, ``.spans``), or ``.csv``/``.tsv``/
-    ``.parquet``/``.jsonl`` with the columns :data:`SPAN_COLUMNS` (``passage`` optional)."""
+    START END GRADE [PASSAGE]`` (any other suffix: ``.spans``, ``.txt``, ``.trec``), or
+    ``.csv``/``.tsv``/``.parquet``/``.jsonl`` with the columns :data:`SPAN_COLUMNS`
+    (``passage`` optional)."""
     suffix = format_suffix(path)
     rows: list[tuple[int | None, dict[str, Any]]]
     if suffix == ".jsonl":
@@ -344,10 +345,10 @@ def read_span_table(path: Path) -> dict[str, list[Span]]:
             fields = text.split()
             if not fields or fields[0].startswith("#"):
                 continue
-            if len(fields) != 5:
+            if len(fields) not in (5, 6):
                 rows.append((number, {"_fields": len(fields)}))
                 continue
-            rows.append((number, dict(zip(SPAN_COLUMNS, fields, strict=True))))
+            rows.append((number, dict(zip((*SPAN_COLUMNS, "passage"), fields, strict=False))))
     found: dict[str, list[Span]] = {}
     problems = []
     for index, (line, row) in enumerate(rows):
@@ -364,6 +365,7 @@ def read_span_table(path: Path) -> dict[str, list[Span]]:
 
 
 def _table(path: Path, suffix: str) -> list[dict[str, Any]]:
+    import pyarrow as pa
     import pyarrow.csv as csv
     import pyarrow.parquet as pq
 
@@ -371,7 +373,7 @@ def _table(path: Path, suffix: str) -> list[dict[str, Any]]:
         table = pq.read_table(path)
     else:
         delimiter = "\t" if suffix == ".tsv" else ","
-        strings = {name: __import__("pyarrow").string() for name in ("query_id", "doc_id")}
+        strings = {name: pa.string() for name in ("query_id", "doc_id", "passage")}
         table = csv.read_csv(
             path,
             parse_options=csv.ParseOptions(delimiter=delimiter),
@@ -382,7 +384,9 @@ def _table(path: Path, suffix: str) -> list[dict[str, Any]]:
 
 def _span_row(row: Mapping[str, Any]) -> tuple[str, Span]:
     if "_fields" in row:
-        raise ValueError(f"{row['_fields']} fields, where QUERY DOC START END GRADE are 5")
+        raise ValueError(
+            f"{row['_fields']} fields, where QUERY DOC START END GRADE [PASSAGE] are 5 or 6"
+        )
     query, doc = row["query_id"], row["doc_id"]
     if query is None or doc is None or str(query) == "" or str(doc) == "":
         raise ValueError("empty query_id or doc_id")
@@ -392,8 +396,8 @@ def _span_row(row: Mapping[str, Any]) -> tuple[str, Span]:
     grade = float(row["grade"])
     if not np.isfinite(grade):
         raise ValueError(f"grade {row['grade']!r} is not a finite number")
-    passage = row.get("passage")
-    return str(query), Span(str(doc), start, end, grade, None if passage is None else str(passage))
+    passage = row.get("passage")  # a table's empty cell: none
+    return str(query), Span(str(doc), start, end, grade, str(passage) if passage else None)
 
 
 def _offset(value: Any) -> int:
@@ -435,6 +439,8 @@ def write_span_table(path: Path, spans: Mapping[str, Sequence[Span]]) -> None:
 
         columns = {name: [row[name] for row in rows] for name in SPAN_COLUMNS}
         columns["grade"] = [float(g) for g in columns["grade"]]
+        if any("passage" in row for row in rows):
+            columns["passage"] = [row.get("passage") for row in rows]
         table = pa.table(columns)
         sink = io.BytesIO()
         if suffix == ".parquet":
@@ -449,7 +455,8 @@ def write_span_table(path: Path, spans: Mapping[str, Sequence[Span]]) -> None:
         atomic_write(
             path,
             "".join(
-                f"{row['query_id']} {row['doc_id']} {row['start']} {row['end']} {row['grade']}\n"
+                f"{row['query_id']} {row['doc_id']} {row['start']} {row['end']} {row['grade']}"
+                + (f" {row['passage']}\n" if "passage" in row else "\n")
                 for row in rows
             ),
         )
