@@ -312,3 +312,14 @@ class TestBrokenPlugin:
         assert BROKEN_DISTRIBUTION in ran.stderr
         assert "broken-metric" in ran.stderr
         assert "Traceback" not in ran.stdout + ran.stderr
+
+
+class TestFromTheWheel:
+    """What the installed package gives a user without this repository."""
+
+    def test_getting_started_runs_in_the_written_example(self, venv: Venv, tmp_path: Path) -> None:
+        """`slotwise example quickstart` in an empty folder, then every python block of
+        docs/getting-started.md there (tests/test_example_wheel.py)."""
+        from test_example_wheel import check_getting_started
+
+        check_getting_started(venv.root, tmp_path)
