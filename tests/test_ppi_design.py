@@ -410,7 +410,7 @@ class TestCommandLine:
                      "--metrics", "retrieval-precision-at-k@4", "--ppi",
                      str(tmp_path / "judged.json"), "--design", str(tmp_path / "s.design.json")])  # fmt: skip
         assert code == 2
-        assert "human-labelled queries are not in the sample" in capsys.readouterr().err
+        assert "labelled by people but not in the sample: 2 queries" in capsys.readouterr().err
 
     def test_the_design_the_labels_record(self, loop, capsys):
         """Human labels whose metadata.sample names the design (as `labels import`
@@ -497,12 +497,17 @@ class TestWithDesign:
         )  # fmt: skip
         assert row.ppi.mean == pytest.approx(0.85, abs=1e-12)
         assert row.human.mean == pytest.approx(1.0, abs=1e-12)
-        assert "1 queries labelled before the draw count as labelled with certainty" in notes[1]
+        assert (
+            notes[1]
+            == "labelled before the draw, counted as labelled with certainty (π = 1): 1 query"
+        )
 
     def test_labels_neither_drawn_nor_excluded(self):
         from engine.evaluation.ppi_design import estimate_with_design
 
-        with pytest.raises(ValueError, match=r"1 human-labelled queries are not in the sample.*a"):
+        with pytest.raises(
+            ValueError, match=r"labelled by people but not in the sample: 1 query \(e\.g\. a\)"
+        ):
             estimate_with_design(
                 {"m": [0.0, np.nan, 1.0, np.nan]}, {"m": [0.2, 0.4, 0.6, 0.8]},
                 [True, False, True, False], ["a", "b", "c", "d"], self._active(0),

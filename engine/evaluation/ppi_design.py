@@ -280,6 +280,10 @@ def weighted_metrics(
     return found
 
 
+def _queries(count: int) -> str:
+    return f"{count} quer{'y' if count == 1 else 'ies'}"
+
+
 #: The stratum of human-labelled units the design excluded (labelled before it drew).
 BEFORE = "(labelled before)"
 
@@ -312,15 +316,17 @@ def estimate_with_design(
     if before.sum() > design.excluded:
         odd = [i for i, b in zip(ids, before, strict=True) if b][:5]
         raise ValueError(
-            f"{int(before.sum())} human-labelled queries are not in the sample, and the design "
-            f"excluded {design.excluded} as labelled before it drew (e.g. {', '.join(odd)})"
+            f"labelled by people but not in the sample: {_queries(int(before.sum()))} (e.g. "
+            f"{', '.join(odd)}), and the design excluded {design.excluded} as labelled before it drew"
         )
     if before.any():
-        notes.append(f"{int(before.sum())} queries labelled before the draw count as labelled "
-                     "with certainty (π = 1)")  # fmt: skip
+        notes.append("labelled before the draw, counted as labelled with certainty (π = 1): "
+                     f"{_queries(int(before.sum()))}")  # fmt: skip
     unanswered = int((in_sample & ~mask).sum())
     if unanswered:
-        notes.append(f"{unanswered} drawn queries have no human label: read as missing at random")
+        notes.append(
+            f"drawn without a human label (read as missing at random): {_queries(unanswered)}"
+        )
     outside = int(len(ids) - before.sum()) - design.population
     if design.method == "uniform":
         return estimate_metrics(human, llm, mask, level=level), tuple(notes)
