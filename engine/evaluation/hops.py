@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import MetricParameterError
-from engine.evaluation.batch import Batch, Shape
+from engine.evaluation.batch import Batch, Flat, Shape
 from engine.io.columns import Columns, lengths, list_array, offsets_of
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 IntArray = npt.NDArray[np.int64]
+CodeArray = npt.NDArray[np.int32]
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 
@@ -58,8 +59,8 @@ def _ragged(starts: IntArray, sizes: IntArray) -> IntArray:
     return shift + np.arange(total, dtype=np.int64)
 
 
-def _flat(column: pa.Array) -> IntArray:
-    return pc.list_flatten(column).to_numpy(zero_copy_only=False).astype(np.int64)
+def _flat(column: pa.Array) -> CodeArray:
+    return pc.list_flatten(column).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
 
 
 @attrs.frozen
@@ -74,7 +75,7 @@ class Hops:
     first: IntArray
     owner: IntArray
     number: IntArray
-    codes: Mapping[str, IntArray]
+    codes: Mapping[str, CodeArray]
     starts: Mapping[str, IntArray]
     sizes: Mapping[str, IntArray]
     given: Mapping[str, BoolArray]
@@ -106,7 +107,7 @@ class Hops:
             field = entries.field(name)
             hop_sizes = field.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
             hop_given = field.is_valid().to_numpy(zero_copy_only=False)
-            top_codes = _flat(columns.column(top)) if top else np.zeros(0, np.int64)
+            top_codes = _flat(columns.column(top)) if top else np.zeros(0, np.int32)
             top_sizes = lengths(columns.column(top)) if top else np.zeros(rows, np.int64)
             top_given = columns.valid(top) if top else np.zeros(rows, np.bool_)
             # listed hops' lists, then plain outputs' top-level ones
@@ -125,7 +126,7 @@ class Hops:
             codes[name] = np.concatenate([listed_codes, top_codes])
         return cls(count, first, owner, number, codes, starts, sizes, given)
 
-    def prompted(self) -> tuple[IntArray, IntArray, IntArray]:
+    def prompted(self) -> tuple[CodeArray, IntArray, IntArray]:
         """(codes, starts, sizes) of what each hop put into the prompt: its selected ids,
         else its retrieved ones."""
         given = self.given["selected"]
@@ -276,17 +277,17 @@ def _hop_batch(batch: Batch, hop: str | int) -> HopView:
     listed = columns.valid("hops")
     replaced: dict[str, pa.Array] = {}
     if hop == "union":
-        replaced["retrieved"], width = _union(hops, len(batch))
+        replaced["retrieved"], codes, sizes = _union(hops, len(batch))
         missing = hops.count == 0
     else:
         number = hops.count if hop == "last" else 1 if hop == "first" else hop
         at = np.broadcast_to(np.asarray(number, np.int64), hops.count.shape)
         missing = at > hops.count
         chosen = np.where(missing, 0, hops.first + at - 1)
-        replaced["retrieved"], width = _lists(hops, "retrieved", chosen, missing)
+        replaced["retrieved"], codes, sizes = _lists(hops, "retrieved", chosen, missing)
         pooled = hops.given["pool"][chosen] & ~missing
         if pooled.any():
-            replaced["pool"], _ = _lists(hops, "pool", chosen, ~pooled)
+            replaced["pool"], *_ = _lists(hops, "pool", chosen, ~pooled)
     table = columns.table
     for name in ("retrieved", "pool", *_ITEMWISE):
         if not columns.has(name):
@@ -298,33 +299,36 @@ def _hop_batch(batch: Batch, hop: str | int) -> HopView:
                 continue
             new = pc.if_else(pa.array(listed | missing), pa.nulls(len(old), old.type), old)
         table = table.set_column(table.schema.get_field_index(name), name, new)
-    widths = {**batch.shape.widths, "retrieved": width}
+    widths = {**batch.shape.widths, "retrieved": int(sizes.max(initial=0))}
     widths.pop("pool", None)
     shape = Shape(widths, batch.shape.max_label)
-    return HopView(Batch.compile(Columns(table, columns.docs), batch.default_k, shape), missing)
+    base = batch.shared("flat", lambda: Flat.of(columns))  # labels and k: every hop's
+    flat = attrs.evolve(base, retrieved=codes, retrieved_lengths=sizes, has_output=~missing)
+    view = Batch.compile(Columns(table, columns.docs), batch.default_k, shape, flat)
+    return HopView(view, missing)
 
 
-def _lists(hops: Hops, name: str, chosen: IntArray, null: BoolArray) -> tuple[pa.Array, int]:
-    """One hop per sample (``chosen``) of a list, a list array (null where ``null``),
-    and its longest list."""
+def _lists(
+    hops: Hops, name: str, chosen: IntArray, null: BoolArray
+) -> tuple[pa.Array, CodeArray, IntArray]:
+    """One hop per sample (``chosen``) of a list: a list array (null where ``null``),
+    its flat codes and its lengths."""
     sizes = np.where(null, 0, hops.sizes[name][chosen])
     taken = hops.codes[name][_ragged(hops.starts[name][chosen], sizes)]
-    array = list_array(offsets_of(sizes), pa.array(taken.astype(np.int32)), null)
-    return array, int(sizes.max(initial=0))
+    return list_array(offsets_of(sizes), pa.array(taken), null), taken, sizes
 
 
-def _union(hops: Hops, rows: int) -> tuple[pa.Array, int]:
-    """Per sample, every hop's retrieved ids in order of arrival, each once; and the
-    longest such list."""
+def _union(hops: Hops, rows: int) -> tuple[pa.Array, CodeArray, IntArray]:
+    """Per sample, every hop's retrieved ids in order of arrival, each once: a list
+    array, its flat codes and its lengths."""
     keys, _ = hops.keys("retrieved")
     keep = np.zeros(keys.size, np.bool_)
     keep[np.unique(keys, return_index=True)[1]] = True
     kept = keys[keep]
     owner = (kept >> _SHIFT).astype(np.int64)
     codes = (kept & np.int64(0xFFFFFFFF)).astype(np.int32)
-    sizes = np.bincount(owner, minlength=rows)
-    array = list_array(offsets_of(sizes), pa.array(codes), hops.count == 0)
-    return array, int(sizes.max(initial=0))
+    sizes = np.bincount(owner, minlength=rows).astype(np.int64)
+    return list_array(offsets_of(sizes), pa.array(codes), hops.count == 0), codes, sizes
 
 
 _CLASSES: dict[type[Any], type[Any]] = {}
