@@ -170,6 +170,19 @@ def _first_hops(keys: IntArray, hops: IntArray) -> tuple[IntArray, IntArray, Int
     return keys[starts], hops[starts], hops[ends]
 
 
+def _distinct(batch: Batch, hops: Hops, name: str) -> tuple[IntArray, IntArray, IntArray]:
+    """:func:`_first_hops` of one list of :meth:`Hops.keys`, shared per batch (reached and
+    prompted are the retrieved ids when no hop gives a pool or a selection)."""
+    if name == "reached" and not hops.given["pool"].any():
+        name = "retrieved"
+    if name == "prompted" and not hops.given["selected"].any():
+        name = "retrieved"
+    found: tuple[IntArray, IntArray, IntArray] = batch.shared(
+        ("hop-firsts", name), lambda: _first_hops(*hops.keys(name))
+    )
+    return found
+
+
 def _lookup(sorted_keys: IntArray, values: IntArray, wanted: IntArray) -> IntArray:
     """The value of each wanted key among sorted keys; 0 when it is not there."""
     if not sorted_keys.size:
@@ -224,7 +237,7 @@ def _evidence(batch: Batch, threshold: float) -> Evidence:
     hops = Hops.of(batch)
     found = {}
     for name in ("retrieved", "reached", "prompted"):
-        keys, first, last = _first_hops(*hops.keys(name))
+        keys, first, last = _distinct(batch, hops, name)
         found[name] = _lookup(keys, first, wanted)
         if name == "prompted":
             found["last"] = _lookup(keys, last, wanted)
@@ -244,8 +257,7 @@ def redundant_hops(batch: Batch) -> tuple[IntArray, IntArray]:
     """Per sample: how many of its hops after the first retrieved no id an earlier hop
     had not (an empty hop included), and its hop count."""
     hops = Hops.of(batch)
-    keys, number = hops.keys("retrieved")
-    distinct, first, _ = _first_hops(keys, number)
+    distinct, first, _ = _distinct(batch, hops, "retrieved")
     owner = (distinct >> _SHIFT).astype(np.int64)
     new = np.bincount(hops.first[owner] + first - 1, minlength=hops.owner.size)  # per hop
     redundant = (new == 0) & (hops.number > 1)
