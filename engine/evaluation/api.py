@@ -392,7 +392,8 @@ class Engine:
         trec_inputs["output"] = output_path if run is not None else None
 
         def locate(what: str, ids: list[str]) -> list[Problem]:  # TREC lines out of order
-            return [] if trec_inputs[what] is None else regrouped(trec_inputs[what], ids)
+            found = trec_inputs[what]
+            return [] if found is None else regrouped(found, ids)
 
         first = first_pass(prefetched(sample_blocks()), prefetched(lengths), locate)
         check_overlap(first.outputs, first.unknown, first.ids, str(output_path))

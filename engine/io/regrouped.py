@@ -20,12 +20,12 @@ def regrouped(spec: shards.Spec, queries: Collection[str]) -> list[Problem]:
     repeat is then within one block of lines, which the stream names itself)."""
     wanted, found = set(queries), []
     first: dict[str, tuple[str, int]] = {}
-    previous = None
+    previous: str | None = None
     for shard in shards.resolve(spec):
         for number, line in enumerate(_lines(shards.open_stream(shard)), 1):
             fields = line.split(maxsplit=1)
-            query = fields[0].decode("utf-8", errors="replace") if fields else previous
-            if query == previous:
+            query = fields[0].decode("utf-8", errors="replace") if fields else None
+            if query is None or query == previous:
                 continue
             previous = query
             if query not in first:
