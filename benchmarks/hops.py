@@ -55,10 +55,12 @@ AGENTIC = [
 ]
 
 
-def data(samples: int, hops: int, ids: int, seed: int = 7) -> tuple[Columns, Columns]:
+def data(
+    samples: int, hops: int, ids: int, seed: int = 7, vocabulary: int = VOCABULARY
+) -> tuple[Columns, Columns]:
     """(the samples with hops, the same rankings one per row), as joined columns."""
     rng = np.random.default_rng(seed)
-    starts = rng.integers(0, VOCABULARY - CANDIDATES - LABELS, samples)
+    starts = rng.integers(0, vocabulary - CANDIDATES - LABELS, samples)
     candidates = starts[:, None] + np.arange(CANDIDATES)[None, :]  # distinct per sample
     chosen = np.argsort(rng.random((samples, hops, CANDIDATES)), axis=2)[:, :, :ids]
     rankings = np.take_along_axis(candidates[:, None, :], chosen, axis=2)  # (S, H, ids)
@@ -70,7 +72,7 @@ def data(samples: int, hops: int, ids: int, seed: int = 7) -> tuple[Columns, Col
         axis=1,
     )
     grades = rng.integers(1, 4, (samples, LABELS)).astype(np.float64)
-    docs = pa.array([f"doc-{i:07d}" for i in range(VOCABULARY)], pa.string())
+    docs = pa.array([f"doc-{i:07d}" for i in range(vocabulary)], pa.string())
 
     def labels(rows: int, repeat: int) -> pa.Array:
         codes = np.repeat(labelled, repeat, axis=0).ravel()

@@ -275,3 +275,26 @@ def test_kept_outputs_keep_their_hops():
     again = evaluation.evaluate(first)
     for metric in metrics:
         assert np.array_equal(first.values(metric), again.values(metric), equal_nan=True)
+
+
+def test_benchmark_data_per_hop_equals_single_rows():
+    """benchmarks/hops.py's data, small: every metric at hop h of a sample equals the
+    same metric on the single-ranking row of that hop (random rankings, graded labels,
+    hops that repeat part of each other), bit for bit."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    try:
+        import hops as bench
+    finally:
+        sys.path.pop(0)
+    from engine.evaluation.batch import Batch
+
+    with_hops, single = bench.data(200, 3, 20, seed=11, vocabulary=5_000)
+    one, many = Batch.compile(single), Batch.compile(with_hops)
+    for spec in ("retrieval-ndcg-at-k@10", "retrieval-map", "retrieval-recall-at-k@5"):
+        expected = ENGINE.metric(spec).score(one).reshape(200, 3)
+        for hop in (1, 2, 3):
+            found = ENGINE.metric(spec, hop=hop).score(many)
+            assert np.array_equal(found, expected[:, hop - 1]), (spec, hop)
