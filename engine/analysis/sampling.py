@@ -364,20 +364,31 @@ def draw(
     ``stratified`` by the strata labels given, or ``active`` with π ∝ ``uncertainty``
     mixed with ``mix`` uniform. ``exclude``: query ids (or (query, doc) pairs) already
     labelled, never drawn. Seeded: the same arguments draw the same sample."""
-    queries = [str(q) for q in query_ids]
-    docs = None if doc_ids is None else [str(d) for d in doc_ids]
-    keys: list[Any] = queries if docs is None else list(zip(queries, docs, strict=True))
-    if len(set(keys)) != len(keys):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    queries = pa.array([str(q) for q in query_ids], pa.string())
+    docs = None if doc_ids is None else pa.array([str(d) for d in doc_ids], pa.string())
+    if docs is not None and len(docs) != len(queries):
+        raise ValueError(f"{len(docs)} documents for {len(queries)} queries")
+    keys = _keys(queries, docs)
+    if pc.count_distinct(keys).as_py() != len(keys):
         raise ValueError("the population lists a unit twice")
     if strata is not None and uncertainty is not None:
         raise ValueError("draw stratified or active, not both")
     if allocation not in ("proportional", "equal"):
         raise ValueError(f"allocation must be proportional or equal, got {allocation!r}")
-    labels = np.asarray([ALL] * len(keys) if strata is None else [str(s) for s in strata])
-    if labels.size != len(keys):
-        raise ValueError(f"{labels.size} strata for {len(keys)} units")
-    excluded_set = {tuple(k) if isinstance(k, list) else k for k in exclude}
-    keep = np.asarray([key not in excluded_set for key in keys], dtype=np.bool_)
+    if strata is not None and len(strata) != len(keys):
+        raise ValueError(f"{len(strata)} strata for {len(keys)} units")
+    given = pa.array([ALL] if strata is None else [str(s) for s in strata], pa.string())
+    encoded = given.dictionary_encode()
+    found = encoded.dictionary.to_pylist()
+    names = sorted(found)
+    remap = np.asarray([names.index(name) for name in found], dtype=np.int64)
+    codes_all = remap[encoded.indices.to_numpy(zero_copy_only=False)]
+    if strata is None:
+        codes_all = np.zeros(len(keys), dtype=np.int64)
+    keep = ~_excluded(keys, exclude, docs is not None)
     available = np.flatnonzero(keep)
     population = available.size
     if size < 1:
@@ -390,6 +401,8 @@ def draw(
     rng = np.random.default_rng(seed)
     probability = np.zeros(len(keys))
     chosen = np.zeros(len(keys), dtype=np.bool_)
+    codes = codes_all[available]
+    counts = np.bincount(codes, minlength=len(names)).astype(np.int64)
     if uncertainty is not None:
         method = "active"
         u = np.asarray(uncertainty, dtype=np.float64)
@@ -399,26 +412,29 @@ def draw(
         chosen[available] = rng.random(population) < probability[available]
     else:
         method = "uniform" if strata is None else "stratified"
-        names, codes = np.unique(labels[available], return_inverse=True)
-        counts = np.bincount(codes, minlength=names.size).astype(np.int64)
-        per = _allocate(counts, size, allocation == "equal") if strata is not None else [size]
+        present = counts > 0
+        per = np.zeros(len(names), dtype=np.int64)
+        if strata is not None:
+            per[present] = _allocate(counts[present], size, allocation == "equal")
+        else:
+            per[0] = size
         order = rng.permutation(population)  # one permutation; each stratum takes its first
         ranks = np.empty(population, dtype=np.int64)
         by_stratum = np.lexsort((order, codes))  # units grouped by stratum, random within
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         ranks[by_stratum] = np.arange(population) - np.repeat(starts, counts)
-        take = ranks < np.asarray(per)[codes]
+        take = ranks < per[codes]
         chosen[available[take]] = True
-        probability[available] = (np.asarray(per) / counts)[codes]
-    stratum_names = sorted(set(labels[available].tolist()))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            probability[available] = (per / counts)[codes]
     drawn_at = np.flatnonzero(chosen)
+    drawn_counts = np.bincount(codes_all[drawn_at], minlength=len(names))
     table = {
-        name: {
-            "population": int((labels[available] == name).sum()),
-            "drawn": int((labels[drawn_at] == name).sum()),
-        }
-        for name in stratum_names
+        name: {"population": int(counts[i]), "drawn": int(drawn_counts[i])}
+        for i, name in enumerate(names)
+        if counts[i] > 0
     }
+    query_list = queries.to_pylist() if method == "stratified" and docs is None else None
     design = Design(
         unit="query" if docs is None else "pair",
         method=method,
@@ -429,17 +445,46 @@ def draw(
         budget=None if budget is None else dict(budget),
         dataset=dataset,
         assignment=(
-            {queries[i]: str(labels[i]) for i in available}
-            if method == "stratified" and docs is None
+            {query_list[i]: names[codes_all[i]] for i in available.tolist()}
+            if query_list is not None
             else {}
         ),
     )
+    at = pa.array(drawn_at)
+    drawn_docs = [None] * drawn_at.size if docs is None else docs.take(at).to_pylist()
     units = tuple(
-        Unit(queries[i], None if docs is None else docs[i], str(labels[i]),
-             float(probability[i]))
-        for i in drawn_at
+        Unit(query, doc, names[code], float(p))
+        for query, doc, code, p in zip(queries.take(at).to_pylist(), drawn_docs,
+                                       codes_all[drawn_at].tolist(),
+                                       probability[drawn_at].tolist(), strict=True)
     )  # fmt: skip
     return DrawnSample(units, design)
+
+
+def _keys(queries: Any, docs: Any) -> Any:
+    """One string a unit: the query id, or the query and document ids joined by a
+    separator no id holds."""
+    import pyarrow.compute as pc
+
+    if docs is None:
+        return queries
+    return pc.binary_join_element_wise(queries, docs, "\x1f")
+
+
+def _excluded(keys: Any, exclude: Collection[Any], pairs: bool) -> npt.NDArray[np.bool_]:
+    """Which units ``exclude`` names (query ids, or (query, doc) pairs)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not exclude:
+        return np.zeros(len(keys), dtype=np.bool_)
+    if pairs:
+        named = [(str(q), str(d)) for q, d in exclude]
+        given = _keys(pa.array([q for q, _ in named], pa.string()),
+                      pa.array([d for _, d in named], pa.string()))  # fmt: skip
+    else:
+        given = pa.array([str(q) for q in exclude], pa.string())
+    return np.asarray(pc.is_in(keys, value_set=given).to_numpy(zero_copy_only=False), bool)
 
 
 def size_for(
