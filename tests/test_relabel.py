@@ -33,6 +33,7 @@ from engine.io.spans import (
     chunk_of,
     lift,
     read_span_table,
+    span_of,
     write_span_table,
 )
 from engine.testing import Inconclusive, assert_no_regression
@@ -265,6 +266,26 @@ class TestLift:
         assert left == {"p9": "the passage is not in the chunks"}
 
 
+class TestSpanOf:
+    def test_offsets_quotes_and_refusals(self) -> None:
+        """Offsets as given; a quoted text found (``Gift cards`` at 119); an end not past
+        its start, an end past the document and a text not in it are refused with why; a
+        quote beside a lone start (the schema allows it) is read as the quote."""
+        assert span_of({"doc": "help-returns", "start": 0, "end": 52, "grade": 3}, DOCS) == Span(
+            "help-returns", 0, 52, 3.0
+        )
+        quoted = {"doc": "help-returns", "text": "Gift cards", "grade": 1, "start": 4}
+        assert span_of(quoted, DOCS) == Span("help-returns", 119, 129, 1.0)
+        assert (
+            span_of({"doc": "d", "start": 9, "end": 3, "grade": 1}) == "end 3 is not past start 9"
+        )
+        late = span_of({"doc": "help-other", "start": 0, "end": 99, "grade": 1}, DOCS)
+        assert late == "end 99 lies past the end of 'help-other' (37 characters)"
+        assert span_of({"doc": "help-other", "text": "refund", "grade": 1}, DOCS) == (
+            "the quoted text is not in 'help-other'"
+        )
+
+
 class TestSpanTable:
     @pytest.mark.parametrize("suffix", [".spans", ".csv", ".tsv", ".parquet", ".jsonl"])
     def test_round_trip(self, tmp_path: Path, suffix: str) -> None:
@@ -293,7 +314,33 @@ class TestSpanTable:
         assert ":6: not a span row" in text
 
 
+_SPAN_CASES = [
+    ({"doc": "d", "start": 0, "end": 5, "grade": 2}, True),
+    ({"doc": "d", "start": 3, "end": 9, "grade": 0.5, "passage": "p1"}, True),
+    ({"doc": "d", "text": "Gift cards", "grade": -1}, True),
+    ({"doc": "d", "start": 0, "grade": 1}, False),  # no end
+    ({"doc": "d", "start": 0, "end": 5, "text": "x", "grade": 1}, False),  # both ways
+    ({"doc": "d", "start": -1, "end": 5, "grade": 1}, False),
+    ({"doc": "d", "start": 0, "end": 0, "grade": 1}, False),
+    ({"doc": "d", "start": 0, "end": 5, "grade": "2"}, False),
+    ({"doc": "", "start": 0, "end": 5, "grade": 1}, False),
+    ({"doc": "d", "start": 0, "end": 5, "grade": 1, "why": "x"}, False),
+    ({"doc": "d", "text": "", "grade": 1}, False),
+    ({"doc": "d", "start": True, "end": 5, "grade": 1}, False),
+]
+
+
 class TestSchema:
+    @pytest.mark.parametrize(("span", "valid"), _SPAN_CASES)
+    def test_the_fast_path_agrees_with_the_schema(self, span: dict, valid: bool) -> None:
+        """A span the fast path takes is one the JSON Schema takes; one it refuses, the
+        schema refuses too (each case written to pass or fail the schema's rules)."""
+        from engine.io import schemas
+
+        raw = {"id": "q1", "expected_output": {"relevance": {"c1": 1}, "spans": [span]}}
+        assert schemas.certainly_valid_sample(raw) is valid
+        assert (not list(schemas.problems(raw, "sample"))) is valid
+
     def test_spans_in_the_long_form(self) -> None:
         """expected_output.spans: offsets or quoted text; a span with start but no end is
         refused with its JSON pointer."""

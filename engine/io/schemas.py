@@ -196,16 +196,41 @@ def _plain_claims(value: Any) -> bool:
     )
 
 
+_SPAN_KEYS = frozenset({"doc", "start", "end", "text", "grade", "passage"})
+
+
+def _plain_spans(value: Any) -> bool:
+    """``[{doc, start, end, grade, passage?}, ...]`` (offsets) or ``[{doc, text, grade,
+    passage?}, ...]`` (quoted text) with plain contents."""
+    return type(value) is list and all(map(_plain_span, value))
+
+
+def _plain_span(span: Any) -> bool:
+    if not (
+        type(span) is dict
+        and span.keys() <= _SPAN_KEYS
+        and _is_id(span.get("doc"))
+        and _is_label(span.get("grade"))
+        and _is_id(span.get("passage", "x"))
+    ):
+        return False
+    if "text" in span:
+        return span.keys().isdisjoint(("start", "end")) and _is_id(span["text"])
+    start, end = span.get("start"), span.get("end")
+    return type(start) is int and type(end) is int and start >= 0 and end >= 1
+
+
 def _plain_long_form(value: dict[str, Any]) -> bool:
     """The long form ``{relevance?, utility?, grades?, answers?, groups?, reference?,
-    claims?}`` with plain contents."""
-    if not value.keys() <= LONG_FORM or "spans" in value:
-        return False  # spans: the schema checks them
+    claims?, spans?}`` with plain contents."""
+    if not value.keys() <= LONG_FORM:
+        return False
     answers = value.get("answers", "x")
     groups = value.get("groups", {})
     return (
         _is_id(value.get("reference", "x"))
         and _plain_claims(value.get("claims", []))
+        and _plain_spans(value.get("spans", []))
         and ("relevance" not in value or _plain_labels(value["relevance"]))
         and ("utility" not in value or _plain_utility(value["utility"]))
         and ("grades" not in value or _plain_grades(value["grades"]))

@@ -261,7 +261,9 @@ def span_of(raw: Mapping[str, Any], documents: Mapping[str, str] | None = None) 
     ``text`` is found in its document (``documents``), else the reason it cannot be."""
     doc, grade = str(raw["doc"]), float(raw["grade"])
     passage = None if raw.get("passage") is None else str(raw["passage"])
-    if "start" in raw:
+    if "start" in raw and "end" in raw:
+        if raw["end"] <= raw["start"]:
+            return f"end {raw['end']} is not past start {raw['start']}"
         if documents is not None and doc in documents and raw["end"] > len(documents[doc]):
             return (
                 f"end {raw['end']} lies past the end of {doc!r} ({len(documents[doc])} characters)"
