@@ -188,6 +188,20 @@ class TestAlign:
         assert "more than once" in found.unaligned["twice"]
         assert found.counts() == {"offsets": 1, "exact": 1, "fuzzy": 1, "unaligned": 4}
 
+    def test_fuzzy_in_a_long_document_is_anchored(self) -> None:
+        """A paragraph whose line breaks a splitter turned into spaces, recorded without
+        offsets, deep in a 400,000-character document: found near where a piece of it
+        occurs exactly ([200_000, 200_000 + its length)), not by matching the whole
+        document; a text with no exact piece anywhere is unaligned."""
+        paragraph = (
+            "The hub keeps working offline\nand syncs every change\nwhen the network is back."
+        )
+        doc = "x" * 200_000 + paragraph + "y" * 200_000
+        chunks = [Chunk("c", paragraph.replace("\n", " "), "d"), Chunk("z", "q" * 80, "d")]
+        found = align(chunks, {"d": doc})
+        assert found.placed["c"] == ("d", 200_000, 200_000 + len(paragraph), "fuzzy")
+        assert "90% of its characters" in found.unaligned["z"]
+
     def test_without_a_source_the_text_must_occur_once(self) -> None:
         """No recorded document: found in the one document that holds it; text found in
         two documents is unaligned, never placed by guess."""

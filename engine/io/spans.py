@@ -231,9 +231,25 @@ def _nearest(source: str, text: str, hint: int | None) -> int | None:
 def _fuzzy(source: str, text: str, hint: int | None) -> tuple[int, int] | None:
     """``(start, end)`` of the stretch of ``source`` that holds at least
     :data:`MIN_FUZZY` of ``text``'s characters in order (whitespace, quotes and case a
-    chunker may have changed), searched near ``hint`` when given."""
-    low = 0 if hint is None else max(0, hint - len(text))
-    high = len(source) if hint is None else min(len(source), hint + 2 * len(text))
+    chunker may have changed), searched near ``hint`` and near where a piece of the text
+    occurs exactly (its start, middle, end): never the whole of a long document."""
+    hints = [] if hint is None else [hint]
+    for at in (0, max(0, len(text) // 2 - _ANCHOR // 2), max(0, len(text) - _ANCHOR)):
+        found = source.find(text[at : at + _ANCHOR])
+        if found >= 0:
+            hints.append(found - at)
+    for near in dict.fromkeys(hints):
+        placed = _fuzzy_near(source, text, near)
+        if placed is not None:
+            return placed
+    return None
+
+
+_ANCHOR = 24  # characters of a chunk looked up exactly to anchor a fuzzy search
+
+
+def _fuzzy_near(source: str, text: str, hint: int) -> tuple[int, int] | None:
+    low, high = max(0, hint - len(text) // 2), min(len(source), hint + 3 * len(text) // 2 + 16)
     window = source[low:high]
     matcher = difflib.SequenceMatcher(None, window, text, autojunk=False)
     blocks = [b for b in matcher.get_matching_blocks() if b.size]
