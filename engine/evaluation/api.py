@@ -886,6 +886,7 @@ class Evaluation:
         *,
         baseline: Any = None,
         level: float = 0.95,
+        design: Any = None,
     ) -> PPIReport:
         """Prediction-powered inference (PPI++; :mod:`engine.evaluation.ppi`) of each
         metric's mean over every sample of ``predictions``: this dataset's labels are the
@@ -893,8 +894,10 @@ class Evaluation:
         ``predictions`` holds an LLM's labels for every sample, made the same way on the
         labelled samples as on the others (``slotwise annotate --runs``, without
         ``--holes``). With ``baseline`` (a second system's outputs), the paired
-        comparison: PPI on the per-sample differences ``outputs - baseline``."""
-        from engine.evaluation import ppi
+        comparison: PPI on the per-sample differences ``outputs - baseline``. ``design``:
+        the sample the human labels were drawn by (:func:`engine.analysis.sampling.read_sample`),
+        weighted as drawn (:mod:`engine.evaluation.ppi_design`)."""
+        from engine.evaluation import ppi, ppi_design
 
         labels = self.dataset.columns
         has_labels = np.zeros(len(labels), dtype=np.bool_)
@@ -913,11 +916,17 @@ class Evaluation:
             label: np.where(labelled, values[np.maximum(rows, 0)], np.nan)
             for label, values in human_scores.items()
         }
+        weighed: tuple[str, ...] = ()
         try:
-            found = ppi.estimate_metrics(human, llm_scores, labelled, level=level)
+            if design is None:
+                found = ppi.estimate_metrics(human, llm_scores, labelled, level=level)
+            else:
+                found, weighed = ppi_design.estimate_with_design(
+                    human, llm_scores, labelled, predictions.ids, design, level=level
+                )
         except ValueError as error:
             raise InputError([Problem(str(error))], summary="cannot estimate by PPI") from None
-        notes = _human_predictions(predictions, (outputs, baseline))
+        notes = weighed + _human_predictions(predictions, (outputs, baseline))
         return ppi.Report(tuple(found), level, paired=baseline is not None, notes=notes)
 
     def _values(self, outputs: Any, baseline: Any) -> dict[str, FloatArray]:
