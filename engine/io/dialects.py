@@ -25,7 +25,7 @@ from engine.errors import InputError, Problem
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ALIASES", "NAMES", "canonical", "is_header"]
+__all__ = ["ALIASES", "IDS", "NAMES", "canonical", "is_header"]
 
 _QUERY = ("query_id", "q_id", "qid", "query-id")
 _DOC = ("doc_id", "docid", "docno", "corpus-id")
@@ -48,6 +48,8 @@ ALIASES: Mapping[str, Mapping[str, tuple[str, ...]]] = {
 }
 #: Every name of a query or document id column, and of a number column (read as text).
 NAMES = frozenset(name for kinds in ALIASES.values() for names in kinds.values() for name in names)
+#: The names of the id and tag columns among them (text, always).
+IDS = frozenset((*_QUERY, *_DOC, *_TAG))
 
 
 def canonical(

@@ -24,6 +24,11 @@ from engine.io.shards import Shard
 __all__ = ["format_of", "read", "shard_of", "table_of", "to_trec"]
 
 _TEXT_TYPES = dict.fromkeys(sorted(dialects.NAMES | {"utility", "grades"}), pa.string())
+#: The same with labels and scores as numbers: read so first (parsed by pyarrow, as TREC
+#: text's are), as text again when a value is not one (the grammar then says why).
+_NUMBER_TYPES = {
+    name: kind if name in dialects.IDS else pa.float64() for name, kind in _TEXT_TYPES.items()
+}
 
 
 def shard_of(path: str | os.PathLike[str]) -> Shard:
@@ -120,24 +125,27 @@ def _lines(data: bytes) -> np.ndarray:
 
 
 def _delimited(shard: Shard, delimiter: str) -> tuple[pa.Table, np.ndarray]:
-    """A CSV or TSV file with a header line; ids, labels and scores read as text as
-    written (``007`` stays ``007``), an empty cell missing. A line with too many or too
-    few fields is named."""
+    """A CSV or TSV file with a header line; ids as text as written (``007`` stays
+    ``007``), labels and scores as numbers (as text when one is not, which the label and
+    score readers then name), an empty cell missing. A line with too many or too few
+    fields is named."""
     import pyarrow.csv as csv
 
     data = _text(shard)
     lines = _lines(data)[1:]  # the header's line is no row
-    try:
-        table = csv.read_csv(
-            pa.BufferReader(data),
-            parse_options=csv.ParseOptions(delimiter=delimiter, newlines_in_values=False),
-            convert_options=csv.ConvertOptions(
-                column_types=_TEXT_TYPES, null_values=[""], strings_can_be_null=True
-            ),
-        )
-    except pa.ArrowInvalid as error:
-        raise _worded(shard, str(error), data, delimiter) from None
-    return table, lines
+    parse = csv.ParseOptions(delimiter=delimiter, newlines_in_values=False)
+    reason = ""
+    for types in (_NUMBER_TYPES, _TEXT_TYPES):
+        convert = csv.ConvertOptions(column_types=types, null_values=[""], strings_can_be_null=True)
+        try:
+            table = csv.read_csv(
+                pa.BufferReader(data), parse_options=parse, convert_options=convert
+            )
+        except pa.ArrowInvalid as error:
+            reason = str(error)
+            continue
+        return table, lines
+    raise _worded(shard, reason, data, delimiter)
 
 
 def _worded(shard: Shard, reason: str, data: bytes, delimiter: str) -> InputError:
