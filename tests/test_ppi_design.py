@@ -520,3 +520,22 @@ class TestWithDesign:
         pairs = draw(["a", "b"], 1, doc_ids=["d", "d"])
         with pytest.raises(ValueError, match="drew pairs"):
             estimate_with_design({"m": [1.0, 0]}, {"m": [1.0, 0]}, [True, False], ["a", "b"], pairs)
+
+
+def test_the_design_simulation_runs():
+    """benchmarks/ppi_design_simulation.py with a few replicates: every scenario prints
+    its designs' rows (the stratified ones where the strata are fixed)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "ppi_design_simulation.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--replicates", "10", "--sizes", "100"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    rows = [
+        line for line in done.stdout.splitlines() if line.startswith("| ") and "---" not in line
+    ]
+    assert len(rows) == 1 + 5 + 3 * 4  # header; strata: 5 designs; 4 scenarios of 3
+    assert sum("stratified" in row for row in rows) == 2
