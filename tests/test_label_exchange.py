@@ -546,3 +546,64 @@ def test_the_format_by_the_outputs_suffix(
     capsys.readouterr()
     assert main(["labels", "export", *_args(sampled, "--output", str(tmp_path / "t.txt"))]) == 2
     assert "name the format with --format" in capsys.readouterr().err
+
+
+def test_the_panels_own_agreement(
+    sampled: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three annotators, one of whom skipped a third of the tasks: the import prints their
+    Krippendorff's alpha (as the krippendorff package computes it, a skipped task
+    missing data) and each two's quadratic kappa on the pairs both graded (as
+    scikit-learn's cohen_kappa_score)."""
+    import krippendorff
+    from sklearn.metrics import cohen_kappa_score
+
+    _export(sampled, "label-studio", tmp_path / "tasks.json")
+    tasks = json.loads((tmp_path / "tasks.json").read_text())
+    rng = np.random.default_rng(11)
+    truth = rng.integers(0, 4, size=len(tasks))
+    names = ["ana", "ben", "cy"]
+    grades = np.full((3, len(tasks)), np.nan)
+    for number, task in enumerate(tasks):
+        task["id"] = number + 1
+        task["annotations"] = []
+        for who, name in enumerate(names):
+            if who == 2 and number % 3 == 0:
+                task["annotations"].append(
+                    {"completed_by": {"email": name}, "was_cancelled": True, "result": []}
+                )
+                continue
+            grade = int(np.clip(truth[number] + rng.choice([-1, 0, 0, 0, 1]), 0, 3))
+            grades[who, number] = grade
+            value = {"choices": [SCALE.choice(grade)]}
+            result = [
+                {"from_name": "grade", "to_name": "passage", "type": "choices", "value": value}
+            ]
+            task["annotations"].append({"completed_by": {"email": name}, "result": result})
+    (tmp_path / "export.json").write_text(json.dumps(tasks))
+    capsys.readouterr()
+    assert (
+        _import(
+            sampled, tmp_path / "human.yaml", tmp_path / "export.json", extra=("--resolve", "mean")
+        )
+        == 0
+    )
+    err = capsys.readouterr().err
+    alpha = {
+        level: krippendorff.alpha(reliability_data=grades, level_of_measurement=level)
+        for level in ("nominal", "ordinal", "interval")
+    }
+    assert (
+        f"agreement among the 3 annotators on the {len(tasks):,} pairs graded by two or more: "
+        f"Krippendorff's alpha  nominal {alpha['nominal']:.4f}  ordinal {alpha['ordinal']:.4f}  "
+        f"interval {alpha['interval']:.4f}"
+    ) in err
+    for first, second in ((0, 1), (0, 2), (1, 2)):
+        both = ~np.isnan(grades[first]) & ~np.isnan(grades[second])
+        kappa = cohen_kappa_score(grades[first, both], grades[second, both], weights="quadratic")
+        line = f"  {names[first]} ~ {names[second]}: quadratic kappa {kappa:.4f} on {int(both.sum()):,} pairs"
+        assert line in err.splitlines()
+    skipped = sum(1 for n in range(len(tasks)) if n % 3 == 0)
+    assert (
+        f"and {skipped} task(s) skipped by an annotator whose pair another annotator graded" in err
+    )

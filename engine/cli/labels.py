@@ -314,11 +314,35 @@ def _import(args: argparse.Namespace) -> int:
     samples = _human_samples(resolved, frame, scale)
     parse_samples((raw, None) for raw in samples)
     write_samples(args.output, samples, name=args.output.stem)
-    for line in [*resolved.lines(), frame.empty_line(written=True)]:
+    for line in [*resolved.lines(), *_panel(resolved), frame.empty_line(written=True)]:
         if line:
             print(line, file=sys.stderr)
     print(f"wrote {args.output} ({len(samples)} samples)", file=sys.stderr)
     return 0
+
+
+def _panel(resolved: Resolved) -> list[str]:
+    """The annotators' agreement among themselves on the pairs two or more graded:
+    Krippendorff's alpha of all, Cohen's kappa of each two (none with one annotator)."""
+    import numpy as np
+
+    from engine.analysis.agreement import LEVELS, mutual_agreement
+
+    names = sorted({name for grades in resolved.grades.values() for name in grades})
+    shared = [grades for grades in resolved.grades.values() if len(grades) > 1]
+    if len(names) < 2 or not shared:
+        return []
+    matrix = np.array([[g.get(name, np.nan) for g in shared] for name in names], dtype=np.float64)
+    found = mutual_agreement(names, matrix)
+    number = {key: "undefined" if v is None else f"{v:.4f}" for key, v in found.alpha.items()}
+    lines = [
+        f"agreement among the {len(names)} annotators on the {len(shared):,} pairs graded by "
+        "two or more: Krippendorff's alpha  " + "  ".join(f"{lv} {number[lv]}" for lv in LEVELS)
+    ]
+    for first, second, pairs, _, quadratic in found.pairwise:
+        kappa = "undefined" if quadratic is None else f"{quadratic:.4f}"
+        lines.append(f"  {first} ~ {second}: quadratic kappa {kappa} on {pairs:,} pairs")
+    return lines
 
 
 def _human_samples(resolved: Resolved, frame: _Frame, scale: Scale) -> list[dict[str, Any]]:
