@@ -2,7 +2,8 @@
 two, side by side in the same run.
 
     python benchmarks/cluster.py [--queries 100000,1000000] [--nodes 1,2] [--shards 8]
-                                 [--modes shards,files,memory,threads] [--folder DIR]
+                                 [--modes shards,files,memory,threads,cli,cli-stream]
+                                 [--cli-format jsonl|json] [--folder DIR]
 
 The cluster is Ray's ``ray.cluster_utils.Cluster`` on this machine: a head node with no
 CPU for tasks (the driver's node) and ``--nodes`` worker nodes of one CPU each, every node
@@ -30,7 +31,12 @@ Modes:
   starts), ``Dataset.evaluate`` on a local Ray of two CPUs (the driver's node): chunks
   shipped to the workers;
 - ``threads``: the same in a fresh process on ``Engine(executor="threads")``, no Ray (the
-  yardstick of ``memory``).
+  yardstick of ``memory``);
+- ``cli``: ``slotwise run --qrels FILE --run FILE --executor ray --format jsonl --output
+  ROWS`` as a user runs it, measured from the process's start to its exit (imports,
+  ``ray.init`` and every per-sample row written included; ``--cli-format json`` writes
+  one document): its wall time and CPU time (``wait4``) and its peak memory (VmHWM at
+  exit); ``cli-stream``: the same with ``--stream``.
 """
 
 from __future__ import annotations
@@ -57,7 +63,8 @@ METRICS = [
     "retrieval-recall-at-k@100",
     "retrieval-precision-at-k@10",
 ]
-MODES = ("shards", "files", "memory", "threads")
+MODES = ("shards", "files", "memory", "threads", "cli", "cli-stream")
+CLI_FORMAT = ["jsonl"]  # --cli-format: what the cli modes write
 _OBJECT_STORE = 3 << 30  # bytes of object store per node
 
 
@@ -152,6 +159,8 @@ class CpuSampler:
                 continue
             kind = "workers" if words[0].startswith("ray::") else "daemons"
             name = os.path.basename(words[0].split()[0])
+            if kind == "workers":  # a worker's parent is its node's raylet
+                name = f"node {process.ppid()}"
             self.last[process.pid] = (kind, name, times.user + times.system)
 
     def _loop(self) -> None:
@@ -168,6 +177,59 @@ class CpuSampler:
             found[kind] += spent
             found["by_process"][name] = round(found["by_process"].get(name, 0.0) + spent, 2)
         return found
+
+
+def measure_cli(mode: str, files: dict[str, Path], nodes: int) -> dict[str, Any]:
+    """``slotwise run`` on a fresh cluster, after one small run that warms its workers,
+    measured from process start to exit, the per-sample rows written to a file."""
+    rows = files["run"].with_suffix(".rows.jsonl")
+    peak = files["run"].with_suffix(".peak")
+    with cluster(nodes) as address:
+
+        def command(qrels: Path, run: Path) -> list[str]:
+            extra = ["--stream"] if mode == "cli-stream" else []
+            argv = [
+                "run", "--qrels", str(qrels), "--run", str(run), "--metrics", ",".join(METRICS),
+                "--executor", "ray", "--format", CLI_FORMAT[0], "--output", str(rows), *extra,
+            ]  # fmt: skip
+            return [sys.executable, "-c", _PEAK_AT_EXIT, str(peak), *argv]
+
+        env = {**os.environ, "RAY_ADDRESS": address}  # (as an older slotwise takes it too)
+        subprocess.run(command(files["warm_qrels"], files["warm_run"]), check=True, env=env)
+        sampler = CpuSampler(-1)
+        sampler.start()
+        started = time.perf_counter()
+        driver = subprocess.Popen(command(files["qrels"], files["run"]), env=env)
+        sampler.driver = driver.pid
+        _, status, usage = os.wait4(driver.pid, 0)
+        seconds = time.perf_counter() - started
+        found = sampler.stop()
+    if status:
+        raise RuntimeError(f"{mode} on {nodes} node(s) exited with status {status}")
+    count = rows.stat().st_size
+    rows.unlink()
+    return {
+        **found,
+        "seconds": seconds,
+        "driver": usage.ru_utime + usage.ru_stime,
+        "max_rss": int(peak.read_text()) * 1024,
+        "bytes_written": count,
+    }
+
+
+#: ``slotwise`` as a user runs it, writing its own peak memory (VmHWM, KiB) to the file
+#: ``argv[1]`` at exit: the rusage of a child started by vfork counts its parent's peak.
+_PEAK_AT_EXIT = """
+import atexit, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+def peak():
+    status = pathlib.Path("/proc/self/status").read_text().splitlines()
+    out.write_text(next(l for l in status if l.startswith("VmHWM")).split()[1])
+atexit.register(peak)
+sys.argv = ["slotwise", *sys.argv[2:]]
+from engine.cli import program
+program()
+"""
 
 
 def measure(mode: str, files: dict[str, Path], nodes: int) -> dict[str, Any]:
@@ -301,15 +363,17 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--modes", default="shards,files,memory,threads")
     parser.add_argument("--folder", type=Path, default=Path("/tmp/slotwise-cluster"))
+    parser.add_argument("--cli-format", default="jsonl", help="what the cli modes write")
     parser.add_argument("--driver", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    CLI_FORMAT[0] = args.cli_format
     if args.driver:
         print(json.dumps(drive(json.loads(args.driver))))
         return
     args.folder.mkdir(parents=True, exist_ok=True)
     print(
         "| queries | mode | slotwise | worker nodes | seconds | queries/s | driver CPU-s "
-        "| workers CPU-s | Ray daemons CPU-s | driver share | queries per CPU-s "
+        "| workers CPU-s (by node) | Ray daemons CPU-s | driver share | queries per CPU-s "
         "| driver peak RSS (MiB) | MiB read | KiB per chunk: scored, to the driver |"
     )
     print("|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
@@ -320,7 +384,7 @@ def main() -> None:
         for mode in args.modes.split(","):
             local = mode in ("memory", "threads")
             for nodes in map(int, args.nodes.split(",")) if not local else [0]:
-                found = measure(mode, files, nodes)
+                found = (measure_cli if mode.startswith("cli") else measure)(mode, files, nodes)
                 print(row(queries, mode, nodes, found), flush=True)
                 print(f"    {json.dumps(found)}", file=sys.stderr, flush=True)
 
@@ -339,10 +403,19 @@ def row(queries: int, mode: str, nodes: int, found: dict[str, Any]) -> str:
     return (
         f"| {queries:,} | {mode} | {found.get('commit', '')} | {nodes or '-'} "
         f"| {found['seconds']:.1f} | {queries / found['seconds']:,.0f} "
-        f"| {found['driver']:.1f} | {found['workers']:.1f} | {found['daemons']:.1f} "
+        f"| {found['driver']:.1f} | {found['workers']:.1f}{_by_node(found)} "
+        f"| {found['daemons']:.1f} "
         f"| {found['driver'] / total:.1%} | {queries / total:,.0f} "
         f"| {found['max_rss'] / 2**20:,.0f} | {read} | {per_chunk} |"
     )
+
+
+def _by_node(found: dict[str, Any]) -> str:
+    """Each worker node's share of the workers' CPU seconds, as ``(51%, 49%)``."""
+    nodes = [v for k, v in sorted(found["by_process"].items()) if k.startswith("node ")]
+    if len(nodes) < 2 or not found["workers"]:
+        return ""
+    return " (" + ", ".join(f"{v / found['workers']:.0%}" for v in nodes) + ")"
 
 
 if __name__ == "__main__":
