@@ -13,6 +13,7 @@ on the same qrels as TREC text.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import datasets
@@ -231,3 +232,9 @@ def test_hf_bad_label_names_the_part_and_row(tmp_path):
     (problem,) = caught.value.problems
     assert problem.source == f"{folder}:test"
     assert problem.message.startswith("row 1:") and "not a number" in problem.message
+
+
+def test_a_saved_folder_without_datasets_names_the_extra(saved_dict, monkeypatch):
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    with pytest.raises(engine.MissingDependencyError, match=r"slotwise\[hf\]"):
+        engine.dataset(str(saved_dict))
