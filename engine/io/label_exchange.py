@@ -235,20 +235,30 @@ class Answer:
     line: int | None = None
     pointer: str = ""
     skipped: bool = False
+    task: Any = None
+    """The Label Studio task's id (what its interface shows), where there is one."""
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.query_id, self.doc_id)
 
     @property
+    def _task(self) -> str:
+        return "" if self.task is None else f" (task {self.task})"
+
+    @property
     def where(self) -> str:
         if self.line is not None:
             return f"{self.source}:{self.line}"
-        return f"{self.source} {self.pointer}"
+        return f"{self.source} {self.pointer}{self._task}"
 
     def problem(self, message: str) -> Problem:
         return Problem(
-            f"{self.doc_id}: {message}", self.query_id, self.pointer, self.source, self.line
+            f"{self.doc_id}{self._task}: {message}",
+            self.query_id,
+            self.pointer,
+            self.source,
+            self.line,
         )
 
 
@@ -331,6 +341,7 @@ def _label_studio(
             problems.append(Problem(message, query, f"/{index}/data/scale", source))
             continue
         annotations = task.get("annotations") or []
+        task_id = task.get("id")
         for number, annotation in enumerate(annotations):
             pointer = f"/{index}/annotations/{number}"
             if not isinstance(annotation, Mapping):
@@ -341,7 +352,7 @@ def _label_studio(
             annotator = _annotator(annotation.get("completed_by"), default)
             if annotation.get("was_cancelled"):
                 answers.append(
-                    Answer(query, doc, annotator, None, source, None, pointer, skipped=True)
+                    Answer(query, doc, annotator, None, source, None, pointer, True, task_id)
                 )
                 continue
             choices = [
@@ -350,18 +361,12 @@ def _label_studio(
                 if isinstance(result, Mapping) and result.get("from_name") == CONTROL
                 for choice in (result.get("value") or {}).get("choices") or []
             ]
+            grade = scale.grade_of(choices[0]) if len(choices) == 1 else None
+            answer = Answer(query, doc, annotator, grade, source, None, pointer, task=task_id)
             if len(choices) > 1:
-                problems.append(
-                    Problem(
-                        f"{doc}: {len(choices)} grades chosen ({choices})",
-                        query,
-                        pointer + "/result",
-                        source,
-                    )
-                )
+                bad = attrs.evolve(answer, pointer=pointer + "/result")
+                problems.append(bad.problem(f"{len(choices)} grades chosen ({choices})"))
                 continue
-            grade = scale.grade_of(choices[0]) if choices else None
-            answer = Answer(query, doc, annotator, grade, source, None, pointer)
             if choices and grade is None:
                 problems.append(
                     answer.problem(f"choice {choices[0]!r} is not on the {scale.name} scale")
