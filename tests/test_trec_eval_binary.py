@@ -363,7 +363,6 @@ def test_deliberate_refusals(
         ["-x", "QRELS", "RUN"],  # an unknown option
         ["--bogus", "QRELS", "RUN"],
         ["QRELS"],  # a file missing
-        ["QRELS", "RUN", "RUN"],  # a file too many
         ["QRELS", "RUN", "-M"],  # an option without its argument
         ["-m"],
     ],
@@ -372,7 +371,8 @@ def test_usage_errors_as_trec_eval(
     args: list[str], trec_eval_binary: Path, tmp_path: Path, capsysbinary
 ) -> None:
     """A command line trec_eval cannot read: status 1, nothing on stdout, the usage on
-    stderr, in both programs."""
+    stderr, in both programs. (A second run file, which trec_eval refuses, is slotwise's
+    many runs in one call: tests/test_trec_eval_many.py.)"""
     (tmp_path / "QRELS").write_text("a 0 d1 1\n")
     (tmp_path / "RUN").write_text("a Q0 d1 1 1 t\n")
     args = [str(tmp_path / a) if a in ("QRELS", "RUN") else a for a in args]

@@ -194,7 +194,8 @@ def test_a_batch_reports_each_run_as_the_binary_prints_it(
 ) -> None:
     """trec_eval_many.reports, called directly (the command falls back to one run at a
     time where a batch fails, so its output alone would not show a failing batch): each
-    run's report renders as the binary's output for that run, with -q and with -c."""
+    run's report renders as the binary's output for that run, with -q and with -c, and so
+    do the per-query lines formatted for the whole batch at once, then the summary."""
     from engine.analysis import trec_eval_files as files
     from engine.analysis.trec_eval import Options, parse_measures
     from engine.analysis.trec_eval_many import reports
@@ -212,6 +213,8 @@ def test_a_batch_reports_each_run_as_the_binary_prints_it(
         assert len(runs) >= (5 if complete else 3)
         read = [files.read_run(str(run)) for run in runs]
         options = Options(complete=complete)
-        made = reports(Engine(config={}), qrels, read, parse_measures(["all_trec"]), options)
-        for run, report in zip(runs, made, strict=True):
+        measures = parse_measures(["all_trec"])
+        made = reports(Engine(config={}), qrels, read, measures, options, per_query=True)
+        for run, (report, lines) in zip(runs, made, strict=True):
             assert report.render(per_query=True) == outputs[run][1], (run.name, complete)
+            assert lines is not None and lines + report.render() == outputs[run][1]

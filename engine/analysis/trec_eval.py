@@ -325,9 +325,32 @@ class Report:
             stream.write(text.encode())
 
     def _write_per_query(self, stream: BinaryIO, order: npt.NDArray[np.int64]) -> None:
-        """Every query's lines, assembled as bytes in blocks of queries: each measure's
-        values are formatted once as a column of cells, sorted by query id, and a block's
-        lines are laid out side by side in a byte matrix, then packed."""
+        """Every query's lines, assembled as bytes in blocks of queries (see
+        :meth:`_segments`), packed on threads when there are several blocks."""
+        segments = self._segments(order)
+        if len(segments) == 0:
+            return
+        blocks = [
+            slice(start, min(start + _BLOCK_QUERIES, order.size))
+            for start in range(0, order.size, _BLOCK_QUERIES)
+        ]
+        if len(blocks) == 1:  # no pool of threads to start for one block (many small runs)
+            stream.write(_packed(segments, blocks[0]))
+            return
+        for packed in ThreadExecutor().map(functools.partial(_packed, segments), blocks):
+            stream.write(packed)
+
+    def per_query_parts(self, order: npt.NDArray[np.int64], parts: Sequence[slice]) -> list[bytes]:
+        """The per-query lines of the queries at each part of ``order`` (the rows in the
+        order they print), the values formatted once for all parts: the reports of many
+        runs scored together cut apart (engine/analysis/trec_eval_many.py)."""
+        segments = self._segments(order)
+        return [bytes(_packed(segments, part)) if segments else b"" for part in parts]
+
+    def _segments(self, order: npt.NDArray[np.int64]) -> list[bytes | Cells]:
+        """The per-query lines as segments for :func:`_packed`: each measure's values
+        formatted once as a column of cells, sorted by ``order``, beside its name and the
+        query ids; a block of rows is laid out side by side in a byte matrix, then packed."""
         ids = pa.array(self.query_ids, pa.string())
         query = _sorted(_string_cells(ids, b"\t"), order)
         segments: list[bytes | Cells] = []
@@ -339,14 +362,7 @@ class Report:
             else:
                 cells = _cells(self.values[line.name], self._integer(line))
             segments += [f"{self._name(line):<22}\t".encode(), query, _sorted(cells, order)]
-        if len(segments) == 0:
-            return
-        blocks = (
-            slice(start, min(start + _BLOCK_QUERIES, order.size))
-            for start in range(0, order.size, _BLOCK_QUERIES)
-        )
-        for packed in ThreadExecutor().map(functools.partial(_packed, segments), blocks):
-            stream.write(packed)
+        return segments
 
     def _name(self, line: Line) -> str:
         """The printed name: ``Z`` before it for a z-score (as trec_eval's ``%s%-22s``)."""

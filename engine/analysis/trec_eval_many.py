@@ -46,10 +46,13 @@ def reports(
     runs: Sequence[tuple[Columns, str]],
     requests: Sequence[Request],
     options: Options,
-) -> list[Report]:
-    """Each run's (run, runid) report, as :func:`trec_eval` makes it for the run alone;
-    every run must rank a query of each qrels query unless ``options.complete`` (where
-    trec_eval would stop, the caller scores that run alone)."""
+    per_query: bool = False,
+) -> list[tuple[Report, bytes | None]]:
+    """Each run's (run, runid) report, as :func:`trec_eval` makes it for the run alone,
+    and with ``per_query`` the bytes of its per-query lines (as ``report.render(True,
+    False)``), formatted for all runs at once. Every run must rank each qrels query
+    unless ``options.complete`` (where trec_eval would stop, the caller scores that run
+    alone)."""
     count = len(runs)
     both = trec_eval(
         engine,
@@ -62,17 +65,23 @@ def reports(
     numbers = pc.cast(pc.utf8_slice_codeunits(ids, 0, _DIGITS), pa.int64()).to_numpy()
     queries = pc.utf8_slice_codeunits(ids, _DIGITS + 1)
     judged = None if both.num_rel_judged is None else both.num_rel_judged // count
+    lines: list[bytes | None] = [None] * count
+    if per_query:  # the order by run, then query: each run's rows one part of it
+        order = pc.sort_indices(ids).to_numpy()
+        bounds = np.searchsorted(numbers[order], np.arange(count + 1)).tolist()
+        parts = [slice(bounds[n], bounds[n + 1]) for n in range(count)]
+        stripped = attrs.evolve(both, query_ids=tuple(queries.to_pylist()))
+        lines = list(stripped.per_query_parts(order, parts))
     found = []
     for number, (_, runid) in enumerate(runs):
         rows = np.flatnonzero(numbers == number)
-        found.append(
-            attrs.evolve(
-                both,
-                query_ids=tuple(queries.take(pa.array(rows)).to_pylist()),
-                values={name: column[rows] for name, column in both.values.items()},
-                relstrings=both.relstrings.take(rows) if len(both.relstrings) else both.relstrings,
-                runid=runid,
-                num_rel_judged=judged,
-            )
+        report = attrs.evolve(
+            both,
+            query_ids=tuple(queries.take(pa.array(rows)).to_pylist()),
+            values={name: column[rows] for name, column in both.values.items()},
+            relstrings=both.relstrings.take(rows) if len(both.relstrings) else both.relstrings,
+            runid=runid,
+            num_rel_judged=judged,
         )
+        found.append((report, lines[number]))
     return found

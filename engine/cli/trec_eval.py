@@ -225,15 +225,20 @@ def _batched(
         whole = [
             i for i, (run, _) in loaded.items() if not files.first_stop(qrels.ids, run.ids, args.c)
         ]
-        made: dict[int, Report] = {}
+        made: dict[int, tuple[Report, bytes | None]] = {}
         if len(whole) > 1:
             with contextlib.suppress(Stop, SlotwiseError):  # then each alone, named
-                found = reports(engine, qrels, [loaded[i] for i in whole], requests, options)
+                given = [loaded[i] for i in whole]
+                lines = args.q and zscores is None  # (z-scores: each run's values apart)
+                found = reports(engine, qrels, given, requests, options, per_query=lines)
                 made = dict(zip(whole, found, strict=True))
 
         for i in batch:
             if i in made:
-                print_it = functools.partial(_write, made[i], zscores, args.q, not args.n)
+                report, lines = made[i]
+                print_it = functools.partial(
+                    _write, report, zscores, args.q, not args.n, per_query_lines=lines
+                )
             else:  # read again where reading failed: the error is raised, to be named
                 found = loaded[i] if i in loaded else reading[i].result
                 print_it = functools.partial(
@@ -350,12 +355,22 @@ def _load_ahead(engine: Engine, requests: list[Request], level: float) -> None:
         load_ahead(engine, metric_specs(requests, level))
 
 
-def _write(report: Report, zscores: Any, per_query: bool, summary: bool) -> None:
-    """Print the report (as z-scores with ``-Z``) after whatever was printed before."""
+def _write(
+    report: Report,
+    zscores: Any,
+    per_query: bool,
+    summary: bool,
+    per_query_lines: bytes | None = None,
+) -> None:
+    """Print the report (as z-scores with ``-Z``) after whatever was printed before; its
+    per-query lines as ``per_query_lines`` when they were made already (a batch's)."""
     from engine.analysis.trec_eval import zscored
 
     if zscores is not None:
         report = zscored(report, zscores.table)
     sys.stdout.flush()
+    if per_query and per_query_lines is not None:
+        sys.stdout.buffer.write(per_query_lines)
+        per_query = False
     report.write(sys.stdout.buffer, per_query=per_query, summary=summary)
     sys.stdout.buffer.flush()
