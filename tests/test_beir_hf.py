@@ -238,3 +238,21 @@ def test_a_saved_folder_without_datasets_names_the_extra(saved_dict, monkeypatch
     monkeypatch.setitem(sys.modules, "datasets", None)
     with pytest.raises(engine.MissingDependencyError, match=r"slotwise\[hf\]"):
         engine.dataset(str(saved_dict))
+
+
+def test_split_option_on_the_command_line(beir_folder, hub_parquet, splits, tmp_path, capsys):
+    """``--split NAME`` with a folder as DATASET (its path or its reference), streamed or
+    not; with anything else it is an error (exit 2)."""
+    out = tmp_path / "scores.parquet"
+    run = ["--run", str(DATA / "results.test"), "--metrics", "AP", "--format", "parquet"]
+    for dataset, stream in ((str(beir_folder), []), (f"hf:{hub_parquet}", ["--stream"])):
+        code = main(["run", dataset, "--split", "dev", *stream, *run, "--output", str(out)])
+        assert code == 0, capsys.readouterr().err
+        table = pd.read_parquet(out)
+        got = dict(zip(table.iloc[:, 0], table["retrieval-map"], strict=True))
+        expected = _expected(splits["dev"])
+        assert got.keys() == expected.keys()
+        assert np.allclose([got[q] for q in expected], [v["map"] for v in expected.values()])
+    code = main(["run", str(DATA / "qrels.test"), "--split", "dev", *run, "--output", str(out)])
+    assert code == 2
+    assert "a split is one of a BEIR or Hugging Face folder's" in capsys.readouterr().err

@@ -60,8 +60,15 @@ def add(commands: Any) -> dict[str, Handler]:
         nargs="?",
         help=f"a dataset declared in {CONFIG_FILENAME}, or a .yaml/.json/.jsonl file or a "
         ".parquet/.arrow/.feather/.csv labels table, optionally .gz/.bz2/.xz/.zst, or a source "
-        "plugin's scheme:reference (irds:<dataset-id>, ragas:<file.jsonl>) (default: the only "
+        "plugin's scheme:reference (irds:<dataset-id>, ragas:<file.jsonl>), or a BEIR or "
+        "Hugging Face datasets folder (beir:PATH, hf:PATH, or its path) (default: the only "
         "declared dataset)",
+    )
+    run.add_argument(
+        "--split",
+        metavar="NAME",
+        help="with a BEIR or Hugging Face folder as DATASET: the split whose qrels are the "
+        "dataset (default: test; beir:PATH#NAME says the same)",
     )
     run.add_argument(
         "--outputs",
@@ -114,7 +121,9 @@ def add(commands: Any) -> dict[str, Handler]:
         "--qrels",
         action="append",
         metavar="QRELS",
-        help=f"a TREC qrels file as the dataset (instead of DATASET), or its shards ({_SHARDS})",
+        help="a qrels file as the dataset (instead of DATASET): TREC text, or a Parquet, Arrow, "
+        "CSV, TSV or JSONL table in slotwise's, ranx's, ir_measures', BEIR's or trec_eval's "
+        f"column names (told by content); or its shards ({_SHARDS})",
     )
     run.add_argument(
         "--subtopics",
@@ -127,7 +136,8 @@ def add(commands: Any) -> dict[str, Handler]:
         action="append",
         dest="trec_run",
         metavar="RUN",
-        help=f"a TREC run file as the outputs (instead of --outputs), or its shards ({_SHARDS})",
+        help="a run file as the outputs (instead of --outputs): TREC text or a table, as "
+        f"--qrels; or its shards ({_SHARDS})",
     )
     run.add_argument(
         "--runs",
@@ -208,6 +218,8 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError("--format parquet writes a file: add --output FILE.parquet")
     if args.subtopics and (args.qrels is None or args.stream or not isinstance(args.qrels, str)):
         raise UsageError("--subtopics goes with --qrels QRELS (one file), without --stream")
+    if args.split is not None:  # beir:PATH#NAME
+        args.dataset = sources.with_split(_dataset_name(engine, args.dataset), args.split)
     on_workers = args.executor == "ray" and args.qrels and args.trec_run
     if on_workers and not (args.subtopics or args.ppi):
         # the workers read, score and send back rows that are written as they come: the

@@ -44,6 +44,7 @@ __all__ = [
     "stream_dataset",
     "stream_output_lengths",
     "stream_outputs",
+    "with_split",
 ]
 
 DATASET_SUFFIXES = (*documents.DOCUMENT_SUFFIXES, *TABLE_SUFFIXES)
@@ -230,10 +231,15 @@ def read_dataset(path: Any, *, qrels: bool = False) -> tuple[str, Columns]:
 
 
 def read_folder(path: Any, split: str | None = None) -> Columns | None:
-    """The samples of a local folder in BEIR's layout or a Hugging Face datasets folder
-    (``split``: ``test`` unless asked); None for any other input."""
+    """The samples of a local folder in BEIR's layout or a Hugging Face datasets folder,
+    or of its reference (``beir:PATH#SPLIT``, ``hf:PATH``) (``split``: ``test`` unless
+    asked); None for any other input."""
     from engine.io import beir, hf_datasets
 
+    if isinstance(path, str) and path.startswith(_FOLDERS):
+        scheme, rest = path.split(":", 1)
+        folder, split = beir.reference(rest)
+        return beir.read(folder, split) if scheme == "beir" else hf_datasets.read(folder, split)
     if not isinstance(path, str | os.PathLike) or not os.path.isdir(path):
         return None
     if beir.is_beir(path):
@@ -241,6 +247,25 @@ def read_folder(path: Any, split: str | None = None) -> Columns | None:
     if hf_datasets.is_hf(path):
         return hf_datasets.read(path, split)
     return None
+
+
+_FOLDERS = ("beir:", "hf:")
+
+
+def with_split(name: str, split: str) -> str:
+    """The reference of a BEIR or Hugging Face folder (its path, or its ``beir:`` or
+    ``hf:`` reference) with ``split``: ``beir:PATH#SPLIT``; any other name is an error."""
+    from engine.io import beir, hf_datasets
+
+    if name.startswith(_FOLDERS):
+        scheme, rest = name.split(":", 1)
+        return f"{scheme}:{beir.reference(rest)[0]}#{split}"
+    if beir.is_beir(name):
+        return f"beir:{name}#{split}"
+    if hf_datasets.is_hf(name):
+        return f"hf:{name}#{split}"
+    message = "a split is one of a BEIR or Hugging Face folder's (beir:PATH, hf:PATH)"
+    raise InputError([Problem(message, source=name)], summary="not a folder with splits")
 
 
 def dataset_columns(source: Any) -> Columns:
