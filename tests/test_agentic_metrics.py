@@ -212,3 +212,24 @@ def test_explain_drills_down_per_hop(results):
     )
     plain = explain_sample(results, "hq-city", dataset=dataset, outputs=OUTPUTS).systems[0]
     assert plain.hops == ()
+
+
+def test_report_shows_each_hop(results):
+    """The HTML report embeds the same hop lines for merger-2021's explanation, shown
+    under the system by the page's script."""
+    import json
+    import re
+
+    from engine.analysis.explain import explain
+    from engine.analysis.report import build_report
+
+    dataset = ENGINE.dataset(samples=SAMPLES)
+    explanations = explain([results], dataset=dataset, outputs=[OUTPUTS])
+    page = build_report([results], names=["agent"], explanations=explanations)
+    data = json.loads(
+        re.search(r'<script type="application/json" id="report-data">(.*?)</script>', page)[1]
+    )
+    view = data["explain"]["views"][0][data["ids"].index("merger-2021")]
+    assert view[8] == [hop.line() for hop in explanations[0].systems[0].hops]
+    assert view[8][2].endswith("lost here pr#1 (context)")
+    assert 'node("p", "hop", line)' in page

@@ -229,8 +229,8 @@ class TestBuild:
         assert len(ex["docs"]) == len(set(ex["docs"])) == len(ex["texts"])
         index = data["ids"].index("q-21")
         hybrid = ex["views"][1][index]
-        k, retrieved, pool, has_output, slots, missed, diagnosis, error = hybrid
-        assert (k, retrieved, pool, has_output, error) == (5, 10, 30, 1, None)
+        k, retrieved, pool, has_output, slots, missed, diagnosis, error, hops = hybrid
+        assert (k, retrieved, pool, has_output, error, hops) == (5, 10, 30, 1, None, [])
         assert [ex["docs"][slot[0]] for slot in slots] == [
             s.id for s in explanations[index].systems[1].slots
         ]

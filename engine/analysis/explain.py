@@ -116,6 +116,17 @@ class Hop:
     found: tuple[str, ...]
     lost: tuple[tuple[str, str], ...]
 
+    def line(self) -> str:
+        """The hop as one line of text (``slotwise explain``, the report)."""
+        query = "" if self.query is None else f" {json.dumps(self.query, ensure_ascii=False)}"
+        pool = "" if self.pool is None else f"; pool {self.pool}"
+        lost = ", ".join(f"{doc} ({why})" for doc, why in self.lost) or "none"
+        return (
+            f"hop {self.number}{query}: ranked {', '.join(self.retrieved) or 'nothing'}{pool}; "
+            f"prompted {', '.join(self.prompted) or 'nothing'}; first found "
+            f"{', '.join(self.found) or 'none'}; lost here {lost}"
+        )
+
 
 @attrs.frozen
 class SystemView:

@@ -786,7 +786,7 @@ def _verdicts(results: Sequence[Results], ids: Sequence[str]) -> list[list[str |
 def _explain_data(explanations: Sequence[Explanation], ids: Sequence[str]) -> dict[str, Any]:
     """The explanations (at least one), compactly: the score labels to show, each document
     id and its whole text once, then per system and sample ``[k, retrieved, pool, has_output,
-    slots, missed, diagnosis, error]`` with slots ``[doc, pool_rank, relevance, grade, utility]``
+    slots, missed, diagnosis, error, hops]`` (``hops``: a line per hop of an agent) with slots ``[doc, pool_rank, relevance, grade, utility]``
     and misses ``[doc, pool_rank, relevance, grade]`` (trailing nulls left out), and the
     diagnosis ``[label, G_obs, G_pool, G_oracle, verdict]``."""
     docs: dict[str, int] = {}
@@ -816,6 +816,7 @@ def _explain_data(explanations: Sequence[Explanation], ids: Sequence[str]) -> di
             if d is None
             else [d.label, *map(_compact, (d.g_obs, d.g_pool, d.g_oracle)), d.verdict],
             v.error,
+            [hop.line() for hop in v.hops],
         ]
 
     by_id = {e.sample_id: e for e in explanations}

@@ -23,7 +23,7 @@ from engine.cli.common import (
 from engine.evaluation.tables import printable
 
 if TYPE_CHECKING:
-    from engine.analysis.explain import Explanation, Hop, Missed, Slot, SystemView
+    from engine.analysis.explain import Explanation, Missed, Slot, SystemView
 
 __all__ = ["add"]
 
@@ -139,7 +139,7 @@ def explanation_lines(explanation: Explanation) -> list[str]:
         elif system.slots:
             lines += _slot_table(system.slots, kinds)
         lines.append("  missed: " + ("; ".join(_missed(m) for m in system.missed) or "none"))
-        lines += [_hop_line(hop) for hop in system.hops]
+        lines += [f"  {hop.line()}" for hop in system.hops]
         if index:
             moved_in, moved_out = explanation.moved(index)
             base = explanation.systems[0].name
@@ -225,18 +225,6 @@ def _aligned(rows: Sequence[Sequence[str]], left: set[int]) -> list[str]:
         ).rstrip()
         for row in rows
     ]
-
-
-def _hop_line(hop: Hop) -> str:
-    """One hop of an agent: its query, ranking, pool, prompt, finds and losses."""
-    query = "" if hop.query is None else f" {json.dumps(hop.query, ensure_ascii=False)}"
-    pool = "" if hop.pool is None else f"; pool {hop.pool}"
-    lost = ", ".join(f"{doc} ({why})" for doc, why in hop.lost) or "none"
-    return (
-        f"  hop {hop.number}{query}: ranked {', '.join(hop.retrieved) or 'nothing'}{pool}; "
-        f"prompted {', '.join(hop.prompted) or 'nothing'}; first found "
-        f"{', '.join(hop.found) or 'none'}; lost here {lost}"
-    )
 
 
 def _missed(missed: Missed) -> str:

@@ -133,6 +133,7 @@
         column.appendChild(node("p", "verdict " + (d[4] || "na"), d[0] + ": " + (d[4] || "NA") +
           " (G_obs " + d[1] + ", G_pool " + d[2] + ", G_oracle " + d[3] + ")"));
       }
+      (view[8] || []).forEach(function (line) { column.appendChild(node("p", "hop", line)); });
     });
     var several = data.systems.length > 1;
     var scoreRows = ex.labels.map(function (name) {
