@@ -132,7 +132,22 @@ def _gzip_without_suffix(q: pd.DataFrame, r: pd.DataFrame, folder: Path) -> tupl
     return folder / "qrels.dat", folder / "run.dat"
 
 
+def _ranx_save(q: pd.DataFrame, r: pd.DataFrame, folder: Path) -> tuple[Path, Path]:
+    """ranx's own ``Qrels.save`` and ``Run.save`` as JSON (``{q_id: {doc_id: score}}``);
+    the run named after its tag, which JSON does not hold."""
+    qrels = {
+        qid: dict(zip(g["docno"], g["rel"].tolist(), strict=True)) for qid, g in q.groupby("qid")
+    }
+    run = {
+        qid: dict(zip(g["docno"], g["sim"].tolist(), strict=True)) for qid, g in r.groupby("qid")
+    }
+    ranx.Qrels.from_dict(qrels).save(str(folder / "qrels.json"))
+    ranx.Run.from_dict(run).save(str(folder / "STANDARD.json"))
+    return folder / "qrels.json", folder / "STANDARD.json"
+
+
 WRITERS: dict[str, Callable[[pd.DataFrame, pd.DataFrame, Path], tuple[Path, Path]]] = {
+    "json-ranx-save": _ranx_save,
     "parquet-ranx": _ranx,
     "csv-ir_measures": _ir_measures,
     "tsv-beir-trec": _beir_and_trec_names,

@@ -3,7 +3,9 @@
 - Parquet (``PAR1``), Arrow IPC / Feather (``ARROW1``, ``FEA1``): by their magic bytes;
 - gzip, bz2, xz and zstd streams by theirs too: the format is then the decompressed
   bytes' (a compression suffix is not needed);
-- JSONL: the first character that is not blank is ``{``;
+- JSONL: the first character that is not blank is ``{`` (a file that is one object of
+  objects, ranx's JSON ``{q_id: {doc_id: score}}``, is read as such:
+  :mod:`engine.io.tables_in`);
 - CSV or TSV: the first line names columns (:func:`engine.io.dialects.is_header`:
   ``query-id	corpus-id	score``, ``q_id,doc_id,score``), or the file is named ``.csv``;
 - anything else is TREC text (``qid iter docno rel``, ``qid Q0 docno rank score tag``),

@@ -9,6 +9,7 @@ binary one, so every problem names the file and the line or row.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -161,18 +162,53 @@ def _worded(shard: Shard, reason: str, data: bytes, delimiter: str) -> InputErro
     return InputError([Problem(f"cannot read the file: {reason}", source=shard.name, line=line)])
 
 
-def _jsonl(shard: Shard) -> tuple[pa.Table, np.ndarray]:
+def _jsonl(shard: Shard) -> tuple[pa.Table, np.ndarray | None]:
     """One JSON object per line, read by pyarrow; a line that is not one, or a column
-    whose values change type, named by its line (read again line by line)."""
+    whose values change type, named by its line (read again line by line). A file that
+    is one object of objects, ``{q_id: {doc_id: score}}`` (ranx's ``Qrels.save`` and
+    ``Run.save`` as JSON, pytrec_eval's dicts), is their rows (numbered, not lined)."""
     import pyarrow.json as pajson
 
     data = _text(shard)
+    nested = _nested(data)
+    if nested is not None:
+        return nested, None
     lines = _lines(data)
     try:
         return pajson.read_json(pa.BufferReader(data)), lines
     except pa.ArrowInvalid:
         pass
     return _jsonl_by_line(shard, data), lines
+
+
+def _nested(data: bytes) -> pa.Table | None:
+    """``{q_id: {doc_id: score}}`` as a table of ``q_id``, ``doc_id`` and ``score`` (the
+    scores as written, for the label and score readers to check); None for any other
+    JSON (JSONL's lines are more than one document)."""
+    import orjson
+
+    try:
+        found = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(found, dict) or not found or not all(type(v) is dict for v in found.values()):
+        return None
+    inner = found.values()
+    sizes = np.fromiter(map(len, inner), dtype=np.int64, count=len(found))
+    scores = list(itertools.chain.from_iterable(map(dict.values, inner)))
+    try:
+        values = pa.array(scores)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        values = pa.array([_cell(score) for score in scores], pa.string())
+    return pa.table(
+        {
+            "q_id": pa.array(list(found), pa.string()).take(
+                np.repeat(np.arange(len(found)), sizes)
+            ),
+            "doc_id": pa.array(list(itertools.chain.from_iterable(inner)), pa.string()),
+            "score": values,
+        }
+    )
 
 
 def _jsonl_by_line(shard: Shard, data: bytes) -> pa.Table:
