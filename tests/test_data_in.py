@@ -1,11 +1,11 @@
 """Qrels and runs in the peers' formats and column names (issue 64, "their data in").
 
 trec_eval's own test collection (tests/data/trec_eval: 3,681 TREC qrels lines, 1,500 run
-lines with tied scores) is written by pandas, pyarrow and polars, never by slotwise, as
-Parquet, Arrow, CSV, TSV and JSONL, each in one peer's column names (ranx's ``q_id``,
-ir_measures' ``query_id``/``relevance``/``iteration``, BEIR's ``query-id``/``corpus-id``,
-trec_eval's ``qid``/``docno``/``sim``/``run_id``), compressed with and without a suffix,
-and sharded across formats. Each must give what the TREC text gives, which is pinned:
+lines with tied scores) is written by pandas, pyarrow, polars and ranx, never by
+slotwise, as Parquet, Arrow, CSV, TSV, JSONL and ranx's own JSON (``Qrels.save``), each
+in one peer's column names (ranx's ``q_id``, ir_measures' ``query_id``/``relevance``/
+``iteration``, BEIR's ``query-id``/``corpus-id``, trec_eval's ``qid``/``docno``/``sim``/
+``run_id``), compressed with and without a suffix, and sharded across formats. Each must give what the TREC text gives, which is pinned:
 
 - ``slotwise trec-eval -q -m all_trec`` against ``out.test.aq``, the binary's own output
   for the text, line for line;
