@@ -298,3 +298,20 @@ def test_benchmark_data_per_hop_equals_single_rows():
         for hop in (1, 2, 3):
             found = ENGINE.metric(spec, hop=hop).score(many)
             assert np.array_equal(found, expected[:, hop - 1]), (spec, hop)
+
+
+def test_chunked_equals_whole():
+    """Scored a chunk of two samples at a time (codes recoded per chunk), every hop
+    metric and the agentic diagnosis equal the whole run's."""
+    metrics = [
+        "retrieval-ndcg-at-k@10(hop=2)",
+        "retrieval-recall-at-k@2(hop=union)",
+        "agentic-diagnosis",
+        "agentic-redundant-hops",
+    ]
+    evaluation = ENGINE.dataset(samples=SAMPLES).with_metrics(metrics)
+    whole = evaluation.evaluate(OUTPUTS, missing="error")
+    chunked = evaluation.evaluate(OUTPUTS, missing="error", chunk_size=2)
+    for metric in metrics:
+        assert np.array_equal(whole.values(metric), chunked.values(metric), equal_nan=True)
+    assert whole.reports["agentic-diagnosis"] == chunked.reports["agentic-diagnosis"]
