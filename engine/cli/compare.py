@@ -193,7 +193,6 @@ def _margins(values: Sequence[str]) -> float | dict[str, float] | None:
 def _compare(args: argparse.Namespace) -> int:
     from engine.analysis.compare import compare
     from engine.analysis.verdict import gate
-
     from engine.cli.many import expand_runs
 
     args.results = [Path(path) for path in expand_runs([str(path) for path in args.results])]
