@@ -221,6 +221,13 @@ class TestAtHop:
         assert engine.evaluation.metric.metric_label(metric) == "retrieval-ndcg-at-k@10(hop=last)"
         assert type(ENGINE.metric("retrieval-ndcg-at-k(hop=2)")) is type(metric)
 
+    def test_pickles(self):
+        """A metric at a hop travels to worker processes (Ray) as any metric does."""
+        import pickle
+
+        metric = ENGINE.metric("retrieval-ndcg-at-k@10(hop=last)")
+        assert pickle.loads(pickle.dumps(metric)) == metric
+
     @pytest.mark.parametrize("hop", [0, -1, "middle", True, 1.5])
     def test_bad_hop(self, hop):
         with pytest.raises(

@@ -369,6 +369,9 @@ def at_hop(cls: type[Any]) -> type[Any]:
         def details(self, batch: Batch) -> Sequence[Mapping[str, Any] | None] | None:
             return super().details(hop_batch(batch, self.hop).batch)  # type: ignore[no-any-return]
 
+        def __reduce__(self) -> tuple[Any, ...]:  # a class made here: pickled by its parts
+            return (_rebuilt, (cls, attrs.asdict(self, recurse=False)))
+
         def summarize(self, batch: Batch, values: FloatArray) -> Mapping[str, Any] | None:
             return super().summarize(hop_batch(batch, self.hop).batch, values)  # type: ignore[no-any-return]
 
@@ -376,3 +379,8 @@ def at_hop(cls: type[Any]) -> type[Any]:
     AtHop.__module__ = cls.__module__
     _CLASSES[cls] = AtHop
     return AtHop
+
+
+def _rebuilt(cls: type[Any], fields: Mapping[str, Any]) -> Any:
+    """A metric of :func:`at_hop` ``(cls)`` with these fields (how one is unpickled)."""
+    return at_hop(cls)(**fields)
