@@ -248,6 +248,30 @@ class TestAtHop:
 
 
 class TestSystems:
+    def test_framework_documents_in_hops(self):
+        """LangChain documents inside hops are read as in ``retrieved``: evidence a (hop
+        1) and b (hop 2) both retrieved, first hops (1 + 2) / 2, recall at hop 2: 1/2."""
+        from langchain_core.documents import Document
+
+        dataset = ENGINE.dataset(samples=[{"id": "q", "input": "x", "expected_output": ["a", "b"]}])
+
+        def agent(query):
+            return {
+                "hops": [
+                    {"query": "x1", "retrieved": [Document(page_content="A", id="a")]},
+                    {"query": "x2", "retrieved": [Document("B", id="b"), Document("C", id="c")]},
+                ]
+            }
+
+        metrics = [
+            "agentic-evidence-recall",
+            "agentic-first-hop",
+            "retrieval-recall-at-k@10(hop=2)",
+        ]
+        results = dataset.with_metrics(metrics).run(agent)
+        assert [results.values(m)[0] for m in metrics] == [1.0, 1.5, 0.5]
+        assert results.outputs["q"]["hops"][1]["retrieved"][1] == {"id": "c", "text": "C"}
+
     def test_a_system_returning_hops(self):
         """A system called sample by sample (the scorer's path, coded one output at a
         time) scores its hops as the outputs file of the same hops does."""
