@@ -166,6 +166,14 @@ class TestSchema:
             ({"id": "c", "input": "x", "turns": [{"input": "y"}]}, ["/0/input"]),
             ({"id": "c", "turns": []}, ["/0/turns"]),
             ({"id": "c", "turns": [{"turn": 0}]}, ["/0/turns/0/turn"]),
+            (
+                {
+                    "id": "c",
+                    "metadata": {"turn": 4},
+                    "turns": [{"metadata": {"conversation": "d"}}],
+                },
+                ["/0/metadata/turn", "/0/turns/0/metadata/conversation"],
+            ),
         ],
     )
     def test_bad_turns_named(self, sample, pointers):

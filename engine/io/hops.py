@@ -169,8 +169,9 @@ def expand_turns(
 ) -> tuple[list[dict[str, Any]], list[Problem]]:
     """A schema-valid conversation sample as one sample per turn (``<id>#<turn>``,
     ``metadata.conversation`` and ``metadata.turn`` set), or the problems of its turns:
-    turn numbers that do not count 1, 2, 3, ... in order, and ``turns`` beside the
-    sample's own ``input`` or ``expected_output``."""
+    turn numbers that do not count 1, 2, 3, ... in order, ``turns`` beside the sample's
+    own ``input`` or ``expected_output``, and a ``metadata.conversation`` or
+    ``metadata.turn`` given (slotwise sets them)."""
     sample_id = str(raw["id"])
     prefix = "/" + "/".join(map(str, path)) if path else ""
     problems = [
@@ -183,6 +184,21 @@ def expand_turns(
         )
         for key in ("input", "expected_output")
         if key in raw
+    ]
+    problems += [
+        Problem(
+            f"metadata.{key} is the conversation's own (slotwise sets it on each turn)",
+            sample_id,
+            f"{where}/metadata/{key}",
+            source,
+            line,
+        )
+        for where, meta in (
+            (prefix, raw.get("metadata", {})),
+            *((f"{prefix}/turns/{i}", t.get("metadata", {})) for i, t in enumerate(raw["turns"])),
+        )
+        for key in ("conversation", "turn")
+        if key in meta
     ]
     samples = []
     for index, turn in enumerate(raw["turns"]):
