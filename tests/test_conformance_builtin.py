@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.testing import OUTPUTS, SAMPLES, MetricConformance
-from metrics_plugins import agreement, cwl, rag, retrieval, setbased, utility
+from metrics_plugins import agentic, agreement, cwl, rag, retrieval, setbased, utility
 
 
 def case(metric_class: type[Any], *, bounded: bool = True, **params: Any) -> dict[str, Any]:
@@ -120,6 +120,11 @@ CASES: list[dict[str, Any]] = [
     case(utility.UDCG),
     case(utility.UDCG, k=3, gamma=0.0),
     # udcg-theta needs a parameter file: its conformance class is in tests/test_utility.py.
+    case(agentic.EvidenceRecallAnyHop),
+    case(agentic.FirstHop, bounded=False),
+    case(agentic.RedundantHops),
+    case(agentic.UnpromptedEvidence),
+    case(agentic.AgenticDiagnosis, relevance_threshold=2.0),
 ]
 
 
