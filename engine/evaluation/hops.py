@@ -10,8 +10,8 @@ has none. Everything here is whole-batch numpy over flat arrays.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -19,8 +19,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.errors import MetricParameterError
+from engine.errors import MetricParameterError, Problem
 from engine.evaluation.batch import Batch, Flat, Shape
+from engine.evaluation.metric import REQUIREMENTS, MetricBase, lacks, metric_label
 from engine.io.columns import Columns, lengths, list_array, offsets_of
 
 __all__ = [
@@ -297,7 +298,7 @@ def _hop_batch(batch: Batch, hop: str | int) -> HopView:
         missing = at > hops.count
         chosen = np.where(missing, 0, hops.first + at - 1)
         replaced["retrieved"], codes, sizes = _lists(hops, "retrieved", chosen, missing)
-        pooled = hops.given["pool"][chosen] & ~missing
+        pooled = _take(hops.given["pool"], chosen) & ~missing
         if pooled.any():
             replaced["pool"], *_ = _lists(hops, "pool", chosen, ~pooled)
     table = columns.table
@@ -320,13 +321,18 @@ def _hop_batch(batch: Batch, hop: str | int) -> HopView:
     return HopView(view, missing)
 
 
+def _take(values: npt.NDArray[Any], chosen: IntArray) -> npt.NDArray[Any]:
+    """``values[chosen]``; zeros when there is no hop at all (every sample missing)."""
+    return values[chosen] if values.size else np.zeros(chosen.size, values.dtype)
+
+
 def _lists(
     hops: Hops, name: str, chosen: IntArray, null: BoolArray
 ) -> tuple[pa.Array, CodeArray, IntArray]:
     """One hop per sample (``chosen``) of a list: a list array (null where ``null``),
     its flat codes and its lengths."""
-    sizes = np.where(null, 0, hops.sizes[name][chosen])
-    taken = hops.codes[name][_ragged(hops.starts[name][chosen], sizes)]
+    sizes = np.where(null, 0, _take(hops.sizes[name], chosen))
+    taken = hops.codes[name][_ragged(_take(hops.starts[name], chosen), sizes)]
     return list_array(offsets_of(sizes), pa.array(taken), null), taken, sizes
 
 
@@ -344,6 +350,8 @@ def _union(hops: Hops, rows: int) -> tuple[pa.Array, CodeArray, IntArray]:
 
 
 _CLASSES: dict[type[Any], type[Any]] = {}
+#: Requirements a hop, not the sample, must meet.
+_OUTPUT_NEEDS = frozenset({"pool", "cited", "texts"})
 
 
 def at_hop(cls: type[Any]) -> type[Any]:
@@ -354,17 +362,27 @@ def at_hop(cls: type[Any]) -> type[Any]:
     if found is not None:
         return found
 
+    needs = sorted(frozenset(cls.requires) & _OUTPUT_NEEDS)
+
     @attrs.frozen
     class AtHop(cls):  # type: ignore[valid-type,misc]
         hop: str | int = attrs.field(kw_only=True, validator=hop_selector)
+        #: What the output holds is checked on the hop (check), the rest on the sample.
+        requires: ClassVar[frozenset[str]] = frozenset(cls.requires) - _OUTPUT_NEEDS
 
         def score(self, batch: Batch) -> FloatArray:
             view = hop_batch(batch, self.hop)
             values = np.asarray(super().score(view.batch), np.float64)
             return np.where(view.missing, np.nan, values)
 
-        def check(self, batch: Batch) -> Any:
-            return super().check(hop_batch(batch, self.hop).batch)
+        def check(self, batch: Batch) -> Iterator[Problem]:
+            view = hop_batch(batch, self.hop)
+            yield from super().check(view.batch)
+            label = metric_label(self)
+            for need in needs:
+                for row in np.flatnonzero(lacks(need, view.batch) & ~view.missing).tolist():
+                    message = f"metric {label!r} needs {REQUIREMENTS[need]} of hop {self.hop}"
+                    yield Problem(message, batch.sample_ids[row], "/actual_output/hops")
 
         def details(self, batch: Batch) -> Sequence[Mapping[str, Any] | None] | None:
             return super().details(hop_batch(batch, self.hop).batch)  # type: ignore[no-any-return]
@@ -375,6 +393,9 @@ def at_hop(cls: type[Any]) -> type[Any]:
         def summarize(self, batch: Batch, values: FloatArray) -> Mapping[str, Any] | None:
             return super().summarize(hop_batch(batch, self.hop).batch, values)  # type: ignore[no-any-return]
 
+    for hook in ("details", "summarize", *(() if needs else ("check",))):
+        if getattr(cls, hook, None) is getattr(MetricBase, hook):  # nothing to say: none
+            setattr(AtHop, hook, getattr(MetricBase, hook))
     AtHop.__name__ = AtHop.__qualname__ = f"{cls.__name__}AtHop"
     AtHop.__module__ = cls.__module__
     _CLASSES[cls] = AtHop
