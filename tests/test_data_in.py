@@ -487,3 +487,61 @@ def test_validate_and_trec_import_read_tables(peer_frames, tmp_path, capsys):
     assert main([*args, "--outputs-out", str(outputs)]) == 0
     assert len(dataset.read_text().splitlines()) == q["qid"].nunique()
     assert len(json.loads(outputs.read_text())) == r["qid"].nunique()
+
+
+def _mixed_shards(q: pd.DataFrame, r: pd.DataFrame, folder: Path) -> tuple[Path, Path]:
+    """The qrels as TREC text and a gzip'd TSV without a suffix; the run as a Parquet
+    file named ``.trec`` and TREC text: each larger than the byte ranges below."""
+    half_q, half_r = len(q) // 2, len(r) // 2
+    (folder / "qrels").mkdir()
+    (folder / "run").mkdir()
+    with (folder / "qrels" / "a.txt").open("w") as handle:
+        for row in q.iloc[:half_q].itertuples():
+            handle.write(f"{row.qid} {row.iter} {row.docno} {row.rel}\n")
+    tsv = q.iloc[half_q:].rename(columns={"qid": "query-id", "docno": "corpus-id", "rel": "score"})
+    text = tsv[["query-id", "corpus-id", "score"]].to_csv(sep="\t", index=False).encode()
+    (folder / "qrels" / "b.qrels").write_bytes(gzip.compress(text))
+    r.iloc[:half_r].rename(columns={"qid": "q_id", "docno": "doc_id", "sim": "score"})[
+        ["q_id", "doc_id", "score"]
+    ].to_parquet(folder / "run" / "a.trec", index=False)
+    with (folder / "run" / "b.trec").open("w") as handle:
+        for row in r.iloc[half_r:].itertuples():
+            handle.write(f"{row.qid} Q0 {row.docno} {row.rank} {row.sim!r} {row.tag}\n")
+    return folder / "qrels", folder / "run"
+
+
+def test_byte_ranges_of_tables_and_unnamed_gzip_are_read_whole(peer_frames, text, tmp_path):
+    """What a cluster's workers read: the inputs cut into byte ranges of 2 KiB without
+    reading a byte (the driver lists), each range read as a worker reads it. A Parquet
+    file (named .trec) and a gzip'd TSV (no .gz) are read whole by their first range,
+    their other ranges empty; the TREC text's ranges read their lines."""
+    from engine.io import sharded
+
+    qrels_dir, run_dir = _mixed_shards(*peer_frames, tmp_path)
+    for spec, kind in ((qrels_dir, "qrels"), (run_dir, "run")):
+        whole = sharded.Long.of(spec, kind, trec=True)
+        ranged = whole.ranged(2048)
+        assert len(ranged.shards) > 2 * len(whole.shards)
+        pieces = [sharded.rows(ranged, index) for index in range(len(ranged.shards))]
+        got = sharded.columns(ranged, pieces)
+        want = sharded.read(whole)
+        value = "relevance" if kind == "qrels" else "retrieved"
+        assert _docs(got, value) == _docs(want, value)
+        assert got.ids.to_pylist() == want.ids.to_pylist()
+    qrels_text, run_text, _ = text
+    assert _docs(sources.read_qrels(qrels_dir), "relevance") == _docs(
+        sources.read_qrels(qrels_text), "relevance"
+    )
+    assert _docs(sources.read_run(run_dir), "retrieved") == _docs(
+        sources.read_run(run_text), "retrieved"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_cluster")
+def test_mixed_formats_on_ray_workers(peer_frames, text, tmp_path):
+    """Ray's workers read the mixed shards (a Parquet file named .trec, a gzip'd TSV
+    without a suffix): pytrec_eval's values of the TREC text."""
+    qrels_dir, run_dir = _mixed_shards(*peer_frames, tmp_path)
+    results = engine.Engine(config={}, executor="ray").evaluate_trec(qrels_dir, run_dir, METRICS)
+    _assert_pytrec(_per_query(results), text)

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.errors import InputError, Problem
-from engine.io import frames, sniff, tables_in, trec
+from engine.io import frames, shards, sniff, tables_in, trec
 from engine.io.columns import LABEL_KINDS, Columns
 from engine.io.frames import SHARD_SHIFT, Coded, Spread
 from engine.io.shards import Shard, Spec, resolve, split, unchanged
@@ -66,11 +66,11 @@ class Long:
 
     def ranged(self, size: int = RANGE_BYTES) -> Long:
         """The same input with its uncompressed TREC files cut into byte ranges of about
-        ``size`` bytes (a worker's task each)."""
-        if not self.trec:
-            return self
-        cut = [split([s], size) if is_text(s) else (s,) for s in self.shards]
-        return attrs.evolve(self, shards=tuple(s for shards in cut for s in shards))
+        ``size`` bytes (a worker's task each). Nothing is read here (the driver lists
+        files, the workers read them): a file whose content turns out to be a table, or
+        compressed without a compression suffix, is read whole by its first range's
+        worker, and its other ranges are empty (:func:`rows`)."""
+        return attrs.evolve(self, shards=split(self.shards, size)) if self.trec else self
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -84,18 +84,36 @@ class Long:
 
 def _lines(long: Long, shard: int) -> IntArray | None:
     """The line of each row of a shard (None for a table: its rows are counted)."""
-    found = long.shards[shard]
-    if long.trec and is_text(found):
+    found = _read_as(long.shards[shard]) if long.trec else None
+    if found is None:
+        return None
+    if is_text(found):
         return trec.shard_lines(found, long.kind)
-    return tables_in.table_of(found)[1] if long.trec else None
+    return tables_in.table_of(found)[1]
 
 
 @functools.cache
 def is_text(shard: Shard) -> bool:
-    """Whether a shard of qrels or a run is TREC text (else a table: its content tells,
-    :mod:`engine.io.sniff`); a byte range is of a text file."""
+    """Whether a shard of qrels or a run is TREC text, else a table (its content tells,
+    :mod:`engine.io.sniff`)."""
+    return tables_in.format_of(attrs.evolve(shard, start=0, end=None)) == sniff.TREC
+
+
+def _read_as(shard: Shard) -> Shard | None:
+    """What a worker reads for a shard: itself, unless it is a byte range of a file that
+    is not plain TREC text (a table, or compressed without a compression suffix): then
+    the whole file for its first range, and nothing (None) for the others."""
     whole = attrs.evolve(shard, start=0, end=None)
-    return shard != whole or tables_in.format_of(whole) == sniff.TREC
+    if shard == whole or (is_text(whole) and not _compressed(whole)):
+        return shard
+    return whole if shard.start == 0 else None
+
+
+@functools.cache
+def _compressed(shard: Shard) -> bool:
+    """Whether a file's first bytes start a compressed stream."""
+    with shards.open_file(shard) as handle:
+        return sniff.codec(bytes(handle.read(8))) is not None
 
 
 def _trec_table(shard: Shard, kind: str) -> pa.Table:
@@ -223,12 +241,14 @@ def rows(long: Long, index: int) -> Rows:
     """The long rows of shard ``index``; a file that changed since it was listed (before
     or while it was read) is refused (:func:`~engine.io.shards.unchanged`)."""
     shard = long.shards[index]
-    if long.trec:
-        found = (
-            trec.shard_rows(shard, long.kind) if is_text(shard) else _trec_table(shard, long.kind)
-        )
-    else:
+    if not long.trec:
         found = frames.shard_table(shard, long.kind)
+    elif (read := _read_as(shard)) is None:
+        found = empty(long).drop_columns(["at"])  # its first range reads the file
+    elif is_text(read):
+        found = trec.shard_rows(read, long.kind)
+    else:
+        found = _trec_table(read, long.kind)
     unchanged(shard)
     return Rows.of(_numbered(found, index, 0))
 
@@ -318,11 +338,14 @@ def _recoded(table: pa.Table) -> pa.Table:
 
 
 def _blocks(long: Long, shard: Shard) -> Iterator[pa.Table]:
-    if long.trec and is_text(shard):
-        return trec.shard_blocks(shard, long.kind)
-    if long.trec:
-        return iter([_trec_table(shard, long.kind)])
-    return iter([frames.shard_table(shard, long.kind)])
+    if not long.trec:
+        return iter([frames.shard_table(shard, long.kind)])
+    read = _read_as(shard)
+    if read is None:
+        return iter([])
+    if is_text(read):
+        return trec.shard_blocks(read, long.kind)
+    return iter([_trec_table(read, long.kind)])
 
 
 def _last_query(table: pa.Table) -> int:

@@ -150,7 +150,7 @@ def split(shards: Sequence[Shard], size: int) -> tuple[Shard, ...]:
     ranges of about ``size`` (each range reads the whole lines that start in it)."""
     found = []
     for shard in shards:
-        if shard.compressed or shard.size is None or shard.size <= size or _magic(shard):
+        if shard.compressed or shard.size is None or shard.size <= size:
             found.append(shard)
             continue
         count = -(-shard.size // size)
@@ -159,13 +159,6 @@ def split(shards: Sequence[Shard], size: int) -> tuple[Shard, ...]:
             attrs.evolve(shard, start=start, end=end) for start, end in itertools.pairwise(bounds)
         ]
     return tuple(found)
-
-
-def _magic(shard: Shard) -> bool:
-    """Whether the file is compressed though its name does not say (its first bytes do)."""
-    system, _ = filesystem(shard.root)
-    with system.open_input_stream(shard.path, compression=None) as head:
-        return sniff.codec(bytes(head.read(8))) is not None
 
 
 @functools.cache
