@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -505,10 +506,12 @@ def evaluate_sharded(
     found_fold: Folded = fetch(ray, folded)
     source = Source(name, found_fold.digest, planned.samples, planned.unknown)
     received = [0]
+    pending = deque(refs[2] for refs in sums)
+    del sums  # each chunk's sums freed (here and in the object store) once merged
 
     def parts() -> Iterator[Summed]:
-        for refs in sums:
-            part: Summed = fetch(ray, refs[2])
+        while pending:
+            part: Summed = fetch(ray, pending.popleft())
             received[0] += _size(part)
             yield part
 
