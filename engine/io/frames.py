@@ -828,7 +828,7 @@ def shard_table(shard: Shard, kind: str, *, by_score: bool = False) -> pa.Table:
         _require(table, ("query_id", "doc_id"), values or ["relevance"], "labels", shard.name)
     else:
         values = ["rank" if "rank" in names and not by_score else "score"]
-        wanted = values if values[0] in names else ["rank or score"]
+        wanted = values if values[0] in names or by_score else ["rank or score"]
         _require(table, ("query_id", "doc_id"), wanted, "runs", shard.name)
     where = Where(shard.name, lines=lines)
     queries = Coded.of(table.column("query_id"))

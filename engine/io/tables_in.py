@@ -1,6 +1,7 @@
 """Qrels and runs that are not TREC text: Parquet, Arrow/Feather, CSV, TSV and JSONL
-files, found by their content (:mod:`engine.io.sniff`), their columns named as slotwise
-or a peer names them (:mod:`engine.io.dialects`).
+files (and ranx's JSON, ``{q_id: {doc_id: score}}``), found by their content
+(:mod:`engine.io.sniff`), their columns named as slotwise or a peer names them
+(:mod:`engine.io.dialects`).
 
 :func:`read` gives one file's long table in slotwise's column names and where its rows
 come from: the line of each row of a text file (CSV, TSV, JSONL), the row number of a
@@ -51,11 +52,6 @@ def format_of(source: Shard | str | os.PathLike[str]) -> str:
 def _head(stream: Any) -> bytes:
     with stream:
         return bytes(stream.read(sniff.HEAD))
-
-
-def _open(shard: Shard) -> Any:
-    """The shard's bytes, decompressed by its suffix, else by its magic bytes."""
-    return shards.open_stream(shard)
 
 
 def read(
@@ -109,7 +105,7 @@ def _reason(error: Exception) -> str:
 
 
 def _text(shard: Shard) -> bytes:
-    with _open(shard) as stream:
+    with shards.open_stream(shard) as stream:
         data = bytes(stream.read())
     return data.removeprefix(b"\xef\xbb\xbf")
 
@@ -117,6 +113,8 @@ def _text(shard: Shard) -> bytes:
 def _lines(data: bytes) -> np.ndarray:
     """The number of each line of ``data`` that is not empty (a row of the table)."""
     raw = np.frombuffer(data, np.uint8)
+    if not raw.size:
+        return np.zeros(0, np.int64)
     breaks = np.flatnonzero(raw == ord("\n"))
     starts = np.concatenate(([0], breaks + 1))
     ends = np.concatenate((breaks, [raw.size]))
