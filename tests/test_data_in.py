@@ -545,3 +545,21 @@ def test_mixed_formats_on_ray_workers(peer_frames, text, tmp_path):
     qrels_dir, run_dir = _mixed_shards(*peer_frames, tmp_path)
     results = engine.Engine(config={}, executor="ray").evaluate_trec(qrels_dir, run_dir, METRICS)
     _assert_pytrec(_per_query(results), text)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("run.csv", b"", "Empty CSV file"),
+        ("run.csv", b"q_id,doc_id,score\n", "no run row"),
+        ("run.jsonl", b"\n\n", "missing query_id, doc_id, score"),
+        ("run.csv", b"q_id,doc_id,rank\nq1,d1,1\n", "missing score"),
+    ],
+)
+def test_empty_and_scoreless_runs_are_named(tmp_path, capsys, name, content, reason):
+    (tmp_path / "qrels").write_text("q1 0 d1 1\n")
+    (tmp_path / name).write_bytes(content)
+    args = ["--qrels", str(tmp_path / "qrels"), "--run", str(tmp_path / name), "--metrics", "P@1"]
+    assert main(["run", *args]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / name) in err and reason in err and "Traceback" not in err
