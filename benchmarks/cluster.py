@@ -412,7 +412,8 @@ def row(queries: int, mode: str, nodes: int, found: dict[str, Any]) -> str:
 
 def _by_node(found: dict[str, Any]) -> str:
     """Each worker node's share of the workers' CPU seconds, as ``(51%, 49%)``."""
-    nodes = [v for k, v in sorted(found["by_process"].items()) if k.startswith("node ")]
+    by_process = found.get("by_process", {})
+    nodes = [v for k, v in sorted(by_process.items()) if k.startswith("node ")]
     if len(nodes) < 2 or not found["workers"]:
         return ""
     return " (" + ", ".join(f"{v / found['workers']:.0%}" for v in nodes) + ")"

@@ -102,6 +102,9 @@ def test_the_cluster_benchmark_cuts_files_at_lines(tmp_path: Path) -> None:
     traffic = {"chunks": 2, "read": 2**21, "scored": 2**12, "summed_to_driver": 2**11}
     row = cluster.row(1000, "shards", 2, {**found, "traffic": traffic, "commit": "abc"})
     assert row.startswith("| 1,000 | shards | abc | 2 | 2.0 | 500 | 0.1 | 1.8 | 0.1 | 5.0% |")
+    nodes = {"node 11": 0.45, "node 12": 1.35, "raylet": 0.1}  # a quarter and three quarters
+    row = cluster.row(1000, "cli", 2, {**found, "by_process": nodes})
+    assert row.startswith("| 1,000 | cli |  | 2 | 2.0 | 500 | 0.1 | 1.8 (25%, 75%) | 0.1 | 5.0% |")
 
 
 def test_the_long_ranking_benchmark_runs() -> None:
