@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import subprocess
 import sys
@@ -137,3 +138,33 @@ def ray_cluster() -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+@contextlib.contextmanager
+def simulated_cluster(nodes: int) -> Iterator[str]:
+    """A Ray cluster on this machine: a head node without CPUs (the driver's) and
+    ``nodes`` worker nodes of one CPU each; its address, written nowhere another
+    ``ray.init()`` of this machine would find it (Ray's ``Cluster`` writes
+    /tmp/ray/ray_current_cluster)."""
+    pytest.importorskip("ray")
+    from unittest import mock
+
+    from ray._private import utils as ray_utils
+    from ray.cluster_utils import Cluster
+
+    store = 100 * 2**20
+    with mock.patch.object(ray_utils, "write_ray_address", lambda *_, **__: None):
+        simulated = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 0,
+                "object_store_memory": store,
+                "include_dashboard": False,
+            },
+        )
+    try:
+        for _ in range(nodes):
+            simulated.add_node(num_cpus=1, object_store_memory=store)
+        yield simulated.address
+    finally:
+        simulated.shutdown()

@@ -19,9 +19,9 @@ import sysconfig
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from unittest import mock
 
 import pytest
+from conftest import simulated_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "examples" / "plugin-example"
@@ -180,27 +180,9 @@ def shipped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
-    """A head without CPUs and one worker node, its address written nowhere another
-    ``ray.init()`` of this machine would find it."""
-    pytest.importorskip("ray")
-    from ray._private import utils as ray_utils
-    from ray.cluster_utils import Cluster
-
-    store = 100 * 2**20
-    with mock.patch.object(ray_utils, "write_ray_address", lambda *_, **__: None):
-        simulated = Cluster(
-            initialize_head=True,
-            head_node_args={
-                "num_cpus": 0,
-                "object_store_memory": store,
-                "include_dashboard": False,
-            },
-        )
-    simulated.add_node(num_cpus=1, object_store_memory=store)
-    try:
-        yield simulated.address
-    finally:
-        simulated.shutdown()
+    """One worker node of one CPU (the jobs below connect to it themselves)."""
+    with simulated_cluster(1) as address:
+        yield address
 
 
 @pytest.mark.slow
@@ -213,21 +195,18 @@ class TestShippedToBareNodes:
             "--format", "json", *argv, cwd=inputs, env={"PYTHONPATH": str(shipped["driver_plugin"])},
         )  # fmt: skip
 
+    def _on_ray(
+        self, inputs: Path, shipped: dict[str, Path], cluster: str, env: Path
+    ) -> subprocess.CompletedProcess[str]:
+        ray = ["--executor", "ray", "--ray-address", cluster, "--runtime-env", str(env)]
+        return self._run(inputs, shipped, *ray)
+
     def test_the_nodes_do_not_see_slotwise(
         self, cluster: str, inputs: Path, shipped: dict[str, Path], tmp_path: Path
     ) -> None:
         env = tmp_path / "bare.yaml"
         env.write_text(f"py_executable: {shipped['python']}\n")
-        done = self._run(
-            inputs,
-            shipped,
-            "--executor",
-            "ray",
-            "--ray-address",
-            cluster,
-            "--runtime-env",
-            str(env),
-        )
+        done = self._on_ray(inputs, shipped, cluster, env)
         assert done.returncode == 2, done.stderr[-3000:]
         assert (
             f"slotwise: error: the Ray cluster at {cluster}: its workers cannot import 'engine'"
@@ -242,16 +221,7 @@ class TestShippedToBareNodes:
 
         env = tmp_path / "env.yaml"
         env.write_text(f"working_dir: {shipped['ship']}\npy_executable: {shipped['python']}\n")
-        on_ray = self._run(
-            inputs,
-            shipped,
-            "--executor",
-            "ray",
-            "--ray-address",
-            cluster,
-            "--runtime-env",
-            str(env),
-        )
+        on_ray = self._on_ray(inputs, shipped, cluster, env)
         assert on_ray.returncode == 0, on_ray.stderr[-3000:]
         here = self._run(inputs, shipped)
         assert here.returncode == 0, here.stderr

@@ -13,12 +13,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import simulated_cluster
 
 import engine
 from engine.errors import InputError
@@ -331,31 +331,14 @@ def _cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
-    """A head node without CPUs (the driver's) and two worker nodes of one CPU each, of
-    this module alone: its address is not written where another ``ray.init()`` of this
-    machine would find it (Ray's ``Cluster`` writes /tmp/ray/ray_current_cluster)."""
+    """Two worker nodes of one CPU each, this module's driver connected to them."""
     ray = pytest.importorskip("ray")
-    from ray._private import utils as ray_utils
-    from ray.cluster_utils import Cluster
-
-    store = 100 * 2**20
-    with mock.patch.object(ray_utils, "write_ray_address", lambda *_, **__: None):
-        simulated = Cluster(
-            initialize_head=True,
-            head_node_args={
-                "num_cpus": 0,
-                "object_store_memory": store,
-                "include_dashboard": False,
-            },
-        )
-    for _ in range(2):
-        simulated.add_node(num_cpus=1, object_store_memory=store)
-    ray.init(address=simulated.address, log_to_driver=False)
-    try:
-        yield simulated.address
-    finally:
-        ray.shutdown()
-        simulated.shutdown()
+    with simulated_cluster(2) as address:
+        ray.init(address=address, log_to_driver=False)
+        try:
+            yield address
+        finally:
+            ray.shutdown()
 
 
 @pytest.fixture
