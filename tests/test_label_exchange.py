@@ -222,7 +222,9 @@ class TestLabelStudio:
             ("5", None, True),
         ]
         (problem,) = problems
-        assert problem.pointer == "/0/annotations/4/result" and problem.message.startswith("doc-001 (task 11): 2 grades chosen")
+        assert problem.pointer == "/0/annotations/4/result" and problem.message.startswith(
+            "doc-001 (task 11): 2 grades chosen"
+        )
 
     def test_an_export_on_one_line_past_the_line_limit(self, tmp_path: Path) -> None:
         """Label Studio writes its JSON export on one line: 2,000 tasks with their
