@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from engine.cores import on_cores
 from engine.errors import InputError, Problem
-from engine.io import dialects, fingerprints, grammar, tables_in
+from engine.io import column_names, fingerprints, grammar, tables_in
 from engine.io.columns import (
     LABEL_KINDS,
     OUTPUT_COLUMNS,
@@ -419,8 +419,8 @@ def _again(
 
 def labels_from_table(table: pa.Table, where: Where = Where()) -> Columns:
     """Samples from a long-format labels table (see the module docstring; its columns may
-    have a peer's names, :mod:`engine.io.dialects`)."""
-    table = dialects.canonical(table, "labels", where.source)
+    have a peer's names, :mod:`engine.io.column_names`)."""
+    table = column_names.canonical(table, "labels", where.source)
     kinds = [kind for kind in LABEL_KINDS if kind in table.column_names]
     _require(table, ("query_id", "doc_id"), kinds or ["relevance"], "labels", where.source)
     queries = Coded.of(table.column("query_id"))
@@ -640,8 +640,8 @@ def _out_of_order(score: FloatArray, query_codes: npt.NDArray[np.int32]) -> tupl
 
 def run_from_table(table: pa.Table, where: Where = Where()) -> Columns:
     """Outputs from a long-format run table with ``rank`` or ``score`` (its columns may
-    have a peer's names, :mod:`engine.io.dialects`)."""
-    table = dialects.canonical(table, "run", where.source)
+    have a peer's names, :mod:`engine.io.column_names`)."""
+    table = column_names.canonical(table, "run", where.source)
     names = table.column_names
     order = "rank" if "rank" in names else "score"
     _require(

@@ -9,7 +9,7 @@ a folder in one of these layouts wherever a dataset is named.
   ``data/<split>-*.parquet``; with ``hf:``, ``<split>.parquet`` too), read with pyarrow.
 
 Each table is a part named by its config and split. The qrels are the part with a query
-id, a document id and a label column (any of :mod:`engine.io.dialects`' names: BEIR on
+id, a document id and a label column (any of :mod:`engine.io.column_names`' names: BEIR on
 the Hub writes ``query-id``, ``corpus-id``, ``score``) of the split asked for (``test``
 by default; a folder of one such part needs no split). A ``queries`` part (``_id`` and
 ``text``, as BEIR's) gives each sample its ``input``; a ``corpus`` is not read.
@@ -26,7 +26,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from engine.errors import InputError, MissingDependencyError, Problem
-from engine.io import dialects, tables_in
+from engine.io import column_names, tables_in
 from engine.io.beir import DEFAULT_SPLIT, query_texts, with_inputs
 from engine.io.columns import Columns
 from engine.io.frames import Where, labels_from_table
@@ -108,7 +108,7 @@ def _loaded(folder: Path, config: str) -> Iterator[tuple[str, str, pa.Table]]:
 
 def _is_qrels(table: pa.Table) -> bool:
     try:
-        names = dialects.canonical(table, "labels").column_names
+        names = column_names.canonical(table, "labels").column_names
     except InputError:
         return False
     return {"query_id", "doc_id", "relevance"} <= set(names)

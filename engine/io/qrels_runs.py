@@ -3,7 +3,7 @@ them (``from_df``, ``from_dict``, ``from_parquet``, ``from_file``):
 ``engine.qrels(source)`` and ``engine.run(source)``.
 
 ``source`` is a pandas or polars DataFrame or an Arrow table (columns named as slotwise,
-ranx, ir_measures, BEIR or trec_eval name them, :mod:`engine.io.dialects`, or as
+ranx, ir_measures, BEIR or trec_eval name them, :mod:`engine.io.column_names`, or as
 ``q_id_col``, ``doc_id_col`` and ``score_col`` say, as ranx's ``from_df`` takes them), a
 dict ``{q_id: {doc_id: score}}`` (ranx's ``from_dict``, pytrec_eval's), a ranx
 ``Qrels``/``Run``, ir_measures' ``Qrel``/``ScoredDoc`` tuples, or a file or sharded input
@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from engine.errors import InputError
-from engine.io import dialects, frames, sniff, sources, tables_in
+from engine.io import column_names, frames, sniff, sources, tables_in
 from engine.io.columns import Columns
 from engine.io.frames import Coded, Where
 from engine.io.shards import is_sharded
@@ -88,7 +88,7 @@ def _table(source: Any, kind: str, names: dict[str, str]) -> tuple[pa.Table, Whe
     columns (a dict, TREC text, shards) are refused."""
     table = frames.as_table(source)
     if table is not None:
-        return dialects.canonical(table, kind, None, names), Where()
+        return column_names.canonical(table, kind, None, names), Where()
     single = isinstance(source, str | os.PathLike) and not is_sharded(source)
     if single and names and tables_in.format_of(source) != sniff.TREC:
         found, lines = tables_in.read(source, kind, names=names)

@@ -6,7 +6,7 @@
 - JSONL: the first character that is not blank is ``{`` (a file that is one object of
   objects, ranx's JSON ``{q_id: {doc_id: score}}``, is read as such:
   :mod:`engine.io.tables_in`);
-- CSV or TSV: the first line names columns (:func:`engine.io.dialects.is_header`:
+- CSV or TSV: the first line names columns (:func:`engine.io.column_names.is_header`:
   ``query-id	corpus-id	score``, ``q_id,doc_id,score``), or the file is named ``.csv``;
 - anything else is TREC text (``qid iter docno rel``, ``qid Q0 docno rank score tag``),
   MS MARCO's headerless ``.tsv`` qrels among them.
@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from pathlib import PurePosixPath
 
-from engine.io.dialects import is_header
+from engine.io.column_names import is_header
 
 __all__ = ["ARROW", "CODECS", "CSV", "FORMATS", "JSONL", "PARQUET", "TREC", "TSV", "codec", "sniff"]
 

@@ -1,7 +1,7 @@
 """Qrels and runs that are not TREC text: Parquet, Arrow/Feather, CSV, TSV and JSONL
 files (and ranx's JSON, ``{q_id: {doc_id: score}}``), found by their content
 (:mod:`engine.io.sniff`), their columns named as slotwise or a peer names them
-(:mod:`engine.io.dialects`).
+(:mod:`engine.io.column_names`).
 
 :func:`read` gives one file's long table in slotwise's column names and where its rows
 come from: the line of each row of a text file (CSV, TSV, JSONL), the row number of a
@@ -19,17 +19,17 @@ import numpy as np
 import pyarrow as pa
 
 from engine.errors import InputError, Problem
-from engine.io import dialects, shards, sniff
+from engine.io import column_names, shards, sniff
 from engine.io.files import open_binary, parse_json
 from engine.io.shards import Shard
 
 __all__ = ["format_of", "read", "shard_of", "table_of", "to_trec"]
 
-_TEXT_TYPES = dict.fromkeys(sorted(dialects.NAMES | {"utility", "grades"}), pa.string())
+_TEXT_TYPES = dict.fromkeys(sorted(column_names.NAMES | {"utility", "grades"}), pa.string())
 #: The same with labels and scores as numbers: read so first (parsed by pyarrow, as TREC
 #: text's are), as text again when a value is not one (the grammar then says why).
 _NUMBER_TYPES = {
-    name: kind if name in dialects.IDS else pa.float64() for name, kind in _TEXT_TYPES.items()
+    name: kind if name in column_names.IDS else pa.float64() for name, kind in _TEXT_TYPES.items()
 }
 
 
@@ -67,7 +67,7 @@ def read(
     line where a text file goes wrong."""
     shard = source if isinstance(source, Shard) else shard_of(source)
     table, lines = table_of(shard, fmt)
-    return dialects.canonical(table, kind, shard.name, names), lines
+    return column_names.canonical(table, kind, shard.name, names), lines
 
 
 def table_of(
