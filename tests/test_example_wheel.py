@@ -1,8 +1,9 @@
 """From a wheel to the docs: the wheel built from this checkout ships the bundled examples
 (``engine.example_files``: examples/quickstart, setbased, trec, every file git tracks).
-:func:`check_getting_started` is what a user of the installed package does: in an empty
+:func:`check_documents` is what a user of the installed package does: in an empty
 folder ``slotwise example quickstart`` writes the quickstart, in which every python block
-of docs/getting-started.md runs as written and shows what the page shows (the driver of
+of docs/getting-started.md and docs/comparing-systems.md (the pages that need the core
+alone) runs as written and shows what the page shows (the driver of
 tests/test_docs_snippets.py, with the installed package's Python); it runs in
 tests/test_plugin_install.py's fresh environment (slotwise installed from a copy of this
 checkout, not editable), made once for both."""
@@ -61,30 +62,61 @@ def test_the_wheel_ships_every_file_of_the_examples(wheel: Path) -> None:
     assert not any(name.startswith("engine/example_files/plugin-example") for name in names)
 
 
-def check_getting_started(venv: Path, where: Path) -> None:
+#: The pages whose python blocks need slotwise's core alone, each with the commands its
+#: earlier shell steps run in the written quickstart (as tests/test_docs_snippets.py's
+#: ``_prepare`` does in a copy of the checkout's).
+FROM_THE_WHEEL: dict[str, list[list[str]]] = {
+    "docs/getting-started.md": [],
+    "docs/comparing-systems.md": [
+        [
+            "run",
+            "quickstart",
+            "--outputs",
+            f"outputs/{system}.json",
+            "--format",
+            "json",
+            "--output",
+            f"{system}.json",
+        ]
+        for system in ("bm25", "hybrid-rerank")
+    ],
+}
+
+
+def check_documents(venv: Path, where: Path) -> None:
     """In an empty folder under ``where``, the ``slotwise`` of the environment ``venv``
     (slotwise installed from a wheel) writes the quickstart, and every python block of
-    docs/getting-started.md runs in it with that environment's Python, showing what the
-    page shows. tests/test_plugin_install.py calls this with its fresh environment."""
-    python = venv / "bin" / "python"
+    each page of :data:`FROM_THE_WHEEL` runs in a fresh copy of it with that
+    environment's Python, showing what the page shows. tests/test_plugin_install.py
+    calls this with its fresh environment."""
+    python, slotwise = venv / "bin" / "python", str(venv / "bin" / "slotwise")
     empty = where / "empty"
     empty.mkdir()
-    wrote = _run([str(venv / "bin" / "slotwise"), "example", "quickstart"], empty)
+    wrote = _run([slotwise, "example", "quickstart"], empty)
     assert wrote.returncode == 0, wrote.stderr
     here = empty / "quickstart"
     shipped = sorted(p.name for p in (ROOT / "examples" / "quickstart").iterdir())
     assert sorted(p.name for p in here.iterdir()) == [n for n in shipped if n != "__pycache__"]
-    again = _run([str(venv / "bin" / "slotwise"), "example", "quickstart"], empty)
+    again = _run([slotwise, "example", "quickstart"], empty)
     assert again.returncode == 2 and "exists and is not an empty folder" in again.stderr
+    for number, (document, steps) in enumerate(FROM_THE_WHEEL.items()):
+        folder = where / f"page-{number}"
+        assert _run([slotwise, "example", "quickstart", str(folder)], where).returncode == 0
+        for step in steps:
+            done = _run([slotwise, *step], folder)
+            assert done.returncode == 0, done.stderr
+        _check_page(python, document, folder, where / f"blocks-{number}.json")
+    engine_file = _run([str(python), "-c", "import engine; print(engine.__file__)"], here).stdout
+    assert str(venv) in engine_file  # the installed package, not this checkout
 
-    blocks = _blocks((ROOT / "docs" / "getting-started.md").read_text())
-    listing = where / "blocks.json"
+
+def _check_page(python: Path, document: str, folder: Path, listing: Path) -> None:
+    """Every python block of ``document`` runs in ``folder`` and shows what it shows."""
+    blocks = _blocks((ROOT / document).read_text())
     listing.write_text(json.dumps([[n, code, False] for n, (code, _) in enumerate(blocks)]))
-    done = _run([str(python), "-c", DRIVER, str(listing)], here)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = _run([str(python), "-c", DRIVER, str(listing)], folder)
+    assert done.returncode == 0, f"{document}: {done.stderr[-3000:]}"
     printed = json.loads(done.stdout)
     for number, ((_, expected), got) in enumerate(zip(blocks, printed, strict=True)):
         if expected is not None:
-            assert _lines(got) == _lines(expected), f"getting-started.md, python block {number}"
-    engine_file = _run([str(python), "-c", "import engine; print(engine.__file__)"], here).stdout
-    assert str(venv) in engine_file  # the installed package, not this checkout
+            assert _lines(got) == _lines(expected), f"{document}, python block {number}"

@@ -319,7 +319,8 @@ class TestFromTheWheel:
 
     def test_getting_started_runs_in_the_written_example(self, venv: Venv, tmp_path: Path) -> None:
         """`slotwise example quickstart` in an empty folder, then every python block of
-        docs/getting-started.md there (tests/test_example_wheel.py)."""
-        from test_example_wheel import check_getting_started
+        docs/getting-started.md and docs/comparing-systems.md there
+        (tests/test_example_wheel.py)."""
+        from test_example_wheel import check_documents
 
-        check_getting_started(venv.root, tmp_path)
+        check_documents(venv.root, tmp_path)
