@@ -120,3 +120,25 @@ def _check_page(python: Path, document: str, folder: Path, listing: Path) -> Non
     for number, ((_, expected), got) in enumerate(zip(blocks, printed, strict=True)):
         if expected is not None:
             assert _lines(got) == _lines(expected), f"{document}, python block {number}"
+
+
+@pytest.mark.parametrize("into", [".", "new/folder"])
+def test_the_example_into_an_empty_working_directory_or_a_new_folder(
+    tmp_path: Path, into: str
+) -> None:
+    """``slotwise example trec .`` in an empty folder writes the files there (the folder
+    stays the same folder: a shell in it keeps working); a new path is made; the files are
+    those of examples/trec; a second time is refused, naming the folder."""
+    here = tmp_path / "empty"
+    here.mkdir()
+    command = [sys.executable, "-m", "engine.cli", "example", "trec", into]
+    first = subprocess.run(command, cwd=here, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    written = here / into
+    expected = sorted(p.name for p in (ROOT / "examples" / "trec").iterdir())
+    assert sorted(p.name for p in written.iterdir()) == expected
+    for name in expected:
+        assert (written / name).read_bytes() == (ROOT / "examples" / "trec" / name).read_bytes()
+    again = subprocess.run(command, cwd=here, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2
+    assert f"slotwise: error: {into} exists and is not an empty folder" in again.stderr

@@ -58,7 +58,9 @@ def _bundled(name: str) -> Traversable:
 
 def write_example(name: str, target: Path) -> Path:
     """Copy the example ``name`` into ``target`` (made; it must not exist or be empty), all
-    at once: the files are written into a temporary folder beside it, which is then renamed."""
+    at once: the files are written into a temporary folder, beside a new ``target`` (then
+    renamed to it) or inside an empty one such as the working directory (then each entry
+    moved up)."""
     import shutil
     import tempfile
 
@@ -66,13 +68,18 @@ def write_example(name: str, target: Path) -> Path:
         raise UsageError(f"no example {name!r}: {', '.join(EXAMPLES)}")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"{target} exists and is not an empty folder: name another DIR")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    existing = target.exists()
+    where = target if existing else target.resolve().parent
+    where.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=where))
     try:
         _copy(_bundled(name), staging)
-        if target.exists():
-            target.rmdir()
-        os.rename(staging, target)
+        if existing:
+            for entry in staging.iterdir():
+                os.rename(entry, target / entry.name)
+            staging.rmdir()
+        else:
+            os.rename(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
