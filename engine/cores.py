@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -53,8 +53,14 @@ def limited(cpus: int) -> Iterator[None]:
 
 
 def one_blas_thread() -> Any:
-    """A context in which BLAS calls run on their calling thread alone."""
-    return threadpool_limits(1, user_api="blas")
+    """A context in which BLAS calls run on their calling thread alone (the libraries are
+    found once: looking them up took 1 ms a call)."""
+    if not _CONTROLLER:
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0].limit(limits=1, user_api="blas")
+
+
+_CONTROLLER: list[ThreadpoolController] = []  # the BLAS libraries loaded, found once
 
 
 def on_cores(work: Callable[[T], R], items: Sequence[T], name: str = "slotwise") -> Iterator[R]:

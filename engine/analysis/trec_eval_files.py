@@ -195,20 +195,23 @@ def _as_text(path: Path, kind: str, directory: Path) -> tuple[Path, str | None]:
 
 
 def _read_run(path: Path, name: str) -> tuple[Columns, str]:
+    from engine.io import sniff, tables_in
+
     if path.is_file() and path.stat().st_size == 0:
         raise Stop(f"cannot read results file '{name}': it is empty", 2)
+    if tables_in.format_of(path) == sniff.TREC:  # (no folder made for it: 0.1 ms a run)
+        return _read_text_run(path, name)
     with tempfile.TemporaryDirectory() as directory:
-        text, tag = _as_text(path, "run", Path(directory))
-        if tag is not None:
-            try:
-                return _read_text_run(text, name)[0], tag
-            except InputError as error:  # named by the user's file (line: its row + 1)
-                copy = str(text)
-                problems = [
-                    p._replace(source=name) if p.source == copy else p for p in error.problems
-                ]
-                raise InputError(problems, error.summary.replace(copy, name)) from None
-    return _read_text_run(path, name)
+        text = Path(directory) / f"{path.name}.run"
+        tag = tables_in.to_trec(path, "run", text)
+        try:
+            return _read_text_run(text, name)[0], tag
+        except InputError as error:  # named by the user's file (line: its row + 1)
+            copy = str(text)
+            problems = [
+                p._replace(source=name) if p.source == copy else p for p in error.problems
+            ]
+            raise InputError(problems, error.summary.replace(copy, name)) from None
 
 
 def _read_text_run(path: Path, name: str) -> tuple[Columns, str]:
