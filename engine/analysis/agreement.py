@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from engine.analysis.defaults import MIN_AGREEMENT
 from engine.evaluation.label_sources import HUMAN, SOURCES_KEY
+from engine.evaluation.system_order import means_and_tau
 from engine.io.columns import lengths, one_array
 
 __all__ = [
@@ -540,31 +541,14 @@ def system_order(
     """Per metric, each system's mean on the samples people labelled (relevance) under
     ``human``'s labels and under ``judge``'s (the judge's dataset as it is: a person's
     label where it keeps one), and Kendall's tau-b between the two orders."""
-    from scipy import stats
-
-    from engine.evaluation.api import subset_outputs
-
     relevance = human.columns.column("relevance")
     ids = human.columns.ids.filter(
         pc.fill_null(pc.greater(pc.list_value_length(relevance), 0), False)
     )
-    sides = [_labelled(human, ids), _labelled(judge, ids)]
-    found = []
-    for metric in metrics:
-        means: list[dict[str, float]] = []
-        for side in sides:
-            evaluation = side.with_metrics([metric])
-            mean = {}
-            for name, outputs in systems.items():
-                results = evaluation.evaluate(subset_outputs(outputs, side.ids))
-                mean[name] = float(results.summary()[results.labels[0]]["mean"])
-            means.append(mean)
-        tau = None
-        if len(systems) > 1:
-            value = stats.kendalltau(list(means[0].values()), list(means[1].values())).statistic
-            tau = None if np.isnan(value) else float(value)
-        found.append(SystemOrder(metric, means[0], means[1], tau))
-    return tuple(found)
+    people, judged = _labelled(human, ids), _labelled(judge, ids)
+    return tuple(
+        SystemOrder(metric, *means_and_tau(people, judged, systems, metric)) for metric in metrics
+    )
 
 
 @attrs.frozen

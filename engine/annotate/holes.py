@@ -31,7 +31,7 @@ from engine.annotate.relevance import choose_judge, source_of
 from engine.annotate.runner import Runner
 from engine.annotate.tasks import listing, problem_of
 from engine.errors import InputError
-from engine.evaluation.api import subset_outputs
+from engine.evaluation.system_order import means_and_tau
 from engine.io.columns import Columns, lengths, merge_vocabularies, offsets_of
 from engine.io.records import Sample
 
@@ -359,8 +359,6 @@ def relevance_agreement(
     labels: Cohen's kappa over the pairs both labelled (relevant: label > 0), and per
     metric the runs' means under each set of labels with Kendall's tau between their
     orders. ``runs``: run name -> outputs the engine reads."""
-    from scipy import stats
-
     table = Agreement()
     rows = []
     for row, (raw, after) in enumerate(zip(raws, judged, strict=True)):
@@ -382,19 +380,7 @@ def relevance_agreement(
         )
     human_data = engine.dataset(samples=[raws[r] for r in rows])
     llm_data = engine.dataset(samples=[judged[r] for r in rows])
-    rankings = []
-    for spec in metrics:
-        means = []
-        for data in (human_data, llm_data):
-            evaluation = data.with_metrics([spec])
-            found = {}
-            for name, outputs in runs.items():
-                results = evaluation.evaluate(subset_outputs(outputs, data.ids))
-                found[name] = float(results.summary()[results.labels[0]]["mean"])
-            means.append(found)
-        tau = None
-        if len(runs) > 1:
-            value = stats.kendalltau(list(means[0].values()), list(means[1].values())).statistic
-            tau = None if np.isnan(value) else float(value)
-        rankings.append(Ranking(spec, means[0], means[1], tau))
-    return RelevanceAgreement(filling.source, table, len(rows), tuple(rankings))
+    rankings = tuple(
+        Ranking(spec, *means_and_tau(human_data, llm_data, runs, spec)) for spec in metrics
+    )
+    return RelevanceAgreement(filling.source, table, len(rows), rankings)
