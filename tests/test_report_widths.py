@@ -69,8 +69,8 @@ return [...document.querySelectorAll('svg.curve')].map(svg => {
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`make demo`'s report: both systems at K = 1, 3, 5, 10, the demo's --metrics."""
+def scored(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """`make demo`'s results files: both systems at K = 1, 3, 5, 10."""
     out = tmp_path_factory.mktemp("widths")
     paths = []
     with pytest.MonkeyPatch.context() as patch:
@@ -79,8 +79,22 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
             paths.append(str(out / f"{name}.json"))
             argv = ["run", "quickstart", "--outputs", f"outputs/{name}.json", "--k", "1,3,5,10"]
             assert main([*argv, "--format", "json", "--output", paths[-1], "--keep-outputs"]) == 0
-    page = out / "report.html"
-    assert main(["report", *paths, "--metrics", ",".join(COMPARED), "--output", str(page)]) == 0
+    return paths
+
+
+@pytest.fixture(scope="module")
+def report(scored: list[str]) -> Path:
+    """`make demo`'s report: the demo's --metrics, by stratum (4 groups)."""
+    page = Path(scored[0]).with_name("report.html")
+    assert main(["report", *scored, "--metrics", ",".join(COMPARED), "--output", str(page)]) == 0
+    return page
+
+
+@pytest.fixture(scope="module")
+def report_by_topic(scored: list[str]) -> Path:
+    """The same results by the quickstart's metadata.topic: 10 groups."""
+    page = Path(scored[0]).with_name("by-topic.html")
+    assert main(["report", *scored, "--by", "topic", "--output", str(page)]) == 0
     return page
 
 
@@ -105,6 +119,19 @@ def test_nothing_clipped_nothing_overlapping(
     browser.set_window_size(width, browser.execute_script("return document.body.scrollHeight") + 80)
     shot = tmp_path / f"report-{width}.png"
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 50_000
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_ten_groups_fit(width: int, report_by_topic: Path, browser: Any) -> None:
+    """Ten groups do not make the By-topic section wider than the window: they are laid
+    out four to a table (a table of ten columns was 1,131 px in a 753 px window)."""
+    browser.set_window_size(width, 1000)
+    browser.get(report_by_topic.as_uri())
+    assert browser.execute_script(CLIPPED) == []
+    heads = browser.execute_script(
+        "return [...document.querySelectorAll('#strata table')].map(t => t.tHead.rows[0].cells.length)"
+    )
+    assert heads == [2 + 4, 2 + 4, 2 + 2]  # metric, system, then 4 + 4 + 2 topics
 
 
 def test_k_on_a_numeric_axis(report: Path, browser: Any) -> None:

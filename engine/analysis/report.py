@@ -537,6 +537,11 @@ def _curves_section(results: Sequence[Results], names: Sequence[str]) -> str:
     )
 
 
+#: Strata per table of the By-stratum section: more go into further tables below, so that
+#: each fits an 800 px window (a metric, a system and four strata of a mean and its CI).
+STRATA_PER_TABLE = 4
+
+
 def _strata_section(results: Sequence[Results], names: Sequence[str], key: str) -> str:
     breakdowns = [by(r, key) for r in results]
     in_curves = set().union(*(curve_labels(r) for r in results))
@@ -548,6 +553,30 @@ def _strata_section(results: Sequence[Results], names: Sequence[str], key: str) 
     ]
     strata = list(dict.fromkeys(s for b in breakdowns for s in b.strata))
     sizes = {s: b.sizes[s] for b in reversed(breakdowns) for s in b.strata}
+    tables = "".join(
+        _strata_table(breakdowns, names, labels, strata[at : at + STRATA_PER_TABLE], sizes)
+        for at in range(0, len(strata), STRATA_PER_TABLE)
+    )
+    return (
+        f'<section id="strata"><h2>By {_e(key)}</h2>'
+        f'<p class="note">Samples grouped by <code>metadata.{_e(key)}</code> '
+        f"(how many samples each holds in parentheses; {_e(NO_STRATUM)}: samples without "
+        "it); per metric and "
+        "system, the mean of the non-NA values with its 95% bootstrap CI and n = non-NA "
+        "samples. A metric scored at several K is shown at the configured K (at its middle "
+        f"K when it was not scored at that one). At most {STRATA_PER_TABLE} groups a table."
+        f"</p>{tables}</section>"
+    )
+
+
+def _strata_table(
+    breakdowns: Sequence[Any],
+    names: Sequence[str],
+    labels: Sequence[str],
+    strata: Sequence[str],
+    sizes: dict[str, int],
+) -> str:
+    """One table of the By-stratum section: every metric and system, ``strata``'s columns."""
     head = "".join(
         f'<th class="num">{_e(s)} <span class="n">({sizes[s]})</span></th>' for s in strata
     )
@@ -580,15 +609,8 @@ def _strata_section(results: Sequence[Results], names: Sequence[str], key: str) 
                 f'<tr class="{"first" if position == 0 else ""}">{first}{system}{"".join(cells)}</tr>'
             )
     return (
-        f'<section id="strata"><h2>By {_e(key)}</h2>'
-        f'<p class="note">Samples grouped by <code>metadata.{_e(key)}</code> '
-        f"(how many samples each holds in parentheses; {_e(NO_STRATUM)}: samples without "
-        "it); per metric and "
-        "system, the mean of the non-NA values with its 95% bootstrap CI and n = non-NA "
-        "samples. A metric scored at several K is shown at the configured K (at its middle "
-        "K when it was not scored at that one).</p>"
         f'<div class="scroll"><table class="strata"><thead><tr><th>metric</th><th>system</th>'
-        f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div></section>"
+        f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 
