@@ -554,6 +554,8 @@ def test_mixed_formats_on_ray_workers(peer_frames, text, tmp_path):
         ("run.csv", b"q_id,doc_id,score\n", "no run row"),
         ("run.jsonl", b"\n\n", "missing query_id, doc_id, score"),
         ("run.csv", b"q_id,doc_id,rank\nq1,d1,1\n", "missing score"),
+        ("run.csv", b"q_id,doc_id,score,score\nq1,d1,1,2\n", "'score' is named twice"),
+        ("run.csv", b"query_id,query_id,doc_id,score\nq1,q1,d1,1\n", "'query_id' is named twice"),
     ],
 )
 def test_empty_and_scoreless_runs_are_named(tmp_path, capsys, name, content, reason):

@@ -59,6 +59,10 @@ def canonical(
     ``names`` first (``{"q_id": "query_id"}``, ranx's ``q_id_col=`` and the like), then the
     peers' names above. A table already in slotwise's names is returned as it is."""
     kind = "labels" if kind in ("labels", "qrels") else "run"
+    twice = sorted({name for name in table.column_names if table.column_names.count(name) > 1})
+    if twice:
+        message = f"the column {twice[0]!r} is named twice in the header; keep one"
+        raise InputError([Problem(message, source=source)], summary="ambiguous columns")
     renamed = dict(names or {})
     given = set(table.column_names)
     missing = sorted(set(renamed) - given)
