@@ -6,11 +6,13 @@ interrupted."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from engine.cli import process
 from engine.cli.ahead import split_command
@@ -107,13 +109,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(argv)
         except SystemExit as exit_:  # --help, --version (within a command: _command)
             return int(exit_.code or 0)
-        inputs = _inputs_of(args)
-        args.argv = list(argv)  # the command line, for a command that says how to rerun it
         process.prepare()  # after the arguments: --help and --version need none of it
         verbose = args.verbose
         _configure_logs(args)
-        with guarding_inputs():
-            note_inputs(*inputs)
+        with guarding_inputs(), _pipes_spooled(args):
+            note_inputs(*_inputs_of(args))
+            args.argv = list(argv)  # the command line, for a command that says how to rerun it
             for dest in OUTPUT_OPTIONS & set(vars(args)):  # before any work, not at the end
                 refuse_inputs(getattr(args, dest))
             code = _command(handlers[args.command], args)
@@ -157,6 +158,57 @@ def _command(handler: Handler, args: argparse.Namespace) -> int:
         return int(handler(args))
     except SystemExit as exit_:
         raise RuntimeError(f"sys.exit({exit_.code!r}) called while the command ran") from None
+
+
+@contextlib.contextmanager
+def _pipes_spooled(args: argparse.Namespace) -> Iterator[None]:
+    """Each input named as a pipe (a FIFO, or ``--run <(zcat run.gz)``) copied once into a
+    temporary folder, and named by its copy meanwhile: the readers look at a file's first
+    bytes, then read it from the start, which a pipe cannot give twice (they waited for a
+    second writer for ever)."""
+    piped = {
+        dest: value
+        for dest, value in vars(args).items()
+        if dest not in OUTPUT_OPTIONS
+        and any(_is_pipe(item) for item in (value if isinstance(value, list) else [value]))
+    }
+    if not piped:
+        yield
+        return
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="slotwise-pipes-") as folder:
+        copies: dict[str, Any] = {}
+
+        def spooled(item: Any) -> Any:
+            if not _is_pipe(item):
+                return item
+            name = os.fspath(item)
+            if name not in copies:  # (two options may hold the same value)
+                copies[name] = Path(folder, f"{len(copies)}-{Path(item).name}")
+                with open(item, "rb") as pipe, copies[name].open("wb") as out:
+                    shutil.copyfileobj(pipe, out, 1 << 20)
+            return copies[name] if isinstance(item, Path) else str(copies[name])
+
+        for dest, value in piped.items():
+            setattr(
+                args,
+                dest,
+                [spooled(v) for v in value] if isinstance(value, list) else spooled(value),
+            )
+        yield
+
+
+def _is_pipe(item: Any) -> bool:
+    import stat
+
+    if not isinstance(item, str | os.PathLike) or os.fspath(item) == "-":
+        return False
+    try:
+        return stat.S_ISFIFO(os.stat(item).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _inputs_of(args: argparse.Namespace) -> list[str]:
