@@ -16,6 +16,7 @@ from engine.cli.common import (
     Handler,
     UsageError,
     configured_engine,
+    output_file,
     positive_int,
     split_specs,
 )
@@ -58,7 +59,7 @@ def add(commands: Any) -> dict[str, Handler]:
         "--outputs", type=Path, help="the retrieved passages, with their texts (JSON or JSONL)"
     )
     annotate.add_argument(
-        "--output", type=Path, required=True, help="the labelled dataset to write"
+        "--output", type=output_file, required=True, help="the labelled dataset to write"
     )
     annotate.add_argument(
         "--task",
@@ -127,7 +128,7 @@ def add(commands: Any) -> dict[str, Handler]:
     )
     judges.add_argument(
         "--uncertainty-output",
-        type=Path,
+        type=output_file,
         metavar="FILE.jsonl",
         help="with --also-judge: write the judges' disagreement per --uncertainty-unit as "
         "`slotwise sample --active --uncertainty FILE` reads it (a pair: the standard "

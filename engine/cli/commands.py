@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.cli import process
 from engine.cli.ahead import split_command
-from engine.cli.common import Handler, Parser, UsageError
+from engine.cli.common import OUTPUT_TYPES, Handler, Parser, UsageError
 from engine.errors import MetricScoreError, OutputError, SlotwiseError
 from engine.io.config import CONFIG_ENV, CONFIG_FILENAME
 from engine.io.writer import STDOUT, guarding_inputs, note_inputs, refuse_inputs
@@ -26,16 +26,6 @@ from engine.version import VERSION
 __all__ = ["main"]
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
-#: The options that name what a command writes (every other file named is an input).
-OUTPUT_OPTIONS = {
-    "output",
-    "dataset_output",
-    "outputs_output",
-    "dataset_out",
-    "outputs_out",
-    "qrels_out",
-    "run_out",
-}
 #: The modules of engine.cli that add commands, in the order the help lists them, and the
 #: commands each adds.
 MODULES = {
@@ -112,10 +102,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         process.prepare()  # after the arguments: --help and --version need none of it
         verbose = args.verbose
         _configure_logs(args)
-        with guarding_inputs(), _pipes_spooled(args):
-            note_inputs(*_inputs_of(args))
+        outputs = _output_options(parser) & set(vars(args))
+        with guarding_inputs(), _pipes_spooled(args, outputs):
+            note_inputs(*_inputs_of(args, outputs))
             args.argv = list(argv)  # the command line, for a command that says how to rerun it
-            for dest in OUTPUT_OPTIONS & set(vars(args)):  # before any work, not at the end
+            for dest in outputs:  # before any work, not at the end
                 refuse_inputs(getattr(args, dest))
             code = _command(handlers[args.command], args)
         sys.stdout.flush()  # a closed pipe shows here, not at exit, for short outputs too
@@ -161,7 +152,7 @@ def _command(handler: Handler, args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _pipes_spooled(args: argparse.Namespace) -> Iterator[None]:
+def _pipes_spooled(args: argparse.Namespace, outputs: set[str]) -> Iterator[None]:
     """Each input named as a pipe (a FIFO, or ``--run <(zcat run.gz)``) copied once into a
     temporary folder, and named by its copy meanwhile: the readers look at a file's first
     bytes, then read it from the start, which a pipe cannot give twice (they waited for a
@@ -169,7 +160,7 @@ def _pipes_spooled(args: argparse.Namespace) -> Iterator[None]:
     piped = {
         dest: value
         for dest, value in vars(args).items()
-        if dest not in OUTPUT_OPTIONS
+        if dest not in outputs
         and any(_is_pipe(item) for item in (value if isinstance(value, list) else [value]))
     }
     if not piped:
@@ -211,14 +202,28 @@ def _is_pipe(item: Any) -> bool:
         return False
 
 
-def _inputs_of(args: argparse.Namespace) -> list[str]:
+def _output_options(parser: argparse.ArgumentParser) -> set[str]:
+    """The options (by ``dest``) that name what a command writes, of every command the
+    parser holds: those whose converter is one of :data:`~engine.cli.common.OUTPUT_TYPES`
+    (every other file named is an input)."""
+    found = set()
+    for action in parser._actions:
+        if action.type in OUTPUT_TYPES:
+            found.add(action.dest)
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                found |= _output_options(command)
+    return found
+
+
+def _inputs_of(args: argparse.Namespace, outputs: set[str]) -> list[str]:
     """The files the command line names, for :func:`note_inputs`: every option's value
     that is an existing file, a directory's files or a glob's matches, outputs aside."""
     import glob
 
     found = []
     for dest, value in vars(args).items():
-        if dest in OUTPUT_OPTIONS:
+        if dest in outputs:
             continue
         for item in value if isinstance(value, list) else [value]:
             if not isinstance(item, str | os.PathLike):

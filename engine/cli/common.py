@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # what evaluates is imported when a command runs, not for its
 
 __all__ = [
     "LARGEST_INT",
+    "OUTPUT_TYPES",
     "Handler",
     "Parser",
     "UsageError",
@@ -41,6 +42,8 @@ __all__ = [
     "names_option",
     "non_negative",
     "non_negative_int",
+    "output_file",
+    "output_or_stdout",
     "parse_cutoffs",
     "positive_float",
     "positive_int",
@@ -114,6 +117,27 @@ positive_float = _number(float, lambda v: v > 0, "a positive number")
 probability = _number(float, lambda v: 0 < v < 1, "a number between 0 and 1")
 non_negative = _number(float, lambda v: v >= 0, "a number that is not negative")
 share = _number(float, lambda v: 0 <= v <= 1, "a share from 0 to 1")
+
+
+def output_file(text: str) -> Path:
+    """An option's file to write. ``-`` is refused: the command writes a file of its own
+    (a dataset, a handout, a report), not a stream to standard output."""
+    if text == "-":
+        raise argparse.ArgumentTypeError(
+            "names the file to write; '-' (standard output) is not one: name a file"
+        )
+    return Path(text)
+
+
+def output_or_stdout(text: str) -> Path | None:
+    """An option's file to write, ``-`` for standard output (as when the option is not
+    given), as trec_eval's and Unix tools' users write it."""
+    return None if text == "-" else output_file(text)
+
+
+#: The argument converters that mark an option as one the command writes (every other
+#: file named is an input, which no output may overwrite).
+OUTPUT_TYPES = (output_file, output_or_stdout)
 
 
 def parse_cutoffs(text: str) -> list[int]:

@@ -29,6 +29,7 @@ from engine.cli.common import (
     load_results,
     non_negative,
     non_negative_int,
+    output_or_stdout,
     share,
     statistics_options,
 )
@@ -83,7 +84,7 @@ def add(commands: Any) -> dict[str, Handler]:
     comparing.add_argument(
         "--format", choices=("table", "json", "markdown", "latex"), default="table"
     )
-    comparing.add_argument("--output", type=Path, help="write here instead of stdout")
+    comparing.add_argument("--output", type=output_or_stdout, help="write here instead of stdout")
     comparing.add_argument(
         "--movers",
         type=non_negative_int,

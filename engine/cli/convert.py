@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from engine.cli.common import Handler, Parser, UsageError, configured_engine
+from engine.cli.common import Handler, Parser, UsageError, configured_engine, output_file
 from engine.io.config import CONFIG_FILENAME
 from engine.io.files import base_name
 from engine.io.writer import atomic_write
@@ -27,20 +27,22 @@ def add(commands: Any) -> dict[str, Handler]:
     to_slotwise.add_argument("run", type=Path, nargs="?")
     to_slotwise.add_argument(
         "--dataset-out",
-        type=Path,
+        type=output_file,
         required=True,
         help="a .jsonl, .yaml or .json dataset file to write",
     )
     to_slotwise.add_argument(
-        "--outputs-out", type=Path, help="a .json outputs file to write (needs RUN)"
+        "--outputs-out", type=output_file, help="a .json outputs file to write (needs RUN)"
     )
     to_trec = direction.add_parser("export", help="dataset (+ outputs) -> qrels (+ run)")
     to_trec.add_argument(
         "dataset", help=f"a dataset declared in {CONFIG_FILENAME}, or a dataset file"
     )
     to_trec.add_argument("--outputs", type=Path, help="outputs to write as a run")
-    to_trec.add_argument("--qrels-out", type=Path, required=True)
-    to_trec.add_argument("--run-out", type=Path, help="the run file to write (needs --outputs)")
+    to_trec.add_argument("--qrels-out", type=output_file, required=True)
+    to_trec.add_argument(
+        "--run-out", type=output_file, help="the run file to write (needs --outputs)"
+    )
     to_trec.add_argument("--tag", default="slotwise", help="the run tag column")
     return {"trec": _trec}
 

@@ -18,6 +18,7 @@ from engine.cli.common import (
     explain_inputs,
     load_results,
     names_option,
+    output_or_stdout,
     positive_int,
 )
 from engine.evaluation.tables import printable
@@ -60,7 +61,7 @@ def add(commands: Any) -> dict[str, Handler]:
     )
     names_option(parser)
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--output", type=Path, help="write here instead of stdout")
+    parser.add_argument("--output", type=output_or_stdout, help="write here instead of stdout")
     return {"explain": _explain}
 
 

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.cli.common import Handler, UsageError, configured_engine, positive_int
+from engine.cli.common import Handler, UsageError, configured_engine, output_file, positive_int
 from engine.errors import InputError, Problem
 from engine.io.config import CONFIG_FILENAME
 
@@ -103,7 +103,7 @@ def add(commands: Any) -> dict[str, Handler]:
         choices=("csv", "jsonl", "label-studio"),
         help="default: by --output's suffix (.csv, .jsonl; .json: label-studio)",
     )
-    export.add_argument("--output", type=Path, required=True, help="the handout to write")
+    export.add_argument("--output", type=output_file, required=True, help="the handout to write")
     read = actions.add_parser(
         "import",
         help="read annotators' grades (CSV, JSONL, Label Studio's export) into a "
@@ -126,7 +126,10 @@ def add(commands: Any) -> dict[str, Handler]:
         "problem), majority (the most common grade; a tie is a problem), mean, median, min, max",
     )
     read.add_argument(
-        "--output", type=Path, required=True, help="the human-labelled dataset (.yaml/.json/.jsonl)"
+        "--output",
+        type=output_file,
+        required=True,
+        help="the human-labelled dataset (.yaml/.json/.jsonl)",
     )
     return {"labels": _labels}
 

@@ -15,6 +15,8 @@ from engine.cli.common import (
     emit,
     emit_tables,
     non_negative_int,
+    output_file,
+    output_or_stdout,
     positive_float,
     positive_int,
     split_specs,
@@ -52,7 +54,7 @@ def add(commands: Any) -> dict[str, Handler]:
     )
     _statistics(correlate)
     correlate.add_argument("--format", choices=("table", "json"), default="table")
-    correlate.add_argument("--output", type=Path, help="write here instead of stdout")
+    correlate.add_argument("--output", type=output_or_stdout, help="write here instead of stdout")
 
     fit = commands.add_parser(
         "fit",
@@ -65,7 +67,9 @@ def add(commands: Any) -> dict[str, Handler]:
     _inputs(fit)
     fit.add_argument("--k", type=positive_int, required=True, help="context size to fit for")
     fit.add_argument("--c", type=positive_float, default=1.0, help="SVM C (default 1.0)")
-    fit.add_argument("--output", type=Path, required=True, help="the parameter file to write")
+    fit.add_argument(
+        "--output", type=output_file, required=True, help="the parameter file to write"
+    )
 
     calibrate = commands.add_parser(
         "calibrate",
@@ -84,7 +88,7 @@ def add(commands: Any) -> dict[str, Handler]:
     calibrate.add_argument("--test-fraction", type=float, default=0.3)
     _statistics(calibrate)
     calibrate.add_argument("--format", choices=("table", "json"), default="table")
-    calibrate.add_argument("--output", type=Path, help="write here instead of stdout")
+    calibrate.add_argument("--output", type=output_or_stdout, help="write here instead of stdout")
 
     reference = commands.add_parser(
         "import-udcg-reference",
@@ -96,10 +100,13 @@ def add(commands: Any) -> dict[str, Handler]:
     reference.add_argument("path", type=Path, help="the reference JSON file")
     reference.add_argument("--model", help="which model's no_res_prob (default: the first)")
     reference.add_argument(
-        "--dataset-output", type=Path, required=True, help="dataset file to write (.json/.jsonl)"
+        "--dataset-output",
+        type=output_file,
+        required=True,
+        help="dataset file to write (.json/.jsonl)",
     )
     reference.add_argument(
-        "--outputs-output", type=Path, required=True, help="outputs file to write (.json)"
+        "--outputs-output", type=output_file, required=True, help="outputs file to write (.json)"
     )
     return {
         "correlate": _correlate,

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.cli.common import Handler, UsageError, configured_engine
+from engine.cli.common import Handler, UsageError, configured_engine, output_file
 from engine.io.config import CONFIG_FILENAME
 
 __all__ = ["add"]
@@ -79,13 +79,15 @@ def add(commands: Any) -> dict[str, Handler]:
         help=f"the rule's share (default {MIN_COVERAGE:g})",
     )
     relabel.add_argument(
-        "--output", type=Path, required=True, help="the relabelled dataset to write"
+        "--output", type=output_file, required=True, help="the relabelled dataset to write"
     )
     relabel.add_argument(
-        "--spans-out", type=Path, help="also write every sample's span labels as a span table"
+        "--spans-out",
+        type=output_file,
+        help="also write every sample's span labels as a span table",
     )
     relabel.add_argument(
-        "--unaligned", type=Path, help="write the unaligned chunks, JSONL {id, reason}"
+        "--unaligned", type=output_file, help="write the unaligned chunks, JSONL {id, reason}"
     )
     return {"relabel": _relabel}
 

@@ -12,6 +12,7 @@ from engine.cli.common import (
     configured_engine,
     explain_inputs,
     load_results,
+    output_file,
     split_specs,
     statistics_options,
 )
@@ -36,7 +37,9 @@ def add(commands: Any) -> dict[str, Handler]:
         nargs="+",
         help="results JSON files; with --dataset and --metrics, outputs files too (scored on it)",
     )
-    reporting.add_argument("--output", type=Path, required=True, help="the HTML file to write")
+    reporting.add_argument(
+        "--output", type=output_file, required=True, help="the HTML file to write"
+    )
     reporting.add_argument(
         "--by",
         help="metadata key for the per-stratum table (default: stratum, when samples have it)",

@@ -20,6 +20,7 @@ from engine.cli.common import (
     emit_tables,
     load_ahead,
     metrics_with_k,
+    output_or_stdout,
     parse_cutoffs,
     positive_int,
     ray_options,
@@ -103,7 +104,9 @@ def add(commands: Any) -> dict[str, Handler]:
         "parquet: per-sample scores as a Parquet file (needs --output)",
     )
     run.add_argument(
-        "--output", type=Path, help="write the result here (atomically) instead of stdout"
+        "--output",
+        type=output_or_stdout,
+        help="write the result here (atomically) instead of stdout",
     )
     run.add_argument(
         "--strict",

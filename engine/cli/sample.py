@@ -11,7 +11,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.cli.common import Handler, UsageError, configured_engine, positive_float, positive_int
+from engine.cli.common import (
+    Handler,
+    UsageError,
+    configured_engine,
+    output_file,
+    positive_float,
+    positive_int,
+)
 from engine.errors import InputError, Problem
 
 if TYPE_CHECKING:
@@ -39,7 +46,7 @@ def add(commands: Any) -> dict[str, Handler]:
         "and `run --ppi --design` weigh the labels by).",
     )
     sample.add_argument("dataset", help="the dataset (a file, or a name slotwise.yaml declares)")
-    sample.add_argument("--output", type=Path, required=True, help="SAMPLE.jsonl to write")
+    sample.add_argument("--output", type=output_file, required=True, help="SAMPLE.jsonl to write")
     sample.add_argument("--unit", choices=("query", "pair"), default="query")
     size = sample.add_mutually_exclusive_group(required=True)
     size.add_argument("--size", type=positive_int, help="how many units to draw")

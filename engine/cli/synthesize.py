@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.cli.common import Handler, non_negative_int, positive_int
+from engine.cli.common import Handler, non_negative_int, output_file, positive_int
 from engine.cli.llm import Ended, Session, add_llm_options
 
 __all__ = ["add"]
@@ -45,7 +45,10 @@ def add(commands: Any) -> dict[str, Handler]:
         "--questions", type=positive_int, required=True, help="how many questions to write"
     )
     synthesize.add_argument(
-        "--output", type=Path, required=True, help="the dataset to write (.yaml, .json, .jsonl)"
+        "--output",
+        type=output_file,
+        required=True,
+        help="the dataset to write (.yaml, .json, .jsonl)",
     )
     synthesize.add_argument(
         "--stratify",
