@@ -27,6 +27,7 @@ from engine.io.files import format_suffix, read_document, read_jsonl
 
 if TYPE_CHECKING:
     from engine.evaluation.api import Engine
+    from engine.io.config import Config
 
 __all__ = ["add"]
 
@@ -239,7 +240,8 @@ def _annotate(args: argparse.Namespace) -> int:
     if args.runs is not None:
         outputs_path = None  # the passages come from the runs
     outputs = outputs_of(read_outputs(outputs_path)) if outputs_path is not None else None
-    session = Session.of(args, args.cache or args.output.with_suffix(".cache.sqlite"))
+    cache = args.cache or args.output.with_suffix(".cache.sqlite")
+    session = Session.of(args, cache, engine.config)
     try:
         if args.runs is not None:
             return _fill(args, name, columns, samples, raws, session, engine)
@@ -295,7 +297,7 @@ def _fill(
         has_labels = columns.column("relevance").is_valid().to_numpy(zero_copy_only=False)
         only = has_labels[pooled.rows]
     judged = []
-    for judge, current in _judges(args, session):
+    for judge, current in _judges(args, session, engine.config):
         work = functools.partial(
             fill_holes,
             raws,
@@ -339,9 +341,9 @@ def _fill(
     return session.finished(unreadable, failed, args.output)
 
 
-def _judges(args: argparse.Namespace, session: Session) -> Any:
+def _judges(args: argparse.Namespace, session: Session, config: Config) -> Any:
     """(name, session) of the judge --model names and of each --also-judge, in turn (each
-    session is closed when its run ends; all share the cache)."""
+    session is closed when its run ends; all share the cache and ``config``)."""
     yield args.model, session
     models = [args.model, *(spec.partition("@")[0] for spec in args.also_judge)]
     for spec in args.also_judge:
@@ -352,7 +354,7 @@ def _judges(args: argparse.Namespace, session: Session) -> Any:
         if url:
             judge_args.base_url = url
         name = spec if models.count(model) > 1 else model
-        yield name, Session.of(judge_args, session.cache_path)
+        yield name, Session.of(judge_args, session.cache_path, config)
 
 
 def _combined(

@@ -27,6 +27,7 @@ from engine.redact import redact
 
 if TYPE_CHECKING:  # the annotation machinery is imported when the command runs
     from engine.annotate.runner import Runner
+    from engine.io.config import Config
 
 __all__ = ["EXIT_INCOMPLETE", "Ended", "Session", "add_llm_options"]
 
@@ -164,7 +165,7 @@ def _annotator(args: argparse.Namespace) -> Any:
     return cls(args.model, **options)
 
 
-def _runner(args: argparse.Namespace, annotator: Any, cache: Any) -> Runner:
+def _runner(args: argparse.Namespace, annotator: Any, cache: Any, config: Config | None) -> Runner:
     """The runner the running options describe, with the annotator's defaults."""
     from engine.annotate.runner import Runner
 
@@ -177,19 +178,21 @@ def _runner(args: argparse.Namespace, annotator: Any, cache: Any) -> Runner:
         max_wait=args.max_wait,
         rate_limit=args.rate_limit,
         progress=args.progress,
-        executor=_executor(args),
+        executor=_executor(args, config),
     )
 
 
-def _executor(args: argparse.Namespace) -> Any:
+def _executor(args: argparse.Namespace, config: Config | None) -> Any:
     """``--executor``; for ``ray``, with the cluster's options (``--ray-address``,
-    ``--runtime-env``, over slotwise.yaml's ``ray``)."""
+    ``--runtime-env``, over the ``ray`` of ``config``, the slotwise.yaml the command read;
+    None: read it here)."""
     if args.executor != "ray":
         return args.executor
     from engine.evaluation.executors import RayExecutor
     from engine.io.config import Config
 
-    config = Config.load(args.config) if getattr(args, "config", None) else Config.discover()
+    if config is None:
+        config = Config.load(args.config) if getattr(args, "config", None) else Config.discover()
     return RayExecutor(**{**config.ray, **ray_options(args)})
 
 
@@ -228,13 +231,17 @@ class Session:
         self.max_unlabelled = max_unlabelled
 
     @classmethod
-    def of(cls, args: argparse.Namespace, cache_path: Path) -> Session:
+    def of(
+        cls, args: argparse.Namespace, cache_path: Path, config: Config | None = None
+    ) -> Session:
+        """The session of ``args``; ``config``: the slotwise.yaml the command read, for
+        ``--executor ray``'s options (None: read it if needed)."""
         from engine.annotate.cache import Cache
 
         annotator = _annotator(args)
         dry_run = bool(getattr(args, "dry_run", False))
         cache = Cache(cache_path, look_only=dry_run)
-        runner = _runner(args, annotator, cache)
+        runner = _runner(args, annotator, cache, config)
         command = shlex.join(["slotwise", *map(redact, args.argv)])
         return cls(annotator, cache, runner, cache_path, dry_run, command, args.max_unlabelled)
 
