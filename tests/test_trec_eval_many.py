@@ -13,7 +13,9 @@ import random
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import pyarrow as pa
 import pytest
 from test_trec_eval_binary import (
     Files,
@@ -23,6 +25,9 @@ from test_trec_eval_binary import (
     write_judgment_groups,
     write_prefs,
 )
+
+if TYPE_CHECKING:
+    from engine.io.columns import Columns
 
 TEST_FILES = Path(__file__).parent / "data" / "trec_eval-10" / "test"
 
@@ -198,7 +203,7 @@ def test_a_batch_reports_each_run_as_the_binary_prints_it(
     do the per-query lines formatted for the whole batch at once, then the summary."""
     from engine.analysis import trec_eval_files as files
     from engine.analysis.trec_eval import Options, parse_measures
-    from engine.analysis.trec_eval_many import reports
+    from engine.analysis.trec_eval_many import read_runs, reports, whole_runs
     from engine.evaluation.api import Engine
 
     collection = write_collection(tmp_path, 16, queries=25)
@@ -211,10 +216,109 @@ def test_a_batch_reports_each_run_as_the_binary_prints_it(
         }
         runs = [run for run, (status, _) in outputs.items() if status == 0]  # whole runs
         assert len(runs) >= (5 if complete else 3)
-        read = [files.read_run(str(run)) for run in runs]
+        read, tags = read_runs([str(run) for run in runs], files.read_run)
+        assert read is not None
+        whole = whole_runs(qrels, read, len(runs), complete)
+        assert whole == list(range(len(runs)))
         options = Options(complete=complete)
         measures = parse_measures(["all_trec"])
-        made = reports(Engine(config={}), qrels, read, measures, options, per_query=True)
-        for run, (report, lines) in zip(runs, made, strict=True):
+        engine = Engine(config={})
+        made = reports(engine, qrels, read, tags, whole, measures, options, per_query=True)
+        for run, (report, lines) in zip(runs, made.values(), strict=True):
             assert report.render(per_query=True) == outputs[run][1], (run.name, complete)
             assert lines is not None and lines + report.render() == outputs[run][1]
+
+
+def _plain_runs(run: Path, seed: int) -> list[Path]:
+    """Runs of six fields a line between single spaces (what trec_eval_many.read_together
+    reads as one file), made from ``run``: rescored (ties, zeros, negatives), under other
+    tags, one in tabs, one without its last newline, one without a judged query (the
+    binary stops there: status 4)."""
+    rng = random.Random(seed)
+    fields = [line.split()[:6] for line in run.read_text(encoding="utf-8").splitlines()]
+    judged = sorted({f[0] for f in fields if not f[0].startswith("only")})
+    made = []
+    for n in range(6):
+        score = lambda: rng.choice(["1.5", "0", "-0.5", repr(round(rng.uniform(-1, 2), 3))])  # noqa: E731
+        lines = [[*f[:4], score(), f"tag{n}"] for f in fields]
+        if n == 4:
+            lines = [f for f in lines if f[0] != judged[len(judged) // 2]]
+        separator = "\t" if n == 2 else " "
+        text = "\n".join(separator.join(f) for f in lines) + ("" if n == 3 else "\n")
+        made.append(run.with_name(f"plain{n}"))
+        made[-1].write_text(text, encoding="utf-8")
+    return made
+
+
+def _rankings(columns: Columns) -> dict[str, list[str]]:
+    """Each query's ranked document ids."""
+    docs = columns.docs.cast(pa.string()) if hasattr(columns.docs, "cast") else columns.docs
+    return {
+        qid: [docs[code].as_py() for code in codes]
+        for qid, codes in zip(
+            columns.ids.to_pylist(), columns.column("retrieved").to_pylist(), strict=True
+        )
+    }
+
+
+@pytest.mark.parametrize("seed", [21, 22, 23])
+def test_plain_runs_read_together_as_each_alone(seed: int, tmp_path: Path) -> None:
+    """read_together (the runs as one file) gives each plain run the rankings and tag
+    that reading it alone gives (engine.io.trec, the normal path); a run in CRLF goes
+    alone, and a run that ranks a document twice, or whose score is not finite, makes
+    every run go alone (its reader then names the line)."""
+    from engine.analysis import trec_eval_files as files
+    from engine.analysis.trec_eval_many import RUN_SEPARATOR, read_together
+    from engine.io import trec
+
+    collection = write_collection(tmp_path, seed, queries=15)
+    runs = _plain_runs(collection.run, seed)
+    crlf = tmp_path / "crlf"
+    crlf.write_bytes(runs[0].read_bytes().replace(b"\n", b"\r\n"))
+    names = [str(run) for run in [*runs[:3], crlf, *runs[3:]]]
+    found = read_together(names)
+    assert found is not None
+    together, tags = found
+    assert tags[3] is None
+    rankings = _rankings(together)
+    for number, name in enumerate(names):
+        if tags[number] is None:
+            continue
+        alone = {
+            f"{number:06d}{RUN_SEPARATOR}{qid}": docs
+            for qid, docs in _rankings(files.read_run(name)[0]).items()
+        }
+        assert {q: d for q, d in rankings.items() if q in alone} == alone
+        assert sum(q.startswith(f"{number:06d}") for q in rankings) == len(alone)
+        assert tags[number] == trec.run_tag(name) == f"tag{runs.index(Path(name))}"
+    twice = tmp_path / "twice"
+    twice.write_text(runs[0].read_text() + runs[0].read_text().splitlines()[0] + "\n")
+    assert read_together([*names, str(twice)]) is None
+    infinite = tmp_path / "infinite"
+    infinite.write_text(runs[0].read_text().replace("1.5", "1e400"))
+    assert "1e400" in infinite.read_text()
+    assert read_together([*names, str(infinite)]) is None
+
+
+@pytest.mark.parametrize("seed", [24, 25])
+def test_plain_runs_in_one_call_byte_for_byte(
+    seed: int, trec_eval_binary: Path, tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    """Runs read as one file print what the binary prints for each (with one that
+    stops, status 4, and one in CRLF read alone)."""
+    from engine.analysis.trec_eval_many import read_together
+
+    collection = write_collection(tmp_path, seed, queries=20)
+    runs = _plain_runs(collection.run, seed)
+    crlf = tmp_path / "crlf"
+    crlf.write_bytes(runs[1].read_bytes().replace(b"\n", b"\r\n"))
+    assert read_together([str(run) for run in runs]) is not None
+    options = [
+        ("-q",),
+        ("-q", "-m", "all_trec"),
+        ("-q", "-c", "-m", "all_trec"),
+        ("-q", "-J", "-M", "5", "-m", "all_trec"),
+        ("-n", "-q", "-l", "2", "-m", "official"),
+        ("-q", "-m", "relstring.5", "-m", "P.5,7,3"),
+    ]
+    assert _check(trec_eval_binary, options, collection.qrels, [*runs, crlf], capsysbinary) == []

@@ -3,11 +3,13 @@ run's queries renamed ``<run number><RUN_SEPARATOR><query>``, the qrels repeated
 run's names, all of it scored as one dataset by :func:`~engine.analysis.trec_eval.trec_eval`
 and the report cut back into one per run. trec_eval scores each query on its own, so each
 run's report is the one it gets alone; what a batch saves is the per-call cost (tens of
-small Arrow and NumPy calls per run), which dominates on small collections."""
+small Arrow and NumPy calls per run), which dominates on small collections. For the same
+reason the runs that are plain TREC text are read as one file (:func:`read_runs`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 
 import attrs
 import numpy as np
@@ -15,16 +17,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.analysis.trec_eval import Options, Report, Request, trec_eval
+from engine.errors import InputError, SlotwiseError
 from engine.evaluation.api import Engine
+from engine.io import sniff, trec_csv
 from engine.io.columns import Columns, stack
+from engine.io.files import COMPRESSIONS, magic_codec, open_binary
+from engine.io.frames import Coded, Where, flat, flat_strings, retrieved_twice, run_columns
 
-__all__ = ["RUN_SEPARATOR", "batches", "reports"]
+__all__ = ["RUN_SEPARATOR", "batches", "read_runs", "read_together", "reports", "whole_runs"]
 
 #: Joins a run's number and a query id: it sorts before any character of an id.
 RUN_SEPARATOR = "\x1e"
 #: The most qrels rows (the qrels' queries times the runs) scored in one batch.
 BATCH_ROWS = 200_000
+#: The most bytes of runs read as one file (larger runs are read one by one: their
+#: per-call cost is small beside their size).
+TOGETHER_BYTES = 1 << 28
 _DIGITS = 6
+
+#: What reads one run on its own: its columns and tag (trec_eval_files.read_run).
+RunReader = Callable[[str], tuple[Columns, str]]
 
 
 def batches(count: int, qrels_rows: int) -> list[range]:
@@ -34,54 +46,180 @@ def batches(count: int, qrels_rows: int) -> list[range]:
     return [range(start, min(start + size, count)) for start in range(0, count, size)]
 
 
+def _prefix(number: int) -> str:
+    return f"{number:0{_DIGITS}d}{RUN_SEPARATOR}"
+
+
 def _renamed(columns: Columns, number: int) -> Columns:
-    ids = pc.binary_join_element_wise(f"{number:0{_DIGITS}d}{RUN_SEPARATOR}", columns.ids, "")
+    ids = pc.binary_join_element_wise(_prefix(number), columns.ids, "")
     index = columns.table.column_names.index("id")
     return Columns(columns.table.set_column(index, "id", ids), columns.docs)
+
+
+def _numbers(ids: pa.Array) -> np.ndarray:
+    """The run number of each renamed query id."""
+    return pc.cast(pc.utf8_slice_codeunits(ids, 0, _DIGITS), pa.int64()).to_numpy()
+
+
+def read_runs(names: Sequence[str], read: RunReader) -> tuple[Columns | None, list[str | None]]:
+    """The runs ``names``, renamed by their positions and stacked, and each one's tag: those
+    :func:`read_together` takes read as one file, the others each by ``read``. A run that
+    cannot be read has no rows and no tag (None); reading it again says why."""
+    together = read_together(names)
+    parts, tags = ([together[0]], together[1]) if together else ([], [None] * len(names))
+    for number, name in enumerate(names):
+        if tags[number] is None:
+            try:
+                run, tags[number] = read(name)
+            except SlotwiseError:  # (trec_eval's Stop among them)
+                continue
+            parts.append(_renamed(run, number))
+    return (stack(parts) if parts else None), tags
+
+
+def read_together(names: Sequence[str]) -> tuple[Columns, list[str | None]] | None:
+    """The runs of ``names`` that are plain TREC text read as one file, as
+    :func:`engine.io.trec.read_run` reads each (pyarrow's CSV reader, the same columns
+    and order): each line's query renamed by its run's position, parsed and ranked at
+    once; and each run's tag (None: a run left to be read on its own). Plain: a regular,
+    uncompressed file, not empty, of lines of six fields separated by single spaces (or
+    by single tabs, as the first plain run's are), without a comment, a blank line, a carriage
+    return or a byte-order mark. None when fewer than two runs are plain, or when the
+    lines of those together are not read whole (a bad line is then named by reading
+    each run on its own)."""
+    texts: list[bytes] = []
+    tags: list[str | None] = [None] * len(names)
+    delimiter, size = None, 0
+    for number, name in enumerate(names):
+        data = _plain(name)
+        if data is None:
+            continue
+        own, tag = trec_csv.delimiter(data[: data.find(b"\n") + 1]), _tag(data)
+        if tag is None or own != (delimiter or own) or size + len(data) > TOGETHER_BYTES:
+            continue
+        if data.count(own.encode()) != 5 * data.count(b"\n"):
+            continue  # not six fields a line (one such run would fail them all)
+        delimiter, size = own, size + len(data)
+        prefix = _prefix(number).encode()
+        texts.append(prefix + data[:-1].replace(b"\n", b"\n" + prefix) + b"\n")
+        tags[number] = tag
+    if len(texts) < 2 or delimiter is None:
+        return None
+    table = trec_csv.parse(pa.BufferReader(b"".join(texts)), "run", delimiter)
+    if table is None:
+        return None
+    scores = flat(table.column("score").chunks, np.float64)
+    if not np.isfinite(scores).all():
+        return None
+    queries = Coded.of_blocks(table.column("query").chunks)
+    docs = Coded.rows(flat_strings(table.column("doc").chunks))
+    if retrieved_twice(queries, docs, Where()):
+        return None
+    return run_columns(queries, docs, scores=scores), tags
+
+
+def _plain(name: str) -> bytes | None:
+    """The bytes of a run :func:`read_together` can read (ending in a newline), or None."""
+    if not os.path.isfile(name) or name.lower().endswith(tuple(COMPRESSIONS)):
+        return None
+    try:
+        if os.path.getsize(name) > TOGETHER_BYTES or magic_codec(name) is not None:
+            return None
+        with open_binary(name) as handle:  # (the limits of a line, as every reader's)
+            data = handle.read()
+    except (OSError, InputError):
+        return None
+    if (
+        not data
+        or data.startswith((b"#", b"\xef\xbb\xbf"))
+        or b"\r" in data
+        or b"\n#" in data
+        or sniff.sniff(data[: sniff.HEAD], name) != sniff.TREC
+    ):
+        return None
+    return data if data.endswith(b"\n") else data + b"\n"
+
+
+def _tag(data: bytes) -> str | None:
+    """The run's tag as :func:`engine.io.trec.run_tag` finds it (the sixth field of the
+    last line that has one), looked for in the last lines; None if they have none."""
+    tail = data[-4096:]
+    if len(tail) < len(data):
+        tail = tail[tail.find(b"\n") + 1 :]  # whole lines only
+    for line in reversed(tail.splitlines()):
+        fields = line.split()
+        if len(fields) >= 6:
+            return fields[5].decode("utf-8", "replace")
+    return None
+
+
+def whole_runs(qrels: Columns, runs: Columns, count: int, complete: bool) -> list[int]:
+    """The numbers (of ``count``) of the runs trec_eval evaluates whole: each run with
+    rows that ranks every qrels query (any run with rows, with ``complete``); at a qrels
+    query a run lacks trec_eval stops (the caller then scores that run alone)."""
+    numbers = np.unique(_numbers(runs.ids))
+    if complete:
+        return numbers.tolist()
+    prefixes = pa.array([_prefix(n) for n in numbers], pa.string())
+    repeated = np.repeat(np.arange(numbers.size), len(qrels))
+    tiled = np.tile(np.arange(len(qrels)), numbers.size)
+    wanted = pc.binary_join_element_wise(
+        prefixes.take(pa.array(repeated)), qrels.ids.take(pa.array(tiled)), ""
+    )
+    found = pc.is_in(wanted, value_set=runs.ids).to_numpy(zero_copy_only=False)
+    return numbers[found.reshape(numbers.size, len(qrels)).all(axis=1)].tolist()
 
 
 def reports(
     engine: Engine,
     qrels: Columns,
-    runs: Sequence[tuple[Columns, str]],
+    runs: Columns,
+    runids: Sequence[str | None],
+    numbers: Sequence[int],
     requests: Sequence[Request],
     options: Options,
     per_query: bool = False,
-) -> list[tuple[Report, bytes | None]]:
-    """Each run's (run, runid) report, as :func:`trec_eval` makes it for the run alone,
-    and with ``per_query`` the bytes of its per-query lines (as ``report.render(True,
-    False)``), formatted for all runs at once. Every run must rank each qrels query
-    unless ``options.complete`` (where trec_eval would stop, the caller scores that run
-    alone)."""
-    count = len(runs)
-    both = trec_eval(
-        engine,
-        stack([_renamed(qrels, n) for n in range(count)]),
-        stack([_renamed(run, n) for n, (run, _) in enumerate(runs)]),
-        requests,
-        options,
-    )
-    ids = pa.array(both.query_ids, pa.string())
-    numbers = pc.cast(pc.utf8_slice_codeunits(ids, 0, _DIGITS), pa.int64()).to_numpy()
-    queries = pc.utf8_slice_codeunits(ids, _DIGITS + 1)
+) -> dict[int, tuple[Report, bytes | None]]:
+    """By number, the report of each run ``numbers`` names among ``runs`` (renamed by run
+    number: see :func:`read_runs`; its runid ``runids[number]``), as :func:`trec_eval`
+    makes it for the run alone, and with ``per_query`` the bytes of its per-query lines
+    (as ``report.render(True, False)``), formatted for all runs at once. Each of those
+    runs must rank each qrels query unless ``options.complete`` (see
+    :func:`whole_runs`)."""
+    count = len(numbers)
+    rows = np.flatnonzero(np.isin(_numbers(runs.ids), numbers))
+    if rows.size < len(runs):
+        runs = runs.take(rows)
+    repeated = qrels.take(np.tile(np.arange(len(qrels)), count))  # one vocabulary, shared
+    ids = pa.array(np.repeat([_prefix(n) for n in numbers], len(qrels)), pa.string())
+    ids = pc.binary_join_element_wise(ids, repeated.ids, "")
+    table = repeated.table.set_column(repeated.table.column_names.index("id"), "id", ids)
+    both = trec_eval(engine, Columns(table, qrels.docs), runs, requests, options)
+    found_ids = pa.array(both.query_ids, pa.string())
+    run_of = _numbers(found_ids)
+    queries = pc.utf8_slice_codeunits(found_ids, _DIGITS + 1)
     judged = None if both.num_rel_judged is None else both.num_rel_judged // count
     lines: list[bytes | None] = [None] * count
     if per_query:  # the order by run, then query: each run's rows one part of it
-        order = pc.sort_indices(ids).to_numpy()
-        bounds = np.searchsorted(numbers[order], np.arange(count + 1)).tolist()
-        parts = [slice(bounds[n], bounds[n + 1]) for n in range(count)]
+        order = pc.sort_indices(found_ids).to_numpy()
+        ordered = run_of[order]
+        bounds = zip(
+            np.searchsorted(ordered, numbers, "left").tolist(),
+            np.searchsorted(ordered, numbers, "right").tolist(),
+            strict=True,
+        )
         stripped = attrs.evolve(both, query_ids=tuple(queries.to_pylist()))
-        lines = list(stripped.per_query_parts(order, parts))
-    found = []
-    for number, (_, runid) in enumerate(runs):
-        rows = np.flatnonzero(numbers == number)
+        lines = list(stripped.per_query_parts(order, [slice(*b) for b in bounds]))
+    found = {}
+    for place, number in enumerate(numbers):
+        own = np.flatnonzero(run_of == number)
         report = attrs.evolve(
             both,
-            query_ids=tuple(queries.take(pa.array(rows)).to_pylist()),
-            values={name: column[rows] for name, column in both.values.items()},
-            relstrings=both.relstrings.take(rows) if len(both.relstrings) else both.relstrings,
-            runid=runid,
+            query_ids=tuple(queries.take(pa.array(own)).to_pylist()),
+            values={name: column[own] for name, column in both.values.items()},
+            relstrings=both.relstrings.take(own) if len(both.relstrings) else both.relstrings,
+            runid=runids[number] or "",
             num_rel_judged=judged,
         )
-        found.append((report, lines[number]))
+        found[number] = (report, lines[place])
     return found

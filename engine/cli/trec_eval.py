@@ -201,48 +201,45 @@ def _batched(
     engine: Engine,
     qrels: Any,
     pool: Any,
-    first: Any,
     requests: list[Request],
     options: Options,
     args: argparse.Namespace,
     zscores: Any,
 ) -> int:
     """Several runs against ``-R qrels``: in batches (engine/analysis/trec_eval_many.py),
-    the runs that trec_eval evaluates whole scored together, then each printed in order;
-    a run that fails, or at whose missing query trec_eval stops, goes alone and is named
-    as :func:`_each` names it. ``first``: the first run, being read."""
+    each batch read while the one before is scored, the runs that trec_eval evaluates
+    whole scored together, then each printed in order; a run that fails, or at whose
+    missing query trec_eval stops, goes alone (read again) and is named as :func:`_each`
+    names it."""
     from engine.analysis import trec_eval_files as files
-    from engine.analysis.trec_eval_many import batches, reports
+    from engine.analysis.trec_eval_many import batches, read_runs, reports, whole_runs
     from engine.errors import SlotwiseError
 
     worst = 0
-    for batch in batches(len(args.runs), len(qrels)):
-        reading = {i: first if i == 0 else pool.submit(files.read_run, args.runs[i]) for i in batch}
-        loaded = {}
-        for i, future in reading.items():
-            with contextlib.suppress(Stop, SlotwiseError):  # raised again below, in order
-                loaded[i] = future.result()
-        whole = [
-            i for i, (run, _) in loaded.items() if not files.first_stop(qrels.ids, run.ids, args.c)
-        ]
+    parts = batches(len(args.runs), len(qrels))
+    reading = {}
+    for at, batch in enumerate(parts):
+        for ahead in range(at, min(at + 2, len(parts))):  # this batch, and the next
+            if ahead not in reading:
+                names = [args.runs[i] for i in parts[ahead]]
+                reading[ahead] = pool.submit(read_runs, names, files.read_run)
+        runs, runids = reading.pop(at).result()
+        whole = [] if runs is None else whole_runs(qrels, runs, len(batch), args.c)
         made: dict[int, tuple[Report, bytes | None]] = {}
         if len(whole) > 1:
-            with contextlib.suppress(Stop, SlotwiseError):  # then each alone, named
-                given = [loaded[i] for i in whole]
+            with contextlib.suppress(SlotwiseError):  # then each alone, named
                 lines = args.q and zscores is None  # (z-scores: each run's values apart)
-                found = reports(engine, qrels, given, requests, options, per_query=lines)
-                made = dict(zip(whole, found, strict=True))
-
-        for i in batch:
-            if i in made:
-                report, lines = made[i]
+                made = reports(engine, qrels, runs, runids, whole, requests, options, lines)
+        for number, i in enumerate(batch):
+            if number in made:
+                report, lines = made[number]
                 print_it = functools.partial(
                     _write, report, zscores, args.q, not args.n, per_query_lines=lines
                 )
-            else:  # read again where reading failed: the error is raised, to be named
-                found = loaded[i] if i in loaded else reading[i].result
+            else:  # read again: a failure is raised, to be named
+                read = functools.partial(files.read_run, args.runs[i])
                 print_it = functools.partial(
-                    _alone, engine, qrels, found, requests, options, args, zscores
+                    _alone, engine, qrels, read, requests, options, args, zscores
                 )
             worst = max(worst, _named(args.runs[i], print_it))
     return worst
@@ -280,13 +277,14 @@ def _evaluate(args: argparse.Namespace) -> int:
     grouped = kind == "qrels_jg"
     engine = Engine(config={}, executor="threads")
     with ThreadPoolExecutor(2, thread_name_prefix="slotwise-read") as pool:
+        batched = len(args.runs) > 1 and not grouped
         # the first run is read while the qrels are, each next one while a run is scored
-        ahead = {0: pool.submit(files.read_run, args.runs[0])}
+        ahead = {} if batched else {0: pool.submit(files.read_run, args.runs[0])}
         pool.submit(_load_ahead, engine, requests, options.level)
         qrels = files.read_qrels_jg(args.qrels) if grouped else files.read_qrels(args.qrels)
         zscores = files.read_zscores(args.Z) if args.Z is not None else None
-        if len(args.runs) > 1 and not grouped:
-            return _batched(engine, qrels, pool, ahead[0], requests, options, args, zscores)
+        if batched:
+            return _batched(engine, qrels, pool, requests, options, args, zscores)
 
         def one(index: int, _: str) -> None:
             if index + 1 < len(args.runs):
