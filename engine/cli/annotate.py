@@ -325,7 +325,9 @@ def _fill(
         labelled, filling, ensemble = _combined(args, raws, judged)
         lines += ensemble.lines()
         if args.uncertainty_output is not None:
-            _write_uncertainty(args, ensemble)
+            from engine.io.uncertainty import write_uncertainty
+
+            write_uncertainty(args.uncertainty_output, ensemble.uncertainty(args.uncertainty_unit))
             lines.append(f"wrote {args.uncertainty_output} (the judges' disagreement)")
         unreadable, failed = ensemble.unjudged, []
     _write(args.output, labelled, name, lines, session.cache_path)
@@ -370,15 +372,6 @@ def _combined(
         raws, [(name, labels, filling.source) for name, labels, filling in judged], args.combine
     )
     return labelled, attrs.evolve(judged[0][2], source=ensemble.source), ensemble
-
-
-def _write_uncertainty(args: argparse.Namespace, ensemble: Any) -> None:
-    import json
-
-    from engine.io.writer import atomic_write
-
-    rows = ensemble.uncertainty(args.uncertainty_unit)
-    atomic_write(args.uncertainty_output, "".join(json.dumps(row) + "\n" for row in rows))
 
 
 def _mutual(ensemble: Any) -> Any:

@@ -6,7 +6,6 @@ what is already labelled; writes SAMPLE.jsonl and SAMPLE.design.json beside it
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,17 +18,16 @@ from engine.cli.common import (
     positive_float,
     positive_int,
 )
-from engine.errors import InputError, Problem
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from engine.evaluation.api import Dataset, Engine
+    from engine.analysis.sampling_frame import Pooled, Population
+    from engine.evaluation.api import Dataset
 
 __all__ = ["add"]
 
 DEFAULT_METRIC = "retrieval-ndcg-at-k@10"
-LABEL_KINDS = ("relevance", "utility", "grades")
 
 
 def add(commands: Any) -> dict[str, Handler]:
@@ -124,160 +122,64 @@ def add(commands: Any) -> dict[str, Handler]:
     return {"sample": _sample}
 
 
-def _fail(message: str, source: str | None = None) -> InputError:
-    return InputError([Problem(message, source=source)], summary="cannot draw the sample")
+def _pooled(args: argparse.Namespace, dataset: Dataset) -> Pooled | None:
+    """The pairs --runs' top --depth pool (None without --runs)."""
+    if not args.runs:
+        return None
+    from engine.annotate.holes import pool
+    from engine.io.sources import read_outputs
+
+    return pool(dataset.columns, [read_outputs(path) for path in args.runs], args.depth)
 
 
-def _labelled_queries(dataset: Dataset) -> set[str]:
+def _disagreement(args: argparse.Namespace, labels: Dataset, queries: list[str]) -> np.ndarray:
+    """Each unit's systems' disagreement: its query's |--metric of the first run - of
+    the second| under ``labels``."""
     import numpy as np
 
-    columns = dataset.columns
-    has = np.zeros(len(columns), dtype=np.bool_)
-    for kind in LABEL_KINDS:
-        has |= columns.column(kind).is_valid().to_numpy(zero_copy_only=False)
-    return {sample_id for sample_id, labelled in zip(dataset.ids, has, strict=True) if labelled}
-
-
-def _labelled_pairs(dataset: Dataset) -> set[tuple[str, str]]:
-    return {(s.id, doc) for s in dataset.samples for doc in (s.relevance or {})}
-
-
-def _population(args: argparse.Namespace, dataset: Dataset) -> tuple[list[str], list[str] | None,
-                                                                     dict[str, int]]:  # fmt: skip
-    """The units' query ids (and doc ids), and each query's number of pooled pairs."""
-    import numpy as np
-
-    ids = dataset.ids
-    if args.runs:
-        from engine.annotate.holes import pool
-        from engine.io.sources import read_outputs
-
-        pooled = pool(dataset.columns, [read_outputs(path) for path in args.runs], args.depth)
-        queries = [ids[row] for row in pooled.rows.tolist()]
-        docs = pooled.docs.to_pylist()
-        counts = dict(zip(*np.unique(np.asarray(queries, dtype=object), return_counts=True),
-                          strict=True)) if queries else {}  # fmt: skip
-        pairs = {q: int(counts.get(q, 0)) for q in ids}
-    else:
-        labelled = [(s.id, doc) for s in dataset.samples for doc in (s.relevance or {})]
-        queries, docs = [q for q, _ in labelled], [d for _, d in labelled]
-        pairs = {}
-    if args.unit == "query":
-        return list(ids), None, pairs
-    if not queries:
-        raise _fail("no pairs: give --runs to pool, or a dataset with relevance labels")
-    return queries, docs, pairs
-
-
-def _disagreement(args: argparse.Namespace, engine: Engine, labels: Dataset) -> dict[str, float]:
-    """Per query, |the --metric of the first run - of the second| under ``labels``."""
-    import numpy as np
+    from engine.analysis.sampling_frame import disagreement
 
     if not args.runs or len(args.runs) < 2:
         raise UsageError("the systems' disagreement needs two --runs")
-    evaluation = labels.with_metrics([args.metric])
-    first, second = (evaluation.evaluate(path) for path in args.runs[:2])
-    label = first.labels[0]
-    gap = np.abs(first.values(label) - second.values(label))
-    missing = [q for q, v in zip(labels.ids, gap, strict=True) if np.isnan(v)]
-    if missing:
-        raise InputError(
-            [Problem(f"{label} is NA for a run", q) for q in missing],
-            summary="cannot compute the systems' disagreement",
-        )
-    return dict(zip(labels.ids, gap.tolist(), strict=True))
-
-
-def _bands(values: np.ndarray, bins: int) -> list[str]:
-    """'|Δ|=0', then quantile bands of the positive values named by their upper edges."""
-    import numpy as np
-
-    positive = values[values > 0]
-    if not positive.size:
-        return ["|Δ|=0"] * values.size
-    edges = np.unique(np.quantile(positive, np.linspace(0, 1, bins + 1)[1:]))
-    at = np.minimum(np.searchsorted(edges, values, side="left"), edges.size - 1)
-    return ["|Δ|=0" if v == 0 else f"|Δ|<={edges[i]:.3g}" for v, i in zip(values, at, strict=True)]
+    gap = disagreement(labels, args.runs[0], args.runs[1], args.metric)
+    return np.asarray([gap[q] for q in queries])
 
 
 def _strata(
-    args: argparse.Namespace, engine: Engine, dataset: Dataset, queries: list[str],
-    docs: list[str] | None, judge: Dataset,
-) -> list[str]:  # fmt: skip
-    import numpy as np
+    args: argparse.Namespace, dataset: Dataset, units: Population, judge: Dataset
+) -> list[str]:
+    """Each unit's stratum by --stratify."""
+    from engine.analysis.sampling_frame import bands, grade_strata, metadata_strata
 
     kind = args.stratify
     if kind.startswith("metadata."):
-        field = kind[len("metadata.") :]
-        metadata = {s.id: s.metadata or {} for s in dataset.samples}
-        if not any(field in m for m in metadata.values()):
-            raise _fail(f"no sample has the metadata field {field!r} to stratify by")
-        lacking = sorted({q for q in queries if field not in metadata[q]})
-        if lacking:
-            raise InputError([Problem(f"no metadata field {field!r}", q, f"/metadata/{field}")
-                              for q in lacking], summary="cannot stratify")  # fmt: skip
-        return [str(metadata[q][field]) for q in queries]
+        return metadata_strata(dataset, kind[len("metadata.") :], units.queries)
     if kind == "grade":
-        if docs is None:
+        if units.docs is None:
             raise UsageError("--stratify grade stratifies pairs: add --unit pair")
-        grades = {s.id: s.relevance or {} for s in judge.samples}
-        return [
-            f"grade={grades.get(q, {})[d]:g}" if d in grades.get(q, {}) else "unjudged"
-            for q, d in zip(queries, docs, strict=True)
-        ]
+        return grade_strata(judge, units.queries, units.docs)
     if kind == "disagreement":
-        gap = _disagreement(args, engine, judge)
-        return _bands(np.asarray([gap[q] for q in queries]), args.bins)
+        return bands(_disagreement(args, judge, units.queries), args.bins)
     raise UsageError(f"--stratify {kind!r}: give metadata.FIELD, grade or disagreement")
 
 
-def _uncertainty(
-    args: argparse.Namespace, engine: Engine, queries: list[str], docs: list[str] | None,
-    judge: Dataset,
-) -> np.ndarray:  # fmt: skip
-    import numpy as np
+def _uncertainty(args: argparse.Namespace, units: Population, judge: Dataset) -> np.ndarray:
+    """Each unit's uncertainty: --uncertainty's, else the systems' disagreement."""
+    from engine.io.uncertainty import read_uncertainty
 
     if args.uncertainty is None:
-        gap = _disagreement(args, engine, judge)
-        return np.asarray([gap[q] for q in queries])
-    found: dict[tuple[str, str | None], float] = {}
-    problems = []
-    source = str(args.uncertainty)
-    try:
-        lines = args.uncertainty.read_text(encoding="utf-8").splitlines()
-    except OSError as error:
-        raise _fail(f"cannot read: {error.strerror}", source) from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            key = (str(row["query_id"]), None if docs is None else str(row["doc_id"]))
-            value = float(row["uncertainty"])
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
-            problems.append(Problem(f"not an uncertainty row: {error!r}", source=source,
-                                    line=number))  # fmt: skip
-            continue
-        if not (np.isfinite(value) and value >= 0):
-            problems.append(Problem(f"uncertainty {value} is not a number >= 0", key[0],
-                                    "/uncertainty", source, number))  # fmt: skip
-        found[key] = value
-    doc_of: list[str | None] = list(docs) if docs is not None else [None] * len(queries)
-    keys = list(zip(queries, doc_of, strict=True))
-    known = set(keys)
-    problems += [Problem("no such unit in the population", q, source=source)
-                 for q, _ in found.keys() - known]  # fmt: skip
-    problems += [Problem(f"no uncertainty for this unit{'' if d is None else f' (doc {d})'}",
-                         q, source=source) for q, d in keys if (q, d) not in found]  # fmt: skip
-    if problems:
-        raise InputError(problems, summary="invalid --uncertainty")
-    return np.asarray([found[key] for key in keys])
+        return _disagreement(args, judge, units.queries)
+    return read_uncertainty(args.uncertainty, units.queries, units.docs)
 
 
 def _sample(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from engine.analysis import sampling
+    from engine.analysis.sampling_frame import (
+        cannot_draw,
+        labelled_pairs,
+        labelled_queries,
+        population,
+    )
 
     if (args.budget_money is None) != (args.price is None):
         raise UsageError("--budget-money AMOUNT and --price go together")
@@ -290,19 +192,19 @@ def _sample(args: argparse.Namespace) -> int:
     engine = configured_engine(getattr(args, "config", None))
     dataset = engine.dataset(args.dataset)
     judge = engine.dataset(args.judge) if args.judge is not None else dataset
-    queries, docs, pairs = _population(args, dataset)
+    units = population(dataset, args.unit, _pooled(args, dataset))
+    queries, docs = units.queries, units.docs
     exclude: set[Any] = set()
     if args.exclude is not None:
         human = engine.dataset(args.exclude)
-        exclude = _labelled_queries(human) if docs is None else _labelled_pairs(human)
+        exclude = labelled_queries(human) if docs is None else set(labelled_pairs(human))
     per_unit = 1.0
     if docs is None and (args.budget is not None or args.budget_money is not None):
         if not args.runs:
             raise UsageError("a budget in labels pays for each query's pooled pairs: give --runs")
-        left = [pairs[q] for q in queries if q not in exclude]
-        per_unit = float(np.mean(left)) if left and np.mean(left) > 0 else 1.0
-    strata = _strata(args, engine, dataset, queries, docs, judge) if args.stratify else None
-    uncertainty = _uncertainty(args, engine, queries, docs, judge) if args.active else None
+        per_unit = units.labels_per_query(exclude)
+    strata = _strata(args, dataset, units, judge) if args.stratify else None
+    uncertainty = _uncertainty(args, units, judge) if args.active else None
     try:
         size, budget = sampling.size_for(
             size=args.size, labels=args.budget, money=args.budget_money, price=args.price,
@@ -314,7 +216,7 @@ def _sample(args: argparse.Namespace) -> int:
             budget=budget, dataset=f"{dataset.source or args.dataset} {dataset.hash}",
         )  # fmt: skip
     except ValueError as error:
-        raise _fail(str(error)) from None
+        raise cannot_draw(str(error)) from None
     design_file = sampling.write_sample(drawn, args.output)
     design = drawn.design
     what = "queries" if docs is None else "pairs"
