@@ -45,11 +45,11 @@ ELSEWHERE = {
     "tests/test_plugin_install.py (slow) installs it and scores example-junk-at-k@3",
     "docs/annotation.md": "calls a hosted judge (an API key): tests/test_annotate_holes.py "
     "makes the same pool / fill_holes calls against a local OpenAI-compatible server",
-    "docs/ppi.md": "needs a judge's labels of every pooled pair: tests/test_ppi.py calls "
-    "evaluation.ppi with and without a baseline on data it labels itself",
+    "docs/ppi.md": "needs a judge's labels of every pooled pair: tests/test_example_wheel.py "
+    "runs the page's shell steps against the stand-in judge server, then its python blocks",
     "docs/label-free.md": "needs the judge's labels of the walkthrough (out/labelled.yaml): "
-    "tests/test_label_free.py labels questions against the stand-in server and makes the "
-    "same compare, judged@k and PPI-gate calls",
+    "tests/test_example_wheel.py runs the walkthrough's shell steps against the stand-in "
+    "judge server, then the page's python block",
 }
 
 DRIVER = r"""
@@ -124,20 +124,23 @@ def _prepare(document: str, folder: str, tmp_path: Path) -> Path:
             arguments = ["run", "quickstart", "--outputs", f"outputs/{system}.json"]
             arguments += ["--format", "json", "--output", f"{system}.json"]
             subprocess.run([*cli, *arguments], cwd=here, check=True, capture_output=True)
-    if document == "docs/scale.md":  # trec_eval's test files, as TREC and as Parquet
-        for name, target in (("qrels.test", "qrels.txt.gz"), ("results.test", "run.trec.gz")):
-            (here / target).write_bytes(gzip.compress((DATA / "trec_eval" / name).read_bytes()))
-        import engine
-        from engine.io import frames, trec
-
-        labels = engine.Engine(config={}).dataset(
-            trec.read_qrels(DATA / "trec_eval" / "qrels.test")
-        )
-        frames.write_table(labels.to_arrow(), here / "labels.parquet")
-        run = frames.run_table(trec.read_run(DATA / "trec_eval" / "results.test"))
-        frames.write_table(run, here / "run.parquet")
-        _shards(here, labels.to_arrow(), run)
+    if document == "docs/scale.md":
+        scale_inputs(here)
     return here
+
+
+def scale_inputs(here: Path) -> None:
+    """scale.md's inputs in ``here``: trec_eval's test files, as TREC and as Parquet."""
+    for name, target in (("qrels.test", "qrels.txt.gz"), ("results.test", "run.trec.gz")):
+        (here / target).write_bytes(gzip.compress((DATA / "trec_eval" / name).read_bytes()))
+    import engine
+    from engine.io import frames, trec
+
+    labels = engine.Engine(config={}).dataset(trec.read_qrels(DATA / "trec_eval" / "qrels.test"))
+    frames.write_table(labels.to_arrow(), here / "labels.parquet")
+    run = frames.run_table(trec.read_run(DATA / "trec_eval" / "results.test"))
+    frames.write_table(run, here / "run.parquet")
+    _shards(here, labels.to_arrow(), run)
 
 
 def _shards(here: Path, labels: Any, run: Any) -> None:
@@ -169,22 +172,36 @@ def _shards(here: Path, labels: Any, run: Any) -> None:
 @pytest.mark.parametrize("document", list(DOCUMENTS))
 def test_python_blocks_run_as_written(document, tmp_path):
     folder, uncompared = DOCUMENTS[document]
+    here = _prepare(document, folder, tmp_path)
+    env = {**os.environ, "SLOTWISE_CONFIG": ""}
+    if document == "docs/writing-a-metric-plugin.md":
+        env["PYTHONPATH"] = str(here / "src")
+    run_document(Path(sys.executable), document, here, env, tmp_path / "blocks.json", uncompared)
+
+
+def run_document(
+    python: Path,
+    document: str,
+    here: Path,
+    env: dict[str, str],
+    listing: Path,
+    uncompared: dict[int, str] | None = None,
+) -> None:
+    """Every python block of ``document`` runs in ``here`` with ``python`` (the driver,
+    one process) and shows what the page shows, but for the blocks ``uncompared`` and
+    a shown traceback (a line starting with '>'). tests/test_example_wheel.py runs the
+    pages with an installed package's Python."""
     blocks = _blocks((ROOT / document).read_text())
     assert blocks, f"{document} has no python block"
-    here = _prepare(document, folder, tmp_path)
-    listing = tmp_path / "blocks.json"
     listing.write_text(
         json.dumps(
             [[n, code, "AssertionError" in (shown or "")] for n, (code, shown) in enumerate(blocks)]
         )
     )
-    env = {**os.environ, "SLOTWISE_CONFIG": "", "HAYSTACK_TELEMETRY_ENABLED": "False"}  # offline
-    if document == "docs/writing-a-metric-plugin.md":
-        env["PYTHONPATH"] = str(here / "src")
     done = subprocess.run(
-        [sys.executable, "-c", DRIVER, str(listing)],
+        [str(python), "-c", DRIVER, str(listing)],
         cwd=here,
-        env=env,
+        env={**env, "HAYSTACK_TELEMETRY_ENABLED": "False"},  # offline
         capture_output=True,
         text=True,
         timeout=600,
@@ -192,7 +209,7 @@ def test_python_blocks_run_as_written(document, tmp_path):
     assert done.returncode == 0, f"{document}:\n{done.stderr[-3000:]}"
     printed = json.loads(done.stdout)
     for number, ((_, expected), got) in enumerate(zip(blocks, printed, strict=True)):
-        if expected is None or number in uncompared or expected.lstrip().startswith(">"):
+        if expected is None or number in (uncompared or {}) or expected.lstrip().startswith(">"):
             continue
         assert _lines(got) == _lines(expected), f"{document}, python block {number}"
 

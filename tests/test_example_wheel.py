@@ -1,36 +1,62 @@
 """From a wheel to the docs: the wheel built from this checkout ships the bundled examples
-(``engine.example_files``: examples/quickstart, setbased, trec, every file git tracks).
-:func:`check_documents` is what a user of the installed package does: in an empty
-folder ``slotwise example quickstart`` writes the quickstart, in which every python block
-of docs/getting-started.md and docs/comparing-systems.md (the pages that need the core
-alone) runs as written and shows what the page shows (the driver of
-tests/test_docs_snippets.py, with the installed package's Python); it runs in
-tests/test_plugin_install.py's fresh environment (slotwise installed from a copy of this
-checkout, not editable), made once for both."""
+(``engine.example_files``: examples/quickstart, setbased, trec, every file git tracks),
+and every page with python blocks runs from an installed slotwise, as a user of the
+package runs it: in an empty folder, ``slotwise example`` writes what the page starts
+from, the page's shell steps run, then its python blocks (the driver of
+tests/test_docs_snippets.py, with the installed package's Python), showing what the page
+shows.
+
+Two environments, each made once: the pages that need the core alone
+(:data:`FROM_THE_WHEEL`) run in tests/test_plugin_install.py's fresh environment, where
+pip installed slotwise and its dependencies as a user gets them; the pages that need
+extras (:data:`WITH_EXTRAS`) run in :func:`with_extras`: the wheel installed without its
+dependencies, which, with the extras' packages (LangChain, LlamaIndex, Haystack, Inspect,
+ragas, ir_datasets, pandas...), come from this test environment. The pages that need a
+judge's labels get them as the page does: their shell steps label the quickstart against
+the stand-in judge server (``python -m engine.annotate.stand_in``, from the wheel)."""
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
-from test_docs_snippets import DRIVER, _blocks, _lines
+from test_docs_snippets import DOCUMENTS, ELSEWHERE, run_document, scale_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ("quickstart", "setbased", "trec")
+#: The judge's address the pages' shell steps show, replaced by the stand-in's.
+DOC_URL = "http://127.0.0.1:8765/v1"
 
 pytestmark = pytest.mark.slow
 
 
-def _run(args: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(SLOTWISE_CONFIG="", PIP_DISABLE_PIP_VERSION_CHECK="1", NO_COLOR="1")
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+def _env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")
+    }
+    env.update(SLOTWISE_CONFIG="", PIP_DISABLE_PIP_VERSION_CHECK="1", NO_COLOR="1", **extra)
+    return env
+
+
+def _run(
+    args: list[str], cwd: Path, timeout: float = 600, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args, cwd=cwd, env=_env(**extra), capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +78,36 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return found
 
 
+@pytest.fixture(scope="module")
+def with_extras(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A virtual environment where slotwise is the wheel, installed without its
+    dependencies, and everything else is this test environment's: a .pth file names its
+    site-packages, which is then on the path as a plain folder (the .pth files in it,
+    among them the editable install's finder of this checkout, are not run). Installing
+    the extras from PyPI would take minutes on CI; these are the versions the rest of the
+    suite tests with. Checked: engine and metrics_plugins are imported from the wheel."""
+    root = tmp_path_factory.mktemp("extras") / "venv"
+    python = root / "bin" / "python"
+    made = _run([sys.executable, "-m", "venv", "--without-pip", str(root)], root.parent)
+    assert made.returncode == 0, made.stderr
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q"]
+    installed = _run([*install, "--no-deps", "--no-index", str(wheel)], root.parent)
+    assert installed.returncode == 0, installed.stderr
+    (site,) = root.glob("lib/python*/site-packages")
+    (site / "test-environment.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    imported = _run(
+        [
+            str(python),
+            "-c",
+            "import engine, metrics_plugins as m; print(engine.__file__, m.__file__)",
+        ],
+        root.parent,
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert all(Path(found).is_relative_to(site) for found in imported.stdout.split())
+    return root
+
+
 def test_the_wheel_ships_every_file_of_the_examples(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     tracked = _run(
@@ -62,34 +118,76 @@ def test_the_wheel_ships_every_file_of_the_examples(wheel: Path) -> None:
     assert not any(name.startswith("engine/example_files/plugin-example") for name in names)
 
 
-#: The pages whose python blocks need slotwise's core alone, each with the commands its
-#: earlier shell steps run in the written quickstart (as tests/test_docs_snippets.py's
-#: ``_prepare`` does in a copy of the checkout's).
-FROM_THE_WHEEL: dict[str, list[list[str]]] = {
-    "docs/getting-started.md": [],
-    "docs/comparing-systems.md": [
-        [
-            "run",
-            "quickstart",
-            "--outputs",
-            f"outputs/{system}.json",
-            "--format",
-            "json",
-            "--output",
-            f"{system}.json",
-        ]
-        for system in ("bm25", "hybrid-rerank")
-    ],
+class Page(NamedTuple):
+    """What a page starts from, in an empty folder, and where its python blocks run."""
+
+    folder: str = "quickstart"
+    """Where the python blocks run, in the empty folder."""
+    examples: tuple[str, ...] = ("quickstart",)
+    """The folders ``slotwise example NAME [FOLDER]`` writes first (NAME: the last part)."""
+    steps: tuple[tuple[str, ...], ...] = ()
+    """``slotwise`` commands the page's earlier shell steps run in ``folder``."""
+    console: str = ""
+    """A section of the page whose console steps, from its ``$ cd examples/quickstart``
+    on, run in ``folder`` against the stand-in judge, showing what they show."""
+    prepare: Callable[[Path], None] | None = None
+    """Writes, in ``folder``, the data the page's reader brings (not shipped)."""
+
+
+#: The pages whose python blocks need slotwise's core alone (and the example plugin,
+#: examples/plugin-example, installed beside it: writing-a-metric-plugin.md, its README).
+FROM_THE_WHEEL: dict[str, Page] = {
+    "docs/getting-started.md": Page(),
+    "docs/comparing-systems.md": Page(
+        steps=tuple(
+            tuple(
+                f"run quickstart --outputs outputs/{s}.json --format json --output {s}.json".split()
+            )
+            for s in ("bm25", "hybrid-rerank")
+        )
+    ),
+    "docs/writing-a-metric-plugin.md": Page(folder=".", examples=()),
+    "examples/quickstart/README.md": Page(),
+    "examples/plugin-example/README.md": Page(folder=".", examples=()),
 }
+
+#: The pages whose python blocks need extras or a judge's labels.
+WITH_EXTRAS: dict[str, Page] = {
+    "README.md": Page(folder=".", examples=("examples/quickstart", "examples/trec")),
+    "docs/embedding.md": Page(examples=("quickstart", "trec")),
+    "docs/relabelling.md": Page(),
+    "docs/agents.md": Page(),
+    "docs/scale.md": Page(prepare=scale_inputs),  # trec_eval's test files, the user's own
+    "docs/label-free.md": Page(
+        folder="examples/quickstart",
+        examples=("examples/quickstart",),
+        console="## The walkthrough",
+    ),
+    "docs/ppi.md": Page(
+        folder="examples/quickstart", examples=("examples/quickstart",), console="## Using it"
+    ),
+}
+
+
+#: The pages with python blocks that do not run from the wheel, and why.
+NOT_FROM_THE_WHEEL = {
+    "docs/annotation.md": "its block is a sketch against a hosted judge (an API key, "
+    "a dataset elided as '...'): tests/test_annotate_holes.py makes the same calls",
+}
+
+
+def test_every_page_with_python_runs_from_the_wheel() -> None:
+    """A page that gains a python block is run from the wheel too (or says why not)."""
+    pages = set(DOCUMENTS) | set(ELSEWHERE)
+    assert pages == set(FROM_THE_WHEEL) | set(WITH_EXTRAS) | set(NOT_FROM_THE_WHEEL)
 
 
 def check_documents(venv: Path, where: Path) -> None:
     """In an empty folder under ``where``, the ``slotwise`` of the environment ``venv``
-    (slotwise installed from a wheel) writes the quickstart, and every python block of
-    each page of :data:`FROM_THE_WHEEL` runs in a fresh copy of it with that
-    environment's Python, showing what the page shows. tests/test_plugin_install.py
-    calls this with its fresh environment."""
-    python, slotwise = venv / "bin" / "python", str(venv / "bin" / "slotwise")
+    (slotwise installed from a wheel) writes the quickstart (once only), and every page of
+    :data:`FROM_THE_WHEEL` runs from an empty folder of its own.
+    tests/test_plugin_install.py calls this with its fresh environment."""
+    slotwise = str(venv / "bin" / "slotwise")
     empty = where / "empty"
     empty.mkdir()
     wrote = _run([slotwise, "example", "quickstart"], empty)
@@ -99,27 +197,117 @@ def check_documents(venv: Path, where: Path) -> None:
     assert sorted(p.name for p in here.iterdir()) == [n for n in shipped if n != "__pycache__"]
     again = _run([slotwise, "example", "quickstart"], empty)
     assert again.returncode == 2 and "exists and is not an empty folder" in again.stderr
-    for number, (document, steps) in enumerate(FROM_THE_WHEEL.items()):
-        folder = where / f"page-{number}"
-        assert _run([slotwise, "example", "quickstart", str(folder)], where).returncode == 0
-        for step in steps:
-            done = _run([slotwise, *step], folder)
-            assert done.returncode == 0, done.stderr
-        _check_page(python, document, folder, where / f"blocks-{number}.json")
-    engine_file = _run([str(python), "-c", "import engine; print(engine.__file__)"], here).stdout
+    for number, (document, page) in enumerate(FROM_THE_WHEEL.items()):
+        run_page(venv, document, page, where / f"page-{number}")
+    engine_file = _run(
+        [str(venv / "bin" / "python"), "-c", "import engine; print(engine.__file__)"], here
+    ).stdout
     assert str(venv) in engine_file  # the installed package, not this checkout
 
 
-def _check_page(python: Path, document: str, folder: Path, listing: Path) -> None:
-    """Every python block of ``document`` runs in ``folder`` and shows what it shows."""
-    blocks = _blocks((ROOT / document).read_text())
-    listing.write_text(json.dumps([[n, code, False] for n, (code, _) in enumerate(blocks)]))
-    done = _run([str(python), "-c", DRIVER, str(listing)], folder)
-    assert done.returncode == 0, f"{document}: {done.stderr[-3000:]}"
-    printed = json.loads(done.stdout)
-    for number, ((_, expected), got) in enumerate(zip(blocks, printed, strict=True)):
-        if expected is not None:
-            assert _lines(got) == _lines(expected), f"{document}, python block {number}"
+@pytest.mark.parametrize("document", list(WITH_EXTRAS))
+def test_the_page_runs_from_the_wheel(document: str, with_extras: Path, tmp_path: Path) -> None:
+    run_page(with_extras, document, WITH_EXTRAS[document], tmp_path / "empty")
+
+
+def run_page(venv: Path, document: str, page: Page, where: Path) -> None:
+    """In the empty folder ``where``, with the programs of ``venv``: ``slotwise example``
+    writes the page's examples, its shell steps run, then its python blocks."""
+    slotwise = str(venv / "bin" / "slotwise")
+    where.mkdir()
+    for path in page.examples:
+        name = Path(path).name
+        wrote = _run([slotwise, "example", name, *([path] if path != name else [])], where)
+        assert wrote.returncode == 0, wrote.stderr
+    here = where / page.folder
+    if page.prepare is not None:
+        page.prepare(here)
+    for step in page.steps:
+        done = _run([slotwise, *step], here)
+        assert done.returncode == 0, done.stderr
+    if page.console:
+        _console(venv, document, page.console, here)
+    listing = where.with_name(where.name + "-blocks.json")
+    run_document(venv / "bin" / "python", document, here, _env(), listing)
+
+
+def _console(venv: Path, document: str, section: str, here: Path) -> None:
+    """The console steps of ``section`` of ``document``, from its first console block
+    that starts with ``$ cd examples/quickstart``: each ``slotwise`` command exits 0 (or as the ``echo $?`` after
+    it shows) and prints each line the page shows after it ('...' stands for any text,
+    a duration for any)."""
+    text = (ROOT / document).read_text()
+    start = text.index(section)
+    end = text.find("\n## ", start + len(section))
+    part = text[start : end if end >= 0 else len(text)]
+    steps = _steps(part[part.index("```console\n$ cd examples/quickstart") :])
+    assert any(command.startswith("slotwise ") for command, _ in steps), section
+    code = None
+    with _stand_in(venv / "bin" / "python") as url:
+        for number, (command, shown) in enumerate(steps):
+            words = shlex.split(command.replace(DOC_URL, url))
+            if words == ["cd", "examples/quickstart"]:
+                assert here.parts[-2:] == ("examples", "quickstart")
+            elif words[:3] == ["python", "-m", "engine.annotate.stand_in"]:
+                continue  # started above, on a free port
+            elif words == ["echo", "$?"]:
+                assert shown == [str(code)], f"{document}: after {steps[number - 1][0]!r}"
+            else:
+                assert words[0] == "slotwise", command
+                done = _run([str(venv / "bin" / "slotwise"), *words[1:]], here, COLUMNS="200")
+                code = done.returncode
+                following = steps[number + 1][0] if number + 1 < len(steps) else ""
+                assert code == 0 or following == "echo $?", f"{command}\n{done.stderr}"
+                _assert_shown(command, shown, done.stdout + done.stderr)
+
+
+def _steps(text: str) -> list[tuple[str, list[str]]]:
+    """Each command of the console blocks of ``text`` with the lines shown after it."""
+    steps: list[tuple[str, list[str]]] = []
+    for block in re.findall(r"```console\n(.*?)```", text, re.S):
+        lines = block.splitlines()
+        while lines:
+            line = lines.pop(0)
+            if line.startswith("$ "):
+                command = line[2:]
+                while command.endswith("\\"):
+                    command = command[:-1] + lines.pop(0).strip()
+                steps.append((command.split("  #")[0].strip(), []))
+            elif steps:
+                steps[-1][1].append(line)
+    return steps
+
+
+def _timeless(line: str) -> str:
+    return re.sub(r"\b\d+(\.\d+)?s\b", "Ns", line.rstrip())
+
+
+def _assert_shown(command: str, shown: list[str], printed: str) -> None:
+    lines = [_timeless(line) for line in printed.splitlines()]
+    for line in shown:
+        if line.strip() in ("", "..."):
+            continue
+        pattern = re.compile(".*".join(re.escape(part) for part in _timeless(line).split("...")))
+        assert any(pattern.fullmatch(got) for got in lines), (
+            f"{command}\nnot printed: {line}\n{printed}"
+        )
+
+
+@contextlib.contextmanager
+def _stand_in(python: Path) -> Iterator[str]:
+    """The stand-in judge server of ``python``'s slotwise on a free port: its URL."""
+    process = subprocess.Popen(
+        [str(python), "-m", "engine.annotate.stand_in", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    try:
+        assert process.stdout is not None
+        yield f"http://127.0.0.1:{int(process.stdout.readline().split()[1])}/v1"
+    finally:
+        process.terminate()
+        process.wait(10)
 
 
 @pytest.mark.parametrize("into", [".", "new/folder"])
