@@ -228,7 +228,7 @@ def _run(args: argparse.Namespace) -> int:
         # the workers read, score and send back rows that are written as they come: the
         # driver holds none (--by needs them all: then they are kept)
         return _run_stream(engine, args) if args.by is None else _run_on_workers(engine, args)
-    if args.stream:
+    if args.stream or _workers_read(args):
         return _run_stream(engine, args)
     with ThreadPoolExecutor(2, thread_name_prefix="slotwise-read") as pool:
         run = None if args.trec_run is None else pool.submit(sources.read_run, args.trec_run)
@@ -271,6 +271,16 @@ def _run(args: argparse.Namespace) -> int:
     process.give_back_freed()  # what scoring freed, before the results are laid out
     _emit(results, args.format, args.output, by=args.by)
     return _status(results)
+
+
+def _workers_read(args: argparse.Namespace) -> bool:
+    """``run DATASET --outputs FILE --executor ray`` of document files: the workers read
+    them (not with --by, --keep-outputs, --ppi or --runs, which need the samples here)."""
+    if args.executor != "ray" or args.by or args.keep_outputs or args.ppi or args.runs:
+        return False
+    from engine.evaluation.distributed_documents import readable_by_workers
+
+    return readable_by_workers(args.dataset, args.outputs)
 
 
 def _run_on_workers(engine: Engine, args: argparse.Namespace) -> int:

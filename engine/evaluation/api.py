@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -68,6 +68,9 @@ from engine.io.writer import note_inputs
 from engine.logs import log
 
 __all__ = ["Dataset", "Engine", "Evaluation"]
+
+if TYPE_CHECKING:
+    from engine.evaluation.distributed_documents import Documents
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -364,8 +367,14 @@ class Engine:
         output_path = outputs if outputs is not None else run
         dataset_source = _source_of(data_path) if dataset is not None else None
         if isinstance(self.executor, RayExecutor):  # files the workers can read
+            samples: Long | Documents | None
             samples = sources.long_input(data_path, "labels", trec_file=qrels is not None)
+            ranked: Long | Documents | None
             ranked = sources.long_input(output_path, "run", trec_file=run is not None)
+            if samples is None and ranked is None and dataset is not None:  # documents
+                from engine.evaluation.distributed_documents import Documents
+
+                samples, ranked = Documents.of(dataset, "sample"), Documents.of(outputs, "output")
             if samples is not None and ranked is not None:
                 return self._sharded(
                     plan,
@@ -429,8 +438,8 @@ class Engine:
     def _sharded(
         self,
         plan: Plan,
-        samples: Long,
-        outputs: Long,
+        samples: Long | Documents,
+        outputs: Long | Documents,
         name: str,
         *,
         keep: bool,
@@ -439,12 +448,13 @@ class Engine:
     ) -> Results:
         """Score files on the Ray cluster, its workers reading them."""
         from engine.evaluation.distributed import evaluate_sharded
+        from engine.evaluation.distributed_documents import Documents, evaluate_documents
 
         assert isinstance(self.executor, RayExecutor)
-        results = evaluate_sharded(
+        results = (evaluate_documents if isinstance(samples, Documents) else evaluate_sharded)(
             plan,
-            samples,
-            outputs,
+            samples,  # type: ignore[arg-type]
+            outputs,  # type: ignore[arg-type]
             executor=self.executor,
             name=name,
             keep=keep,

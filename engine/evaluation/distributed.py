@@ -335,15 +335,33 @@ def join_home(
     first = sharded.first_rows(label_rows)
     lines = pa.concat_arrays(list(canonical_lines(columns)) or [pa.array([], pa.string())])
     joined, _ = aligned(columns, outputs_columns)
+    found = pieces(joined, first, lines, plan, planned.shape, chunk, planned.bounds)
+    return Joined(len(joined), sum(piece.nbytes for piece in found.values())), found
+
+
+def pieces(
+    joined: Columns,
+    first: IntArray,
+    lines: pa.Array,
+    plan: Plan,
+    shape: Shape,
+    chunk: int,
+    bounds: IntArray,
+) -> dict[int, Piece]:
+    """A home's samples beside their outputs (``joined``; each sample's first row and line
+    of the content hash), scored padded to the dataset's ``shape`` and cut into the
+    dataset's chunks (``bounds``: the first rows of the chunks, then one past every row)."""
     parts = [
-        score_chunk(ChunkTask(joined.slice(start, chunk), plan, planned.shape))
+        score_chunk(ChunkTask(joined.slice(start, chunk), plan, shape))
         for start in range(0, len(joined), chunk)
     ]
-    scores = ChunkScores.concat(parts, plan.labels) if parts else None
+    if not parts:
+        return {}
+    scores = ChunkScores.concat(parts, plan.labels)
     metadata = joined.column("metadata")
     reasons = joined.column("error")  # (error rows: none in a TREC run or a run table)
-    cuts = np.searchsorted(first, planned.bounds).tolist()
-    found = {
+    cuts = np.searchsorted(first, bounds).tolist()
+    return {
         index: Piece(
             first[start:end],
             _own(joined.ids.slice(start, end - start)),
@@ -353,9 +371,8 @@ def join_home(
             _own(reasons.slice(start, end - start)) if reasons.null_count < len(reasons) else None,
         )
         for index, (start, end) in enumerate(itertools.pairwise(cuts))
-        if end > start and scores is not None
+        if end > start
     }
-    return Joined(len(joined), sum(piece.nbytes for piece in found.values())), found
 
 
 def _own(array: pa.Array) -> pa.Array:
@@ -437,9 +454,8 @@ def evaluate_sharded(
     run_bytes = sum(shard.nbytes for shard in outputs.shards)
     samples = samples.ranged()
     outputs = outputs.ranged(max(LEAST_RANGE, min(sharded.RANGE_BYTES, run_bytes // (2 * cpus))))
-    read, planner, route, join, sum_, fold = (
-        _remote(work)
-        for work in (read_shard, plan_chunks, route_rows, join_home, sum_chunk, fold_chunks)
+    read, planner, route, join = (
+        _remote(work) for work in (read_shard, plan_chunks, route_rows, join_home)
     )
     inputs = [ray.put(samples), ray.put(outputs)]
     reads = [
@@ -494,17 +510,69 @@ def evaluate_sharded(
     made: list[Joined] = fetch(ray, [refs[0] for refs in joins])
     for side, long in enumerate((samples, outputs)):
         _refuse([p for bucket in made for p in bucket.problems[side]], long)
-    gathering = Gathering(plan.labels, missing, strict, keep, keep or sink is not None)
+    scored = [refs[1] for refs in joins]
+    del joins
+    results, received = merge(
+        plan,
+        joins=scored,
+        positions=planned.positions,
+        chunk_homes=planned.chunk_homes,
+        source=(name, planned.samples, planned.unknown),
+        executor=executor,
+        gathering=Gathering(plan.labels, missing, strict, keep, keep or sink is not None),
+        sink=sink,
+        progress=progress,
+        provenance={
+            **(provenance or {}),
+            "chunk_size": chunk_size,
+            "executor": executor.name,
+            "missing_outputs": missing,
+        },
+    )
+    log.info(  # what the tasks produced, in bytes: rows read, pieces scored, sums for here
+        "evaluation.sharded",
+        shards=len(samples.shards) + len(outputs.shards),
+        homes=homes,
+        chunks=len(planned.chunk_homes),
+        read=sum(r.nbytes for r in found),
+        scored=sum(bucket.nbytes for bucket in made),
+        summed_to_driver=received,
+    )
+    return results
+
+
+def merge(
+    plan: Plan,
+    *,
+    joins: list[Any],
+    positions: Sequence[int],
+    chunk_homes: Sequence[Sequence[int]],
+    source: tuple[str | None, int, Sequence[str]],
+    executor: RayExecutor,
+    gathering: Gathering,
+    sink: Sink | None,
+    progress: bool | None,
+    provenance: Mapping[str, Any],
+) -> tuple[Results, int]:
+    """The results of the homes' pieces (``joins``: each home's, in the object store,
+    emptied once the chunks' tasks have them, so that each piece is freed once summed;
+    ``chunk_homes``: the homes of each chunk, which starts at dataset position
+    ``positions[c]``): a task per chunk sums it, one more folds the content hash and the
+    bootstrap in dataset order, and the chunks' sums are merged here in order (rows to
+    ``sink`` as they come). ``source`` is the dataset's name, samples and unknown output
+    ids. The results, and the bytes of sums received."""
+    ray = executor.init()
+    sum_, fold = _remote(sum_chunk), _remote(fold_chunks)
     sums = [
         sum_.options(num_returns=3).remote(
-            gathering, planned.positions[c], c, *[joins[h][1] for h in homes_of]
+            gathering, positions[c], c, *[joins[h] for h in homes_of]
         )
-        for c, homes_of in enumerate(planned.chunk_homes)
+        for c, homes_of in enumerate(chunk_homes)
     ]
-    del joins
+    joins.clear()
     folded = fold.remote(len(plan.labels), *[refs[0] for refs in sums], *[refs[1] for refs in sums])
     found_fold: Folded = fetch(ray, folded)
-    source = Source(name, found_fold.digest, planned.samples, planned.unknown)
+    name, samples, unknown = source
     received = [0]
     pending = deque(refs[2] for refs in sums)
     del sums  # each chunk's sums freed (here and in the object store) once merged
@@ -517,29 +585,15 @@ def evaluate_sharded(
 
     results = gather(
         plan,
-        source,
+        Source(name, found_fold.digest, samples, tuple(unknown)),
         gathering,
         parts(),
         sink=sink,
         progress=progress,
-        provenance={
-            **(provenance or {}),
-            "chunk_size": chunk_size,
-            "executor": executor.name,
-            "missing_outputs": missing,
-        },
+        provenance=provenance,
         folded=found_fold.bootstrap,
     )
-    log.info(  # what the tasks produced, in bytes: rows read, pieces scored, sums for here
-        "evaluation.sharded",
-        shards=len(samples.shards) + len(outputs.shards),
-        homes=homes,
-        chunks=len(planned.chunk_homes),
-        read=sum(r.nbytes for r in found),
-        scored=sum(bucket.nbytes for bucket in made),
-        summed_to_driver=received[0],
-    )
-    return results
+    return results, received[0]
 
 
 def _size(part: Summed) -> int:

@@ -117,10 +117,12 @@ def first_file(spec: Any) -> str:
 def long_input(spec: Any, kind: str, *, trec_file: bool) -> Long | None:
     """The input ``spec`` names as long rows (TREC files when ``trec_file``, else labels or
     run tables), for workers to read; None when its files are documents (JSON, YAML,
-    JSONL), which are read whole."""
+    JSONL, one format or several), which are read whole."""
     if trec_file:
         return Long.of(spec, "qrels" if kind == "labels" else "run", trec=True)
     found = shards.resolve([spec] if isinstance(spec, str | os.PathLike) else spec)
+    if all(format_suffix(s.path) in documents.DOCUMENT_SUFFIXES for s in found):
+        return None
     if _format_of(found) not in TABLE_SUFFIXES:
         return None
     return Long(found, kind, False)
