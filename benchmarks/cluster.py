@@ -2,7 +2,8 @@
 two, side by side in the same run.
 
     python benchmarks/cluster.py [--queries 100000,1000000] [--nodes 1,2] [--shards 8]
-                                 [--modes shards,files,memory,threads,cli,cli-stream]
+                                 [--modes shards,files,memory,threads,cli,cli-stream,
+                                          cli-docs]
                                  [--cli-format jsonl|json] [--folder DIR]
 
 The cluster is Ray's ``ray.cluster_utils.Cluster`` on this machine: a head node with no
@@ -36,7 +37,10 @@ Modes:
   ROWS`` as a user runs it, measured from the process's start to its exit (imports,
   ``ray.init`` and every per-sample row written included; ``--cli-format json`` writes
   one document): its wall time and CPU time (``wait4``) and its peak memory (VmHWM at
-  exit); ``cli-stream``: the same with ``--stream``.
+  exit); ``cli-stream``: the same with ``--stream``;
+- ``cli-docs``: ``slotwise run DATASET.jsonl --outputs OUTPUTS.jsonl --executor ray
+  --missing empty`` likewise, the same queries as documents (a sample per qrels query,
+  its labels; an output per run query, its ranking), which the workers read (issue 65).
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ METRICS = [
     "retrieval-recall-at-k@100",
     "retrieval-precision-at-k@10",
 ]
-MODES = ("shards", "files", "memory", "threads", "cli", "cli-stream")
+MODES = ("shards", "files", "memory", "threads", "cli", "cli-stream", "cli-docs")
 CLI_FORMAT = ["jsonl"]  # --cli-format: what the cli modes write
 _OBJECT_STORE = 3 << 30  # bytes of object store per node
 
@@ -89,6 +93,36 @@ def data(folder: Path, queries: int, shards: int) -> dict[str, Path]:
             split(path, cut, parts)
         found[f"{name}_shards"] = cut
     return found
+
+
+def documents(qrels: Path, run: Path) -> tuple[Path, Path]:
+    """The dataset and outputs documents (JSONL) of the TREC files, made once beside them:
+    each qrels query a sample with its labels, each run query an output with its ranking
+    (the run's lines of a query are together, in rank order)."""
+    dataset, outputs = qrels.with_suffix(".dataset.jsonl"), run.with_suffix(".outputs.jsonl")
+    for source, target, line in ((qrels, dataset, _sample), (run, outputs, _output)):
+        if target.exists():
+            continue
+        with source.open() as lines, target.with_suffix(".part").open("w") as out:
+            query, found = None, []
+            for words in map(str.split, lines):
+                if words[0] != query and query is not None:
+                    out.write(line(query, found))
+                    found = []
+                query = words[0]
+                found.append(words[2] if line is _output else (words[2], int(words[3])))
+            if query is not None:
+                out.write(line(query, found))
+        target.with_suffix(".part").rename(target)
+    return dataset, outputs
+
+
+def _sample(query: str, labels: list[Any]) -> str:
+    return json.dumps({"id": query, "expected_output": dict(labels)}) + "\n"
+
+
+def _output(query: str, ranked: list[str]) -> str:
+    return json.dumps({"id": query, "actual_output": ranked}) + "\n"
 
 
 def split(path: Path, folder: Path, parts: int) -> None:
@@ -184,12 +218,19 @@ def measure_cli(mode: str, files: dict[str, Path], nodes: int) -> dict[str, Any]
     measured from process start to exit, the per-sample rows written to a file."""
     rows = files["run"].with_suffix(".rows.jsonl")
     peak = files["run"].with_suffix(".peak")
+    if mode == "cli-docs":  # made before the clock starts
+        documents(files["qrels"], files["run"])
+        documents(files["warm_qrels"], files["warm_run"])
     with cluster(nodes) as address:
 
         def command(qrels: Path, run: Path) -> list[str]:
             extra = ["--stream"] if mode == "cli-stream" else []
+            inputs = ["--qrels", str(qrels), "--run", str(run)]
+            if mode == "cli-docs":  # (the labels of a sample the run lacks: empty ranking)
+                dataset, outputs = documents(qrels, run)
+                inputs, extra = [str(dataset), "--outputs", str(outputs)], ["--missing", "empty"]
             argv = [
-                "run", "--qrels", str(qrels), "--run", str(run), "--metrics", ",".join(METRICS),
+                "run", *inputs, "--metrics", ",".join(METRICS),
                 "--executor", "ray", "--format", CLI_FORMAT[0], "--output", str(rows), *extra,
             ]  # fmt: skip
             return [sys.executable, "-c", _PEAK_AT_EXIT, str(peak), *argv]
