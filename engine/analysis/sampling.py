@@ -172,6 +172,10 @@ class DrawnSample:
         """π of each drawn unit by (query id, doc id or None)."""
         return {(u.query_id, u.doc_id): u.probability for u in self.units}
 
+    def queries(self) -> list[str]:
+        """The drawn units' queries, once each, in order."""
+        return list(dict.fromkeys(u.query_id for u in self.units))
+
 
 def design_path(sample: str | Path) -> Path:
     """``SAMPLE.design.json`` beside ``SAMPLE.jsonl``."""

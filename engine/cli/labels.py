@@ -18,18 +18,17 @@ subparsers and returns their handler.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.cli.common import Handler, UsageError, configured_engine, output_file, positive_int
-from engine.errors import InputError, Problem
+from engine.errors import InputError
 from engine.io.config import CONFIG_FILENAME
 
 if TYPE_CHECKING:
-    from engine.analysis.sampling import DrawnSample
-    from engine.io.label_exchange import Resolved, Scale, Task
+    from engine.analysis.handout import Handout
+    from engine.io.label_exchange import Resolved
 
 __all__ = ["add"]
 
@@ -140,93 +139,32 @@ def _labels(args: argparse.Namespace) -> int:
     return _import(args)
 
 
-class _Frame:
-    """What both commands read: the dataset's samples, the drawn sample, and the pairs
-    people must grade (in order), with each pair's text where a run gave one."""
+def _handout(args: argparse.Namespace) -> Handout:
+    """The handout of --sample: the dataset's samples, the drawn pairs, the runs' pool."""
+    from engine.analysis.handout import check_sample, handout
+    from engine.analysis.sampling import read_sample
+    from engine.annotate.holes import pool
+    from engine.io.sources import read_dataset, read_outputs
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        from engine.analysis.sampling import design_path, read_sample
-        from engine.io.records import samples_of
-        from engine.io.sources import read_dataset
+    engine = configured_engine(getattr(args, "config", None))
+    declared = engine.config.datasets.get(args.dataset)
+    path = declared.path if declared is not None else Path(args.dataset)
+    _, columns = read_dataset(path)
+    drawn = read_sample(args.sample)
+    check_sample(columns, drawn, args.sample, path, runs=bool(args.runs))
+    pooled = None
+    if args.runs:
+        pooled = pool(columns, [read_outputs(p) for p in args.runs], args.depth)
+    return handout(columns, drawn, args.sample, pooled)
 
-        engine = configured_engine(getattr(args, "config", None))
-        declared = engine.config.datasets.get(args.dataset)
-        path = declared.path if declared is not None else Path(args.dataset)
-        _, self.columns = read_dataset(path)
-        self.samples = {s.id: s for s in samples_of(self.columns)}
-        self.drawn: DrawnSample = read_sample(args.sample)
-        self.unit = self.drawn.design.unit
-        self.queries = list(dict.fromkeys(u.query_id for u in self.drawn.units))
-        self.design = design_path(args.sample)
-        self.design_sha256 = hashlib.sha256(self.design.read_bytes()).hexdigest()
-        missing = [q for q in self.queries if q not in self.samples]
-        if missing:
-            raise InputError(
-                [
-                    Problem("a drawn query that is not in the dataset", q, source=str(args.sample))
-                    for q in missing
-                ],
-                summary=f"the sample does not match {path}",
-            )
-        if self.unit == "query" and not args.runs:
-            raise InputError(
-                [
-                    Problem(
-                        "a query sample's pairs are the runs' pool: name the runs with --runs",
-                        source=str(args.sample),
-                    )
-                ]
-            )
-        self.units = {(u.query_id, u.doc_id): u for u in self.drawn.units}
-        self.strata = {key: unit.stratum for key, unit in self.units.items()}
-        self.pairs, self.texts, self.empty = self._pairs(args)
 
-    def _pairs(
-        self, args: argparse.Namespace
-    ) -> tuple[list[tuple[str, str]], dict[tuple[str, str], str], list[str]]:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        from engine.annotate.holes import pool
-        from engine.io.sources import read_outputs
-
-        texts: dict[tuple[str, str], str] = {}
-        pooled: dict[str, list[str]] = {}
-        if args.runs:
-            found = pool(self.columns, [read_outputs(p) for p in args.runs], args.depth)
-            ids = self.columns.column("id").to_pylist()
-            drawn = pc.is_in(self.columns.column("id"), value_set=pa.array(self.queries))
-            mine = drawn.to_numpy(zero_copy_only=False)[found.rows]
-            rows = found.rows[mine].tolist()
-            docs = found.docs.filter(pa.array(mine)).to_pylist()
-            with_text = mine & found.has_text
-            for row, doc, text in zip(
-                found.rows[with_text].tolist(),
-                found.docs.filter(pa.array(with_text)).to_pylist(),
-                found.texts(with_text),
-                strict=True,
-            ):
-                texts[(ids[row], doc)] = text
-            for row, doc in zip(rows, docs, strict=True):
-                pooled.setdefault(ids[row], []).append(doc)
-        if self.unit == "pair":
-            pairs = [(u.query_id, u.doc_id) for u in self.drawn.units if u.doc_id is not None]
-            return pairs, texts, []
-        pairs, empty = [], []
-        for query in self.queries:
-            docs = sorted(pooled.get(query, []))
-            if not docs:
-                empty.append(query)
-            pairs += [(query, doc) for doc in docs]
-        return pairs, texts, empty
-
-    def empty_line(self, written: bool) -> str | None:
-        """The drawn queries no run retrieved anything for, named (None: there are none)."""
-        if not self.empty:
-            return None
-        named = ", ".join(self.empty[:10]) + (" ..." if len(self.empty) > 10 else "")
-        then = "written without labels" if written else "no task"
-        return f"{_queries(len(self.empty))} drawn with no pooled pair, nothing to grade ({then}): {named}"
+def _empty_line(frame: Handout, written: bool) -> str | None:
+    """The drawn queries no run retrieved anything for, named (None: there are none)."""
+    if not frame.empty:
+        return None
+    named = ", ".join(frame.empty[:10]) + (" ..." if len(frame.empty) > 10 else "")
+    then = "written without labels" if written else "no task"
+    return f"{_queries(len(frame.empty))} drawn with no pooled pair, nothing to grade ({then}): {named}"
 
 
 def _queries(count: int) -> str:
@@ -249,29 +187,14 @@ def _format(args: argparse.Namespace) -> str:
 def _export(args: argparse.Namespace) -> int:
     from engine.annotate.records import question_of
     from engine.annotate.synthesize import read_corpus
-    from engine.io.label_exchange import SCALES, Task, write_handout
+    from engine.io.label_exchange import SCALES, write_handout
 
-    frame = _Frame(args)
-    corpus = {p.id: p.text for p in read_corpus(args.corpus)} if args.corpus else {}
-    tasks: list[Task] = []
-    problems = []
-    for query, doc in frame.pairs:
-        question = question_of(frame.samples[query])
-        text = frame.texts.get((query, doc)) or corpus.get(doc)
-        if question is None:
-            problems.append(Problem(f"{doc}: no question (input.question)", query, "/input"))
-        elif text is None:
-            lacks = (
-                "--corpus has no such passage" if args.corpus else "give the texts with --corpus"
-            )
-            problems.append(Problem(f"{doc}: no run gave the passage's text; {lacks}", query))
-        else:
-            stratum = frame.strata[(query, None if frame.unit == "query" else doc)]
-            tasks.append(Task(query, doc, question, text, stratum))
-    if problems:
-        raise InputError(problems, summary="cannot write the handout")
+    frame = _handout(args)
+    questions = {query: question_of(frame.samples[query]) for query in frame.queries}
+    corpus = {p.id: p.text for p in read_corpus(args.corpus)} if args.corpus else None
+    tasks = frame.tasks(questions, corpus)
     written = write_handout(args.output, tasks, SCALES[args.scale], _format(args))
-    line = frame.empty_line(written=False)
+    line = _empty_line(frame, written=False)
     if line:
         print(line, file=sys.stderr)
     queries = len({t.query_id for t in tasks})
@@ -284,10 +207,11 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from engine.analysis.handout import human_samples
     from engine.io.documents import parse_samples, write_samples
     from engine.io.label_exchange import SCALES, read_answers, resolve
 
-    frame = _Frame(args)
+    frame = _handout(args)
     scale = SCALES[args.scale]
     answers, problems = [], []
     for path in args.answers:
@@ -314,10 +238,10 @@ def _import(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    samples = _human_samples(resolved, frame, scale)
+    samples = human_samples(resolved, frame, scale)
     parse_samples((raw, None) for raw in samples)
     write_samples(args.output, samples, name=args.output.stem)
-    for line in [*resolved.lines(), *_panel(resolved), frame.empty_line(written=True)]:
+    for line in [*resolved.lines(), *_panel(resolved), _empty_line(frame, written=True)]:
         if line:
             print(line, file=sys.stderr)
     print(f"wrote {args.output} ({len(samples)} samples)", file=sys.stderr)
@@ -327,75 +251,18 @@ def _import(args: argparse.Namespace) -> int:
 def _panel(resolved: Resolved) -> list[str]:
     """The annotators' agreement among themselves on the pairs two or more graded:
     Krippendorff's alpha of all, Cohen's kappa of each two (none with one annotator)."""
-    import numpy as np
+    from engine.analysis.agreement import LEVELS
+    from engine.analysis.handout import panel_agreement
 
-    from engine.analysis.agreement import LEVELS, mutual_agreement
-
-    names = sorted({name for grades in resolved.grades.values() for name in grades})
-    shared = [grades for grades in resolved.grades.values() if len(grades) > 1]
-    if len(names) < 2 or not shared:
+    found = panel_agreement(resolved)
+    if found is None:
         return []
-    matrix = np.array([[g.get(name, np.nan) for g in shared] for name in names], dtype=np.float64)
-    found = mutual_agreement(names, matrix)
     number = {key: "undefined" if v is None else f"{v:.4f}" for key, v in found.alpha.items()}
     lines = [
-        f"agreement among the {len(names)} annotators on the {len(shared):,} pairs graded by "
-        "two or more: Krippendorff's alpha  " + "  ".join(f"{lv} {number[lv]}" for lv in LEVELS)
+        f"agreement among the {len(found.names)} annotators on the {found.pairs:,} pairs graded "
+        "by two or more: Krippendorff's alpha  " + "  ".join(f"{lv} {number[lv]}" for lv in LEVELS)
     ]
     for first, second, pairs, _, quadratic in found.pairwise:
         kappa = "undefined" if quadratic is None else f"{quadratic:.4f}"
         lines.append(f"  {first} ~ {second}: quadratic kappa {kappa} on {pairs:,} pairs")
     return lines
-
-
-def _human_samples(resolved: Resolved, frame: _Frame, scale: Scale) -> list[dict[str, Any]]:
-    """The drawn queries as dataset samples with the human labels (source ``human``) and,
-    in ``metadata``: ``human_labels`` (document -> each annotator's grade, where it was
-    read, how they were settled) and ``sample`` (unit, design path and SHA-256, scale, and
-    the stratum and inclusion probability of the query, or of each drawn pair)."""
-    from engine.annotate.records import set_relevance
-    from engine.evaluation.label_sources import HUMAN, SOURCES_KEY
-
-    by_query: dict[str, list[tuple[str, float]]] = {}
-    for (query, doc), label in resolved.labels.items():
-        by_query.setdefault(query, []).append((doc, label))
-    result = []
-    for query in frame.queries:
-        given = frame.samples[query]
-        raw: dict[str, Any] = {"id": query}
-        if given.input is not None:
-            raw["input"] = given.input
-        metadata = {k: v for k, v in given.metadata.items() if k not in (SOURCES_KEY, "unjudged")}
-        raw["metadata"] = metadata
-        labelled = by_query.get(query, [])
-        where: dict[str, Any] = {
-            "unit": frame.unit,
-            "design": str(frame.design.resolve()),
-            "design_sha256": frame.design_sha256,
-            "scale": scale.name,
-        }
-        if frame.unit == "query":
-            unit = frame.units[(query, None)]
-            where |= {"stratum": unit.stratum, "probability": unit.probability}
-        else:
-            where["pairs"] = {
-                d: {
-                    "stratum": frame.units[(query, d)].stratum,
-                    "probability": frame.units[(query, d)].probability,
-                }
-                for d, _ in labelled
-            }
-        metadata["sample"] = where
-        for doc, label in labelled:
-            set_relevance(raw, doc, int(label) if label == int(label) else label, HUMAN)
-        if labelled:
-            metadata["human_labels"] = {
-                doc: {
-                    "grades": dict(resolved.grades[(query, doc)]),
-                    "read_from": dict(resolved.sources[(query, doc)]),
-                    "settled": resolved.how[(query, doc)],
-                }
-                for doc, _ in labelled
-            }
-        result.append(raw)
-    return result
