@@ -11,7 +11,8 @@ and read their grades back.
   pairs, settled, and written as the human-labelled dataset ``--human`` and ``run
   --ppi`` read, with each label's provenance.
 
-Formats: :mod:`engine.io.label_exchange`. :func:`add` adds the commands to the program's
+Formats: :mod:`engine.io.label_exchange`; the pairs, tasks and human labels:
+:mod:`engine.analysis.handout`. :func:`add` adds the commands to the program's
 subparsers and returns their handler.
 """
 

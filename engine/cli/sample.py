@@ -1,7 +1,8 @@
 """``slotwise sample``: draw the queries (or query-document pairs) people should label,
 uniformly, stratified or actively, seeded, of a size or within a budget, never re-drawing
 what is already labelled; writes SAMPLE.jsonl and SAMPLE.design.json beside it
-(:mod:`engine.analysis.sampling`)."""
+(the frame drawn from: :mod:`engine.analysis.sampling_frame`; the draw:
+:mod:`engine.analysis.sampling`)."""
 
 from __future__ import annotations
 
