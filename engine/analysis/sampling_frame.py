@@ -56,12 +56,12 @@ class Population:
 
     queries: list[str]
     docs: list[str] | None
-    pooled: dict[str, int]
+    pairs_per_query: dict[str, int]
 
     def labels_per_query(self, exclude: Collection[str]) -> float:
         """What labelling a query costs: the mean number of pooled pairs of the queries
         not excluded (1 when there are none)."""
-        left = [self.pooled[q] for q in self.queries if q not in exclude]
+        left = [self.pairs_per_query[q] for q in self.queries if q not in exclude]
         return float(np.mean(left)) if left and np.mean(left) > 0 else 1.0
 
 
