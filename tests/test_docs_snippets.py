@@ -43,8 +43,9 @@ DOCUMENTS: dict[str, tuple[str, dict[int, str]]] = {
 ELSEWHERE = {
     "examples/plugin-example/README.md": "needs the example distribution pip-installed: "
     "tests/test_plugin_install.py (slow) installs it and scores example-junk-at-k@3",
-    "docs/annotation.md": "calls a hosted judge (an API key): tests/test_annotate_holes.py "
-    "makes the same pool / fill_holes calls against a local OpenAI-compatible server",
+    "docs/annotation.md": "reads the judge's cache of the page's shell step: "
+    "tests/test_example_wheel.py runs the section's shell steps against the stand-in judge "
+    "server, then the page's python block",
     "docs/ppi.md": "needs a judge's labels of every pooled pair: tests/test_example_wheel.py "
     "runs the page's shell steps against the stand-in judge server, then its python blocks",
     "docs/label-free.md": "needs the judge's labels of the walkthrough (out/labelled.yaml): "

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from test_docs_snippets import DOCUMENTS, ELSEWHERE, run_document, scale_inputs
+from test_docs_snippets import DOCUMENTS, ELSEWHERE, _blocks, run_document, scale_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ("quickstart", "setbased", "trec")
@@ -128,8 +128,9 @@ class Page(NamedTuple):
     steps: tuple[tuple[str, ...], ...] = ()
     """``slotwise`` commands the page's earlier shell steps run in ``folder``."""
     console: str = ""
-    """A section of the page whose console steps, from its ``$ cd examples/quickstart``
-    on, run in ``folder`` against the stand-in judge, showing what they show."""
+    """A section of the page whose console steps (from its ``$ cd examples/quickstart``
+    to its first python block) run in ``folder`` against the stand-in judge, showing what
+    they show."""
     prepare: Callable[[Path], None] | None = None
     """Writes, in ``folder``, the data the page's reader brings (not shipped)."""
 
@@ -166,20 +167,17 @@ WITH_EXTRAS: dict[str, Page] = {
     "docs/ppi.md": Page(
         folder="examples/quickstart", examples=("examples/quickstart",), console="## Using it"
     ),
-}
-
-
-#: The pages with python blocks that do not run from the wheel, and why.
-NOT_FROM_THE_WHEEL = {
-    "docs/annotation.md": "its block is a sketch against a hosted judge (an API key, "
-    "a dataset elided as '...'): tests/test_annotate_holes.py makes the same calls",
+    "docs/annotation.md": Page(
+        folder="examples/quickstart",
+        examples=("examples/quickstart",),
+        console="## Filling the holes",
+    ),
 }
 
 
 def test_every_page_with_python_runs_from_the_wheel() -> None:
-    """A page that gains a python block is run from the wheel too (or says why not)."""
-    pages = set(DOCUMENTS) | set(ELSEWHERE)
-    assert pages == set(FROM_THE_WHEEL) | set(WITH_EXTRAS) | set(NOT_FROM_THE_WHEEL)
+    """A page that gains a python block is run from the wheel too."""
+    assert set(DOCUMENTS) | set(ELSEWHERE) == set(FROM_THE_WHEEL) | set(WITH_EXTRAS)
 
 
 def check_documents(venv: Path, where: Path) -> None:
@@ -199,10 +197,30 @@ def check_documents(venv: Path, where: Path) -> None:
     assert again.returncode == 2 and "exists and is not an empty folder" in again.stderr
     for number, (document, page) in enumerate(FROM_THE_WHEEL.items()):
         run_page(venv, document, page, where / f"page-{number}")
+    _check_the_readme_names_its_extras(venv, where / "readme")
     engine_file = _run(
         [str(venv / "bin" / "python"), "-c", "import engine; print(engine.__file__)"], here
     ).stdout
     assert str(venv) in engine_file  # the installed package, not this checkout
+
+
+def _check_the_readme_names_its_extras(venv: Path, where: Path) -> None:
+    """README.md's python block with the core alone (``venv``): each line whose comment
+    says ``needs slotwise[EXTRA]`` fails, the error naming that extra, and the block
+    without those lines runs."""
+    ((code, _),) = _blocks((ROOT / "README.md").read_text())
+    lines = code.splitlines()
+    marked = {n: re.findall(r"needs slotwise\[(\w+)\]", line) for n, line in enumerate(lines)}
+    marked = {n: extras for n, extras in marked.items() if extras}
+    assert marked, "the README's block names no extra"
+    _write_examples(str(venv / "bin" / "slotwise"), WITH_EXTRAS["README.md"].examples, where)
+    python = str(venv / "bin" / "python")
+    for number, (extra, *_) in marked.items():
+        failed = _run([python, "-c", "\n".join(lines[: number + 1])], where)
+        assert failed.returncode != 0 and f"pip install 'slotwise[{extra}]'" in failed.stderr
+    rest = "\n".join(line for n, line in enumerate(lines) if n not in marked)
+    done = _run([python, "-c", rest], where)
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.parametrize("document", list(WITH_EXTRAS))
@@ -214,11 +232,7 @@ def run_page(venv: Path, document: str, page: Page, where: Path) -> None:
     """In the empty folder ``where``, with the programs of ``venv``: ``slotwise example``
     writes the page's examples, its shell steps run, then its python blocks."""
     slotwise = str(venv / "bin" / "slotwise")
-    where.mkdir()
-    for path in page.examples:
-        name = Path(path).name
-        wrote = _run([slotwise, "example", name, *([path] if path != name else [])], where)
-        assert wrote.returncode == 0, wrote.stderr
+    _write_examples(slotwise, page.examples, where)
     here = where / page.folder
     if page.prepare is not None:
         page.prepare(here)
@@ -231,16 +245,26 @@ def run_page(venv: Path, document: str, page: Page, where: Path) -> None:
     run_document(venv / "bin" / "python", document, here, _env(), listing)
 
 
+def _write_examples(slotwise: str, examples: tuple[str, ...], where: Path) -> None:
+    """``slotwise example NAME [FOLDER]`` in the new, empty folder ``where``, for each."""
+    where.mkdir()
+    for path in examples:
+        name = Path(path).name
+        wrote = _run([slotwise, "example", name, *([path] if path != name else [])], where)
+        assert wrote.returncode == 0, wrote.stderr
+
+
 def _console(venv: Path, document: str, section: str, here: Path) -> None:
     """The console steps of ``section`` of ``document``, from its first console block
-    that starts with ``$ cd examples/quickstart``: each ``slotwise`` command exits 0 (or as the ``echo $?`` after
+    that starts with ``$ cd examples/quickstart`` to its first python block: each ``slotwise`` command exits 0 (or as the ``echo $?`` after
     it shows) and prints each line the page shows after it ('...' stands for any text,
     a duration for any)."""
     text = (ROOT / document).read_text()
     start = text.index(section)
     end = text.find("\n## ", start + len(section))
     part = text[start : end if end >= 0 else len(text)]
-    steps = _steps(part[part.index("```console\n$ cd examples/quickstart") :])
+    part = part[part.index("```console\n$ cd examples/quickstart") :]
+    steps = _steps(part.split("```python\n")[0])
     assert any(command.startswith("slotwise ") for command, _ in steps), section
     code = None
     with _stand_in(venv / "bin" / "python") as url:
