@@ -74,6 +74,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         base / "src",
     )
     assert built.returncode == 0, built.stderr
+    assert not re.findall(r"\b\w+Warning: .*", built.stderr), built.stderr  # setuptools'
     (found,) = (base / "dist").glob("slotwise-*.whl")
     return found
 
