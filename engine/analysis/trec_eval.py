@@ -335,9 +335,9 @@ class Report:
             for start in range(0, order.size, _BLOCK_QUERIES)
         ]
         if len(blocks) == 1:  # no pool of threads to start for one block (many small runs)
-            stream.write(_packed(segments, blocks[0]))
+            stream.write(_packed(segments, blocks[0])[0])
             return
-        for packed in ThreadExecutor().map(functools.partial(_packed, segments), blocks):
+        for packed, _ in ThreadExecutor().map(functools.partial(_packed, segments), blocks):
             stream.write(packed)
 
     def per_query_parts(self, order: npt.NDArray[np.int64], parts: Sequence[slice]) -> list[bytes]:
@@ -345,7 +345,15 @@ class Report:
         order they print), the values formatted once for all parts: the reports of many
         runs scored together cut apart (engine/analysis/trec_eval_many.py)."""
         segments = self._segments(order)
-        return [bytes(_packed(segments, part)) if segments else b"" for part in parts]
+        if not segments:
+            return [b"" for _ in parts]
+        blocks = [
+            _packed(segments, slice(start, min(start + _BLOCK_QUERIES, order.size)))
+            for start in range(0, order.size, _BLOCK_QUERIES)
+        ]
+        text = b"".join(packed for packed, _ in blocks)
+        ends = offsets_of(np.concatenate([sizes for _, sizes in blocks])).tolist()
+        return [text[ends[part.start] : ends[part.stop]] for part in parts]
 
     def _segments(self, order: npt.NDArray[np.int64]) -> list[bytes | Cells]:
         """The per-query lines as segments for :func:`_packed`: each measure's values
@@ -805,10 +813,12 @@ def _sorted(cells: Cells, order: npt.NDArray[np.int64]) -> Cells:
     return cells[0][order], cells[1][order]
 
 
-def _packed(segments: Sequence[bytes | Cells], rows: slice) -> memoryview:
+def _packed(
+    segments: Sequence[bytes | Cells], rows: slice
+) -> tuple[memoryview, npt.NDArray[np.int64]]:
     """Row by row (of ``rows``), the concatenation of every segment: a constant, or the
-    row's cell of a column. Cells are zero-padded, and no text has a zero byte: the zeros
-    are what is packed away."""
+    row's cell of a column; and each row's length. Cells are zero-padded, and no text has
+    a zero byte: the zeros are what is packed away."""
     pieces = [
         np.broadcast_to(np.frombuffer(s, dtype=np.uint8), (rows.stop - rows.start, len(s)))
         if isinstance(s, bytes)
@@ -816,12 +826,16 @@ def _packed(segments: Sequence[bytes | Cells], rows: slice) -> memoryview:
         for s in segments
     ]
     block = np.concatenate(pieces, axis=1)
-    return block[block != 0].data
+    kept = block != 0
+    return block[kept].data, kept.sum(axis=1)
 
 
 #: The four decimals 0000..9999 as the bytes of a little-endian 32-bit word each.
-_FRACTIONS = np.frombuffer("".join(f"{i:04d}" for i in range(10_000)).encode(), dtype="<u4").astype(
-    np.uint64
+_FRACTIONS = (
+    (np.arange(10_000)[:, None] // 10 ** np.arange(3, -1, -1) % 10 + ord("0"))
+    .astype(np.uint8)
+    .view("<u4")[:, 0]
+    .astype(np.uint64)
 )
 
 

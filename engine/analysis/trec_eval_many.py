@@ -9,6 +9,7 @@ reason the runs that are plain TREC text are read as one file (:func:`read_runs`
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Sequence
 
 import attrs
@@ -21,8 +22,9 @@ from engine.errors import InputError, SlotwiseError
 from engine.evaluation.api import Engine
 from engine.io import sniff, trec_csv
 from engine.io.columns import Columns, stack
-from engine.io.files import COMPRESSIONS, magic_codec, open_binary
+from engine.io.files import COMPRESSIONS, open_binary
 from engine.io.frames import Coded, Where, flat, flat_strings, retrieved_twice, run_columns
+from engine.io.grammar import limit
 
 __all__ = ["RUN_SEPARATOR", "batches", "read_runs", "read_together", "reports", "whole_runs"]
 
@@ -119,18 +121,26 @@ def read_together(names: Sequence[str]) -> tuple[Columns, list[str | None]] | No
 
 
 def _plain(name: str) -> bytes | None:
-    """The bytes of a run :func:`read_together` can read (ending in a newline), or None."""
-    if not os.path.isfile(name) or name.lower().endswith(tuple(COMPRESSIONS)):
+    """The bytes of a run :func:`read_together` can read (ending in a newline), or None.
+    A file no longer than the longest line allowed is read as it is; a longer one under
+    the readers' limits (:func:`engine.io.files.open_binary`)."""
+    if name.lower().endswith(tuple(COMPRESSIONS)):
         return None
     try:
-        if os.path.getsize(name) > TOGETHER_BYTES or magic_codec(name) is not None:
-            return None
-        with open_binary(name) as handle:  # (the limits of a line, as every reader's)
-            data = handle.read()
+        with open(name, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > TOGETHER_BYTES:
+                return None
+            if info.st_size <= limit("line"):
+                data = handle.read()
+            else:
+                with open_binary(name) as checked:
+                    data = checked.read()
     except (OSError, InputError):
         return None
     if (
         not data
+        or sniff.codec(data[:8]) is not None
         or data.startswith((b"#", b"\xef\xbb\xbf"))
         or b"\r" in data
         or b"\n#" in data
