@@ -293,9 +293,10 @@ def _repeats(docs: Documents, ids: Sequence[pa.Array]) -> tuple[list[int], list[
 
 
 def route_outputs(found: Columns, homes: npt.NDArray[np.int32]) -> dict[int, Columns]:
-    """The outputs of a shard by their samples' homes (those of unknown samples: none)."""
+    """The outputs of a shard by their samples' homes (those of unknown samples: none),
+    each with the ids it uses alone (the shard's vocabulary is not shipped to each)."""
     return {
-        int(home): found.take(np.flatnonzero(homes == home))
+        int(home): found.take(np.flatnonzero(homes == home)).compact()
         for home in np.unique(homes[homes >= 0]).tolist()
     }
 
