@@ -216,10 +216,11 @@ def test_a_batch_reports_each_run_as_the_binary_prints_it(
         }
         runs = [run for run, (status, _) in outputs.items() if status == 0]  # whole runs
         assert len(runs) >= (5 if complete else 3)
-        read, tags = read_runs([str(run) for run in runs], files.read_run)
+        positions = range(len(runs))
+        read, tags = read_runs([str(run) for run in runs], positions, files.read_run)
         assert read is not None
-        whole = whole_runs(qrels, read, len(runs), complete)
-        assert whole == list(range(len(runs)))
+        whole = whole_runs(qrels, read, positions, complete)
+        assert whole == list(positions)
         options = Options(complete=complete)
         measures = parse_measures(["all_trec"])
         engine = Engine(config={})
@@ -264,9 +265,10 @@ def _rankings(columns: Columns) -> dict[str, list[str]]:
 @pytest.mark.parametrize("seed", [21, 22, 23])
 def test_plain_runs_read_together_as_each_alone(seed: int, tmp_path: Path) -> None:
     """read_together (the runs as one file) gives each plain run the rankings and tag
-    that reading it alone gives (engine.io.trec, the normal path); a run in CRLF goes
-    alone, and a run that ranks a document twice, or whose score is not finite, makes
-    every run go alone (its reader then names the line)."""
+    that reading it alone gives (engine.io.trec, the normal path); a run in CRLF, and one
+    in tabs after runs in spaces, go alone (runs in tabs alone go together), and a run
+    that ranks a document twice, or whose score is not finite, makes every run go alone
+    (its reader then names the line)."""
     from engine.analysis import trec_eval_files as files
     from engine.analysis.trec_eval_many import RUN_SEPARATOR, read_together
     from engine.io import trec
@@ -275,29 +277,34 @@ def test_plain_runs_read_together_as_each_alone(seed: int, tmp_path: Path) -> No
     runs = _plain_runs(collection.run, seed)
     crlf = tmp_path / "crlf"
     crlf.write_bytes(runs[0].read_bytes().replace(b"\n", b"\r\n"))
-    names = [str(run) for run in [*runs[:3], crlf, *runs[3:]]]
-    found = read_together(names)
-    assert found is not None
-    together, tags = found
-    assert tags[3] is None
-    rankings = _rankings(together)
-    for number, name in enumerate(names):
-        if tags[number] is None:
-            continue
-        alone = {
-            f"{number:06d}{RUN_SEPARATOR}{qid}": docs
-            for qid, docs in _rankings(files.read_run(name)[0]).items()
-        }
-        assert {q: d for q, d in rankings.items() if q in alone} == alone
-        assert sum(q.startswith(f"{number:06d}") for q in rankings) == len(alone)
-        assert tags[number] == trec.run_tag(name) == f"tag{runs.index(Path(name))}"
+    tabs = tmp_path / "tabs"
+    tabs.write_bytes(runs[1].read_bytes().replace(b" ", b"\t"))
+    for names, plain in (
+        ([str(run) for run in [*runs[:3], crlf, *runs[3:]]], [0, 1, 4, 5, 6]),
+        ([str(runs[2]), str(tabs), str(runs[0])], [0, 1]),
+    ):
+        found = read_together(names, range(len(names)))
+        assert found is not None
+        together, tags = found
+        assert sorted(tags) == plain
+        rankings = _rankings(together)
+        for number in plain:
+            alone = {
+                f"{number:09d}{RUN_SEPARATOR}{qid}": docs
+                for qid, docs in _rankings(files.read_run(names[number])[0]).items()
+            }
+            assert {q: d for q, d in rankings.items() if q in alone} == alone
+            assert sum(q.startswith(f"{number:09d}") for q in rankings) == len(alone)
+            assert tags[number] == trec.run_tag(names[number])
+    spaced = [str(run) for run in runs if run != runs[2]]
+    assert read_together(spaced, range(len(spaced))) is not None
     twice = tmp_path / "twice"
     twice.write_text(runs[0].read_text() + runs[0].read_text().splitlines()[0] + "\n")
-    assert read_together([*names, str(twice)]) is None
+    assert read_together([*spaced, str(twice)], range(len(spaced) + 1)) is None
     infinite = tmp_path / "infinite"
     infinite.write_text(runs[0].read_text().replace("1.5", "1e400"))
     assert "1e400" in infinite.read_text()
-    assert read_together([*names, str(infinite)]) is None
+    assert read_together([*spaced, str(infinite)], range(len(spaced) + 1)) is None
 
 
 @pytest.mark.parametrize("seed", [24, 25])
@@ -312,7 +319,7 @@ def test_plain_runs_in_one_call_byte_for_byte(
     runs = _plain_runs(collection.run, seed)
     crlf = tmp_path / "crlf"
     crlf.write_bytes(runs[1].read_bytes().replace(b"\n", b"\r\n"))
-    assert read_together([str(run) for run in runs]) is not None
+    assert read_together([str(run) for run in runs], range(len(runs))) is not None
     options = [
         ("-q",),
         ("-q", "-m", "all_trec"),
@@ -322,3 +329,24 @@ def test_plain_runs_in_one_call_byte_for_byte(
         ("-q", "-m", "relstring.5", "-m", "P.5,7,3"),
     ]
     assert _check(trec_eval_binary, options, collection.qrels, [*runs, crlf], capsysbinary) == []
+
+
+def test_runs_read_and_scored_in_several_batches(
+    trec_eval_binary: Path,
+    tmp_path: Path,
+    capsysbinary: pytest.CaptureFixture[bytes],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Batches of reading smaller than a run or two, and of scoring of two runs: the
+    output is still the binary's for each run, in order."""
+    from engine.analysis import trec_eval_many
+
+    collection = write_collection(tmp_path, 26, queries=12)
+    runs = _plain_runs(collection.run, 26)
+    size = runs[0].stat().st_size
+    monkeypatch.setattr(trec_eval_many, "TOGETHER_BYTES", int(size * 2.5))
+    monkeypatch.setattr(trec_eval_many, "BATCH_ROWS", 2 * 12)
+    reads = trec_eval_many.read_batches([str(run) for run in runs])
+    assert len(reads) >= 3 and max(len(read) for read in reads) >= 2
+    options = [("-q",), ("-q", "-c", "-m", "all_trec")]
+    assert _check(trec_eval_binary, options, collection.qrels, runs, capsysbinary) == []

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.analysis.trec_eval_measures import (
+    GROUP_SEPARATOR,
     IPREC,
     MEASURE_SETS,
     MEASURES,
@@ -428,11 +429,6 @@ def zscored(report: Report, table: Mapping[tuple[str, str], tuple[float, float]]
         ok = known & ((deviation != 0) | (column == mean))
         values[line.name] = np.where(ok, z, MISSING_ZSCORE)
     return attrs.evolve(report, values=values, zscores=True)
-
-
-#: Joins a query id and a judgment group in the id of a ``-R qrels_jg`` sample: it sorts
-#: before any character of an id, so samples sort by query, then judgment group.
-GROUP_SEPARATOR = "\x1f"
 
 
 def judgment_groups(report: Report) -> Report:

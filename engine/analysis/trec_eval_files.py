@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.analysis.trec_eval import GROUP_SEPARATOR, Stop
+from engine.analysis.trec_eval_measures import GROUP_SEPARATOR, Stop
 from engine.errors import InputError
 from engine.io import trec
 from engine.io.columns import Columns, lengths, offsets_of
@@ -208,9 +208,7 @@ def _read_run(path: Path, name: str) -> tuple[Columns, str]:
             return _read_text_run(text, name)[0], tag
         except InputError as error:  # named by the user's file (line: its row + 1)
             copy = str(text)
-            problems = [
-                p._replace(source=name) if p.source == copy else p for p in error.problems
-            ]
+            problems = [p._replace(source=name) if p.source == copy else p for p in error.problems]
             raise InputError(problems, error.summary.replace(copy, name)) from None
 
 

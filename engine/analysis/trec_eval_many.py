@@ -4,48 +4,78 @@ run's names, all of it scored as one dataset by :func:`~engine.analysis.trec_eva
 and the report cut back into one per run. trec_eval scores each query on its own, so each
 run's report is the one it gets alone; what a batch saves is the per-call cost (tens of
 small Arrow and NumPy calls per run), which dominates on small collections. For the same
-reason the runs that are plain TREC text are read as one file (:func:`read_runs`)."""
+reason the runs that are plain TREC text are read as one file (:func:`read_runs`), in
+batches of their own (:func:`read_batches`), which need not wait for the qrels nor for
+the evaluation API, which this module imports only to score."""
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.analysis.trec_eval import Options, Report, Request, trec_eval
 from engine.errors import InputError, SlotwiseError
-from engine.evaluation.api import Engine
 from engine.io import sniff, trec_csv
 from engine.io.columns import Columns, stack
 from engine.io.files import COMPRESSIONS, open_binary
 from engine.io.frames import Coded, Where, flat, flat_strings, retrieved_twice, run_columns
 from engine.io.grammar import limit
 
-__all__ = ["RUN_SEPARATOR", "batches", "read_runs", "read_together", "reports", "whole_runs"]
+if TYPE_CHECKING:
+    from engine.analysis.trec_eval import Options, Report, Request
+    from engine.evaluation.api import Engine
+
+__all__ = [
+    "RUN_SEPARATOR",
+    "batches",
+    "read_batches",
+    "read_runs",
+    "read_together",
+    "reports",
+    "whole_runs",
+]
 
 #: Joins a run's number and a query id: it sorts before any character of an id.
 RUN_SEPARATOR = "\x1e"
 #: The most qrels rows (the qrels' queries times the runs) scored in one batch.
 BATCH_ROWS = 200_000
-#: The most bytes of runs read as one file (larger runs are read one by one: their
-#: per-call cost is small beside their size).
-TOGETHER_BYTES = 1 << 28
-_DIGITS = 6
+#: The most bytes of runs read at once (as one file: plain runs no larger; larger runs
+#: are read one by one, their per-call cost small beside their size).
+TOGETHER_BYTES = 1 << 26
+_DIGITS = 9  # of a run's number (its place on the command line)
 
 #: What reads one run on its own: its columns and tag (trec_eval_files.read_run).
 RunReader = Callable[[str], tuple[Columns, str]]
 
 
-def batches(count: int, qrels_rows: int) -> list[range]:
-    """The runs' positions in batches of at most :data:`BATCH_ROWS` repeated qrels rows
-    (one run alone where its qrels are larger)."""
+def read_batches(names: Sequence[str]) -> list[range]:
+    """The runs' positions in batches read at once (:func:`read_runs`): consecutive runs
+    of at most :data:`TOGETHER_BYTES` together (their files' sizes), at least one."""
+    found: list[range] = []
+    start = size = 0
+    for at, name in enumerate(names):
+        try:
+            own = os.stat(name).st_size
+        except (OSError, ValueError):
+            own = 0
+        if at > start and size + own > TOGETHER_BYTES:
+            found.append(range(start, at))
+            start, size = at, 0
+        size += own
+    return [*found, range(start, len(names))] if names else found
+
+
+def batches(positions: range, qrels_rows: int) -> list[range]:
+    """``positions`` in batches scored at once, of at most :data:`BATCH_ROWS` repeated
+    qrels rows (one run alone where its qrels are larger)."""
     size = max(1, BATCH_ROWS // max(1, qrels_rows))
-    return [range(start, min(start + size, count)) for start in range(0, count, size)]
+    return [positions[start : start + size] for start in range(0, len(positions), size)]
 
 
 def _prefix(number: int) -> str:
@@ -63,37 +93,40 @@ def _numbers(ids: pa.Array) -> np.ndarray:
     return pc.cast(pc.utf8_slice_codeunits(ids, 0, _DIGITS), pa.int64()).to_numpy()
 
 
-def read_runs(names: Sequence[str], read: RunReader) -> tuple[Columns | None, list[str | None]]:
-    """The runs ``names``, renamed by their positions and stacked, and each one's tag: those
-    :func:`read_together` takes read as one file, the others each by ``read``. A run that
-    cannot be read has no rows and no tag (None); reading it again says why."""
-    together = read_together(names)
-    parts, tags = ([together[0]], together[1]) if together else ([], [None] * len(names))
-    for number, name in enumerate(names):
-        if tags[number] is None:
+def read_runs(
+    names: Sequence[str], positions: range, read: RunReader
+) -> tuple[Columns | None, dict[int, str]]:
+    """The runs at ``positions`` of ``names``, each renamed by its position, stacked; and
+    the tag of each one read, by position. Those :func:`read_together` takes are read as
+    one file, the others each by ``read``; a run that cannot be read has no rows and no
+    tag (reading it again says why)."""
+    found = read_together(names, positions)
+    parts, tags = ([found[0]], found[1]) if found else ([], {})
+    for number in positions:
+        if number not in tags:
             try:
-                run, tags[number] = read(name)
+                run, tags[number] = read(names[number])
             except SlotwiseError:  # (trec_eval's Stop among them)
                 continue
             parts.append(_renamed(run, number))
     return (stack(parts) if parts else None), tags
 
 
-def read_together(names: Sequence[str]) -> tuple[Columns, list[str | None]] | None:
-    """The runs of ``names`` that are plain TREC text read as one file, as
-    :func:`engine.io.trec.read_run` reads each (pyarrow's CSV reader, the same columns
+def read_together(names: Sequence[str], positions: range) -> tuple[Columns, dict[int, str]] | None:
+    """The runs at ``positions`` of ``names`` that are plain TREC text read as one file,
+    as :func:`engine.io.trec.read_run` reads each (pyarrow's CSV reader, the same columns
     and order): each line's query renamed by its run's position, parsed and ranked at
-    once; and each run's tag (None: a run left to be read on its own). Plain: a regular,
-    uncompressed file, not empty, of lines of six fields separated by single spaces (or
-    by single tabs, as the first plain run's are), without a comment, a blank line, a carriage
-    return or a byte-order mark. None when fewer than two runs are plain, or when the
-    lines of those together are not read whole (a bad line is then named by reading
-    each run on its own)."""
+    once; and each such run's tag, by position. Plain: a regular, uncompressed file, not
+    empty, of lines of six fields separated by single spaces (or by single tabs, as the
+    first plain run's are), without a comment, a blank line, a carriage return or a
+    byte-order mark. None when fewer than two runs are plain, or when the lines of those
+    together are not read whole (a bad line is then named by reading each run on its
+    own)."""
     texts: list[bytes] = []
-    tags: list[str | None] = [None] * len(names)
+    tags: dict[int, str] = {}
     delimiter, size = None, 0
-    for number, name in enumerate(names):
-        data = _plain(name)
+    for number in positions:
+        data = _plain(names[number])
         if data is None:
             continue
         own, tag = trec_csv.delimiter(data[: data.find(b"\n") + 1]), _tag(data)
@@ -163,28 +196,28 @@ def _tag(data: bytes) -> str | None:
     return None
 
 
-def whole_runs(qrels: Columns, runs: Columns, count: int, complete: bool) -> list[int]:
-    """The numbers (of ``count``) of the runs trec_eval evaluates whole: each run with
-    rows that ranks every qrels query (any run with rows, with ``complete``); at a qrels
-    query a run lacks trec_eval stops (the caller then scores that run alone)."""
-    numbers = np.unique(_numbers(runs.ids))
-    if complete:
-        return numbers.tolist()
-    prefixes = pa.array([_prefix(n) for n in numbers], pa.string())
-    repeated = np.repeat(np.arange(numbers.size), len(qrels))
-    tiled = np.tile(np.arange(len(qrels)), numbers.size)
+def whole_runs(qrels: Columns, runs: Columns, numbers: Sequence[int], complete: bool) -> list[int]:
+    """Those of the runs ``numbers`` that trec_eval evaluates whole: each that has rows in
+    ``runs`` and ranks every qrels query (any that has rows, with ``complete``); at a
+    qrels query a run lacks trec_eval stops (the caller then scores that run alone)."""
+    present = np.intersect1d(np.asarray(numbers, dtype=np.int64), _numbers(runs.ids))
+    if complete or not present.size:
+        return present.tolist()
+    prefixes = pa.array([_prefix(n) for n in present.tolist()], pa.string())
+    repeated = np.repeat(np.arange(present.size), len(qrels))
+    tiled = np.tile(np.arange(len(qrels)), present.size)
     wanted = pc.binary_join_element_wise(
         prefixes.take(pa.array(repeated)), qrels.ids.take(pa.array(tiled)), ""
     )
     found = pc.is_in(wanted, value_set=runs.ids).to_numpy(zero_copy_only=False)
-    return numbers[found.reshape(numbers.size, len(qrels)).all(axis=1)].tolist()
+    return present[found.reshape(present.size, len(qrels)).all(axis=1)].tolist()
 
 
 def reports(
     engine: Engine,
     qrels: Columns,
     runs: Columns,
-    runids: Sequence[str | None],
+    runids: Mapping[int, str],
     numbers: Sequence[int],
     requests: Sequence[Request],
     options: Options,
@@ -196,6 +229,8 @@ def reports(
     (as ``report.render(True, False)``), formatted for all runs at once. Each of those
     runs must rank each qrels query unless ``options.complete`` (see
     :func:`whole_runs`)."""
+    from engine.analysis.trec_eval import trec_eval
+
     count = len(numbers)
     rows = np.flatnonzero(np.isin(_numbers(runs.ids), numbers))
     if rows.size < len(runs):
@@ -228,7 +263,7 @@ def reports(
             query_ids=tuple(queries.take(pa.array(own)).to_pylist()),
             values={name: column[own] for name, column in both.values.items()},
             relstrings=both.relstrings.take(own) if len(both.relstrings) else both.relstrings,
-            runid=runids[number] or "",
+            runid=runids[number],
             num_rel_judged=judged,
         )
         found[number] = (report, lines[place])

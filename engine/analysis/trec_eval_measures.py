@@ -12,6 +12,7 @@ from engine.errors import InputError, Problem
 
 __all__ = [
     "CUTOFFS",
+    "GROUP_SEPARATOR",
     "IPREC",
     "MEASURES",
     "MEASURE_SETS",
@@ -190,6 +191,11 @@ MEASURE_SETS: dict[str, tuple[str, ...]] = {
         ]
     ),
 }
+
+
+#: Joins a query id and a judgment group in the id of a ``-R qrels_jg`` sample: it sorts
+#: before any character of an id, so samples sort by query, then judgment group.
+GROUP_SEPARATOR = "\x1f"
 
 
 class Stop(InputError):

@@ -201,47 +201,52 @@ def _batched(
     engine: Engine,
     qrels: Any,
     pool: Any,
+    reads: list[range],
+    first: Any,
     requests: list[Request],
     options: Options,
     args: argparse.Namespace,
     zscores: Any,
 ) -> int:
-    """Several runs against ``-R qrels``: in batches (engine/analysis/trec_eval_many.py),
-    each batch read while the one before is scored, the runs that trec_eval evaluates
-    whole scored together, then each printed in order; a run that fails, or at whose
-    missing query trec_eval stops, goes alone (read again) and is named as :func:`_each`
-    names it."""
+    """Several runs against ``-R qrels``: read in batches (engine/analysis/trec_eval_many.py),
+    each while the one before is scored (``first``: the first, being read, or None), and
+    scored in batches, the runs that trec_eval evaluates whole together, then each printed
+    in order; a run that fails, or at whose missing query trec_eval stops, goes alone
+    (read again) and is named as :func:`_each` names it."""
     from engine.analysis import trec_eval_files as files
-    from engine.analysis.trec_eval_many import batches, read_runs, reports, whole_runs
+    from engine.analysis import trec_eval_many as many
     from engine.errors import SlotwiseError
 
     worst = 0
-    parts = batches(len(args.runs), len(qrels))
-    reading = {}
-    for at, batch in enumerate(parts):
-        for ahead in range(at, min(at + 2, len(parts))):  # this batch, and the next
+    reading = {} if first is None else {0: first}
+    for at, positions in enumerate(reads):
+        for ahead in range(at, min(at + 2, len(reads))):  # this batch, and the next
             if ahead not in reading:
-                names = [args.runs[i] for i in parts[ahead]]
-                reading[ahead] = pool.submit(read_runs, names, files.read_run)
+                reading[ahead] = pool.submit(
+                    many.read_runs, args.runs, reads[ahead], files.read_run
+                )
         runs, runids = reading.pop(at).result()
-        whole = [] if runs is None else whole_runs(qrels, runs, len(batch), args.c)
-        made: dict[int, tuple[Report, bytes | None]] = {}
-        if len(whole) > 1:
-            with contextlib.suppress(SlotwiseError):  # then each alone, named
-                lines = args.q and zscores is None  # (z-scores: each run's values apart)
-                made = reports(engine, qrels, runs, runids, whole, requests, options, lines)
-        for number, i in enumerate(batch):
-            if number in made:
-                report, lines = made[number]
-                print_it = functools.partial(
-                    _write, report, zscores, args.q, not args.n, per_query_lines=lines
-                )
-            else:  # read again: a failure is raised, to be named
-                read = functools.partial(files.read_run, args.runs[i])
-                print_it = functools.partial(
-                    _alone, engine, qrels, read, requests, options, args, zscores
-                )
-            worst = max(worst, _named(args.runs[i], print_it))
+        for batch in many.batches(positions, len(qrels)):
+            whole = [] if runs is None else many.whole_runs(qrels, runs, batch, args.c)
+            made: dict[int, tuple[Report, bytes | None]] = {}
+            if len(whole) > 1:
+                with contextlib.suppress(SlotwiseError):  # then each alone, named
+                    lines = args.q and zscores is None  # (z-scores: each run's values apart)
+                    made = many.reports(
+                        engine, qrels, runs, runids, whole, requests, options, lines
+                    )
+            for i in batch:
+                if i in made:
+                    report, lines = made[i]
+                    print_it = functools.partial(
+                        _write, report, zscores, args.q, not args.n, per_query_lines=lines
+                    )
+                else:  # read again: a failure is raised, to be named
+                    read = functools.partial(files.read_run, args.runs[i])
+                    print_it = functools.partial(
+                        _alone, engine, qrels, read, requests, options, args, zscores
+                    )
+                worst = max(worst, _named(args.runs[i], print_it))
     return worst
 
 
@@ -256,35 +261,35 @@ def _trec_eval(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
-    from engine.analysis import trec_eval_files as files
-    from engine.analysis.trec_eval import Options, parse_measures, relevance_level
-    from engine.cli.many import expand_runs
-    from engine.evaluation.api import Engine
-
-    requests = parse_measures(args.m)
-    level = relevance_level(args.l)
-    kind = _format(args.R, [request.name for request in requests])
-    options = Options(
-        complete=args.c,
-        max_docs=_depth("-M", args.M),
-        level=float(level),
-        judged_only=args.J,
-        collection=_depth("-N", args.N) or 0,
-    )
-    args.runs = expand_runs(args.run)
-    if kind == "prefs":
-        return _preferences(args, requests, options)
-    grouped = kind == "qrels_jg"
-    engine = Engine(config={}, executor="threads")
     with ThreadPoolExecutor(2, thread_name_prefix="slotwise-read") as pool:
-        batched = len(args.runs) > 1 and not grouped
-        # the first run is read while the qrels are, each next one while a run is scored
-        ahead = {} if batched else {0: pool.submit(files.read_run, args.runs[0])}
+        # the runs are found, and the first read, while the evaluation API is imported
+        found = pool.submit(_runs_ahead, pool, args.run, args.R)
+        from engine.analysis import trec_eval_files as files
+        from engine.analysis.trec_eval import Options, parse_measures, relevance_level
+        from engine.evaluation.api import Engine
+
+        requests = parse_measures(args.m)
+        level = relevance_level(args.l)
+        kind = _format(args.R, [request.name for request in requests])
+        options = Options(
+            complete=args.c,
+            max_docs=_depth("-M", args.M),
+            level=float(level),
+            judged_only=args.J,
+            collection=_depth("-N", args.N) or 0,
+        )
+        args.runs, reads, first = found.result()
+        if kind == "prefs":
+            return _preferences(args, requests, options)
+        grouped = kind == "qrels_jg"
+        engine = Engine(config={}, executor="threads")
         pool.submit(_load_ahead, engine, requests, options.level)
         qrels = files.read_qrels_jg(args.qrels) if grouped else files.read_qrels(args.qrels)
         zscores = files.read_zscores(args.Z) if args.Z is not None else None
-        if batched:
-            return _batched(engine, qrels, pool, requests, options, args, zscores)
+        if reads:
+            return _batched(engine, qrels, pool, reads, first, requests, options, args, zscores)
+        # the first run is read while the qrels are, each next one while a run is scored
+        ahead = {0: first or pool.submit(files.read_run, args.runs[0])}
 
         def one(index: int, _: str) -> None:
             if index + 1 < len(args.runs):
@@ -293,6 +298,27 @@ def _evaluate(args: argparse.Namespace) -> int:
             _evaluate_run(engine, qrels, run, runid, requests, options, args, zscores, grouped)
 
         return _each(args.runs, one)
+
+
+def _runs_ahead(
+    pool: Any, patterns: list[str], rel_format: str
+) -> tuple[list[str], list[range], Any]:
+    """The runs ``patterns`` name (engine/cli/many.py); for several against ``-R qrels``
+    their batches of reading (trec_eval_many.read_batches), else none; and the first
+    batch, or the first run (``-R qrels`` or ``qrels_jg``), being read (None: not read
+    ahead, as standard input is not, which the command may never read)."""
+    from engine.analysis import trec_eval_files as files
+    from engine.analysis import trec_eval_many as many
+    from engine.cli.many import expand_runs
+
+    runs = expand_runs(patterns)
+    batched = rel_format == "qrels" and len(runs) > 1
+    reads = many.read_batches(runs) if batched else []
+    if "-" in runs or rel_format not in ("qrels", "qrels_jg"):
+        return runs, reads, None
+    if batched:
+        return runs, reads, pool.submit(many.read_runs, runs, reads[0], files.read_run)
+    return runs, reads, pool.submit(files.read_run, runs[0])
 
 
 def _alone(
