@@ -109,7 +109,9 @@ def read_runs(
             except SlotwiseError:  # (trec_eval's Stop among them)
                 continue
             parts.append(_renamed(run, number))
-    return (stack(parts) if parts else None), tags
+    if len(parts) < 2:  # (stacking recodes every column: nothing to do for one part)
+        return (parts[0] if parts else None), tags
+    return stack(parts), tags
 
 
 def read_together(names: Sequence[str], positions: range) -> tuple[Columns, dict[int, str]] | None:
