@@ -5,6 +5,7 @@ it; the driver reads no document."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import random
@@ -70,7 +71,7 @@ def _output_lines(outputs: dict[str, Any]) -> list[dict[str, Any]]:
 def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One dataset file and one outputs file, and the same documents in shards of mixed
     formats: the dataset as a JSON document, a JSONL file and a YAML document, the
-    outputs as a JSON object and two JSONL files."""
+    outputs as a JSON object, a JSONL file and a gzipped one."""
     root = tmp_path_factory.mktemp("documents")
     samples, outputs = _data(420)
     lines = _output_lines(outputs)
@@ -82,6 +83,10 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (root / "outs" / "1.json").write_text(json.dumps({k: outputs[k] for k in keys[250:]}))
     _jsonl(root / "outs" / "2.jsonl", lines[:120])
     _jsonl(root / "outs" / "3.jsonl", lines[120:250])
+    (root / "outs" / "4.jsonl.gz").write_bytes(
+        gzip.compress((root / "outs" / "3.jsonl").read_bytes())
+    )
+    (root / "outs" / "3.jsonl").unlink()  # (a compressed file: read whole)
     dataset = _jsonl(root / "dataset.jsonl", samples)
     outputs_file = _jsonl(root / "outputs.jsonl", lines)
     local = engine.Engine(config={}, executor="local")
@@ -196,10 +201,14 @@ class TestOnWorkers:
     def test_mixed_shards_as_one_process_reads_them(
         self, cluster: str, data: dict[str, Any]
     ) -> None:
-        """The mixed shards give one process's numbers for the same shards read here."""
+        """The mixed shards give one process's numbers for the same shards read here, and
+        named by URIs (``file://``: pyarrow's filesystem, as for a remote store) too."""
         local = engine.Engine(config={}, executor="local")
         expected = local.dataset(data["mixed"]).with_metrics(METRICS).evaluate(data["outs"])
         _same(_ray(dataset=data["mixed"], outputs=data["outs"], chunk_size=70), expected)
+        outs = sorted(f"file://{path}" for path in data["outs"].iterdir())
+        got = _ray(dataset=f"file://{data['mixed']}", outputs=outs, chunk_size=70)
+        _same(got, expected)
 
     def test_every_problem_as_one_process_names_it(
         self, cluster: str, data: dict[str, Any], tmp_path: Path

@@ -65,8 +65,6 @@ from engine.logs import log
 
 __all__ = ["Documents", "evaluate_documents"]
 
-IntArray = npt.NDArray[np.int64]
-
 _JSONL = ".jsonl"
 
 
