@@ -350,3 +350,43 @@ def test_runs_read_and_scored_in_several_batches(
     assert len(reads) >= 3 and max(len(read) for read in reads) >= 2
     options = [("-q",), ("-q", "-c", "-m", "all_trec")]
     assert _check(trec_eval_binary, options, collection.qrels, runs, capsysbinary) == []
+
+
+def _beside_rows(joined: Columns) -> list[object]:
+    """Each row of a joined table as its id, its ranked documents' ids each with its label
+    in the row (None: unlabelled), or None for no ranking, and its other output columns."""
+    docs = joined.docs.cast(pa.string())
+    found = []
+    for row in joined.table.to_pylist():
+        labels = {entry["doc"]: entry["label"] for entry in row["relevance"] or []}
+        ranked = row["retrieved"]
+        named = None if ranked is None else [(docs[c].as_py(), labels.get(c)) for c in ranked]
+        rest = {k: v for k, v in row.items() if k not in ("relevance", "retrieved")}
+        found.append((named, rest))
+    return found
+
+
+@pytest.mark.parametrize("seed", [27, 28])
+def test_a_batch_joined_at_once_as_aligned_joins_it(seed: int, tmp_path: Path) -> None:
+    """trec_eval_many's one lookup for a batch puts each run's rankings beside the qrels
+    as the engine's join (pipeline.aligned) does: the same rows, each ranked document
+    with the same label (or none), the same other columns; runs lacking a qrels query
+    (a row of nulls) and ranking queries the qrels lack (left out) among them."""
+    from engine.analysis import trec_eval_files as files
+    from engine.analysis import trec_eval_many as many
+    from engine.evaluation.pipeline import aligned
+
+    collection = write_collection(tmp_path, seed, queries=20)
+    runs = [str(run) for run in _plain_runs(collection.run, seed)]
+    qrels = files.read_qrels(collection.qrels)
+    read, _ = many.read_runs(runs, range(len(runs)), files.read_run)
+    assert read is not None
+    samples = many._repeated(qrels, range(len(runs)))
+    joined = many._beside(qrels, samples, read)
+    assert joined is not None
+    expected, unknown = aligned(samples, read)
+    assert unknown  # the runs rank queries the qrels lack
+    assert joined.ids.equals(expected.ids)
+    assert joined.table.column_names == expected.table.column_names
+    assert _beside_rows(joined) == _beside_rows(expected)
+    assert sum(row[0] is None for row in _beside_rows(joined)) > 0  # a run lacks a query

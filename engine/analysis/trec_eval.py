@@ -465,16 +465,19 @@ def trec_eval(
     requests: Sequence[Request],
     options: Options = Options(),
     runid: str = "",
+    joined: Columns | None = None,
 ) -> Report:
     """Evaluate ``run`` against ``qrels`` as trec_eval would, for the requested measures.
 
     The queries are those of the qrels that the run has (all of the qrels with
     ``complete``); queries of the run without judgements are ignored, as trec_eval
-    ignores them.
+    ignores them. ``joined``: the run beside the qrels, as :func:`aligned` puts it, when
+    the caller put it there (many runs at once: engine/analysis/trec_eval_many.py).
     """
     lines = _lines(requests, options.level)
     _walk_checked(lines, qrels)
-    joined, _ = aligned(qrels, run)
+    if joined is None:
+        joined, _ = aligned(qrels, run)
     has_run = joined.column("retrieved").is_valid().to_numpy(zero_copy_only=False)
     num_rel_judged = _labels_above_zero(qrels) if options.complete else None
     if not options.complete and not has_run.all():

@@ -22,7 +22,16 @@ import pyarrow.compute as pc
 
 from engine.errors import InputError, SlotwiseError
 from engine.io import sniff, trec_csv
-from engine.io.columns import Columns, stack
+from engine.io.columns import (
+    ID_LISTS,
+    LABEL_KINDS,
+    Columns,
+    chunks_of,
+    list_array,
+    offsets_of,
+    owned_codes,
+    stack,
+)
 from engine.io.files import COMPRESSIONS, open_binary
 from engine.io.frames import Coded, Where, flat, flat_strings, retrieved_twice, run_columns
 from engine.io.grammar import limit
@@ -237,11 +246,9 @@ def reports(
     rows = np.flatnonzero(np.isin(_numbers(runs.ids), numbers))
     if rows.size < len(runs):
         runs = runs.take(rows)
-    repeated = qrels.take(np.tile(np.arange(len(qrels)), count))  # one vocabulary, shared
-    ids = pa.array(np.repeat([_prefix(n) for n in numbers], len(qrels)), pa.string())
-    ids = pc.binary_join_element_wise(ids, repeated.ids, "")
-    table = repeated.table.set_column(repeated.table.column_names.index("id"), "id", ids)
-    both = trec_eval(engine, Columns(table, qrels.docs), runs, requests, options)
+    samples = _repeated(qrels, numbers)
+    joined = _beside(qrels, samples, runs)
+    both = trec_eval(engine, samples, runs, requests, options, joined=joined)
     found_ids = pa.array(both.query_ids, pa.string())
     run_of = _numbers(found_ids)
     queries = pc.utf8_slice_codeunits(found_ids, _DIGITS + 1)
@@ -270,3 +277,54 @@ def reports(
         )
         found[number] = (report, lines[place])
     return found
+
+
+def _repeated(qrels: Columns, numbers: Sequence[int]) -> Columns:
+    """The qrels once under each run's names (run by run), one vocabulary shared."""
+    repeated = qrels.take(np.tile(np.arange(len(qrels)), len(numbers)))
+    ids = pa.array(np.repeat([_prefix(n) for n in numbers], len(qrels)), pa.string())
+    ids = pc.binary_join_element_wise(ids, repeated.ids, "")
+    table = repeated.table.set_column(repeated.table.column_names.index("id"), "id", ids)
+    return Columns(table, qrels.docs)
+
+
+def _beside(qrels: Columns, samples: Columns, runs: Columns) -> Columns | None:
+    """The runs beside ``samples`` (the qrels repeated under each run's names, one
+    vocabulary shared) as :func:`engine.evaluation.pipeline.aligned` puts them: each
+    sample's run row beside it (a row of nulls where the run lacks the query), each
+    ranked document coded as its query's label of it, else after the qrels' vocabulary
+    (the run's own code, past it). One lookup of (query, document) for the batch, where
+    ``aligned`` matches row by row the qrels' labels repeated for every run. None (the
+    caller aligns) when the qrels hold other labels than relevance, or the runs other
+    documents than rankings."""
+    kinds = (*LABEL_KINDS[1:], "groups")
+    if any(qrels.column(kind).null_count < len(qrels) for kind in kinds) or any(
+        runs.column(kind).null_count < len(runs) for kind in ID_LISTS[1:]
+    ):
+        return None
+    rows = pc.index_in(samples.ids, value_set=runs.ids).fill_null(-1)
+    outputs = runs.take(rows.to_numpy(zero_copy_only=False))
+    retrieved = outputs.column("retrieved")
+    codes, sizes = outputs.doc_codes("retrieved")
+    label_rows, label_codes = owned_codes(qrels.column("relevance"))
+    names = pc.dictionary_encode(qrels.docs.take(pa.array(label_codes)))  # a label's id
+    width = len(names.dictionary) + 1
+    label_keys = label_rows * width + names.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(label_keys)
+    name = pc.index_in(runs.docs.take(pa.array(codes)), value_set=names.dictionary)
+    query = np.repeat(np.arange(len(samples)) % max(1, len(qrels)), sizes)
+    keys = query * width + name.fill_null(width - 1).to_numpy(zero_copy_only=False)
+    at = np.minimum(np.searchsorted(label_keys[order], keys), max(0, order.size - 1))
+    hit = label_keys[order][at] == keys if order.size else np.zeros(keys.size, dtype=bool)
+    matched = np.where(hit, label_codes[order][at], len(qrels.docs) + codes.astype(np.int64))
+    docs = qrels.docs
+    if not hit.all():  # both vocabularies, neither copied
+        docs = pa.chunked_array(chunks_of(qrels.docs) + chunks_of(runs.docs))
+    mask = retrieved.is_null().to_numpy(zero_copy_only=False)
+    column = list_array(offsets_of(sizes), pa.array(matched.astype(np.int32)), mask)
+    table = samples.table
+    for key in outputs.table.column_names:
+        if key != "id":
+            found = column if key == "retrieved" else outputs.column(key)
+            table = table.append_column(key, found)
+    return Columns(table, docs)
