@@ -348,9 +348,10 @@ class Engine:
 
         Each input may be sharded: a directory, a glob or a list of files, local or
         remote, read as their lines one after the other (a query's lines may go on from
-        one file into the next). On the ``ray`` executor, TREC files and labels and run
-        tables are read by the workers, with no order asked of their lines, and the rows
-        written here as the driver merges them (docs/scale.md).
+        one file into the next). On the ``ray`` executor, TREC files, labels and run
+        tables, and dataset and outputs documents (JSONL, JSON, YAML, mixed) are read by
+        the workers, with no order asked of their lines, and the rows written here as the
+        driver merges them (docs/scale.md).
         """
         if (dataset is None) == (qrels is None) or (outputs is None) == (run is None):
             raise TypeError("pass one of dataset= or qrels=, and one of outputs= or run=")
