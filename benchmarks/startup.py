@@ -11,6 +11,8 @@ reads a byte) and the trec_eval 10 binary built from source.
 ``--many N``: N runs in one ``slotwise trec-eval -q QRELS DIR`` call against the binary
 invoked once per run (as a shell loop over a directory of runs does): trec_eval's test run
 (results.test) rescored with N seeds, against its qrels.test; the ratio of the medians.
+Beside them, the same call on the first run alone (what the process costs before the
+other runs').
 
 Each command runs ``--repeat`` times, the commands interleaved (so a slower minute of the
 machine falls on all of them); a row gives the median and the least wall time, and the
@@ -128,12 +130,16 @@ def many(binary: Path, count: int, repeat: int) -> list[str]:
     with tempfile.TemporaryDirectory() as folder:
         runs = write_runs(Path(folder), count)
         ours = [*_slotwise(), "trec-eval", "-q", qrels, folder]
+        one = [*_slotwise(), "trec-eval", "-q", qrels, str(runs[0])]
         theirs = [[str(binary), "-q", qrels, str(run)] for run in runs]
-        times: dict[str, list[float]] = {"slotwise": [], "binary": []}
+        times: dict[str, list[float]] = {"slotwise": [], "binary": [], "one": []}
         for _ in range(repeat):
             start = time.perf_counter()
             out = subprocess.run(ours, capture_output=True, check=True).stdout
             times["slotwise"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            subprocess.run(one, capture_output=True, check=True)
+            times["one"].append(time.perf_counter() - start)
             start = time.perf_counter()
             outs = [subprocess.run(argv, capture_output=True, check=True).stdout for argv in theirs]
             times["binary"].append(time.perf_counter() - start)
@@ -146,6 +152,7 @@ def many(binary: Path, count: int, repeat: int) -> list[str]:
         f"| slotwise trec-eval, one call | {median['slotwise']:.3f} | {min(times['slotwise']):.3f} |",
         f"| trec_eval 10 binary, once per run | {median['binary']:.3f} | {min(times['binary']):.3f} |",
         f"| ratio slotwise / binary | {median['slotwise'] / median['binary']:.2f} | |",
+        f"| slotwise trec-eval, one call on the first run | {median['one']:.3f} | {min(times['one']):.3f} |",
     ]
 
 
