@@ -1,5 +1,6 @@
 """From a wheel to the docs: the wheel built from this checkout ships the bundled examples
-(``engine.example_files``: examples/quickstart, setbased, trec, every file git tracks),
+(``engine.example_files``: examples/quickstart, setbased, trec, utility, every file git
+tracks),
 and every page with python blocks runs from an installed slotwise, as a user of the
 package runs it: in an empty folder, ``slotwise example`` writes what the page starts
 from, the page's shell steps run, then its python blocks (the driver of
@@ -13,7 +14,9 @@ extras (:data:`WITH_EXTRAS`) run in :func:`with_extras`: the wheel installed wit
 dependencies, which, with the extras' packages (LangChain, LlamaIndex, Haystack, Inspect,
 ragas, ir_datasets, pandas...), come from this test environment. The pages that need a
 judge's labels get them as the page does: their shell steps label the quickstart against
-the stand-in judge server (``python -m engine.annotate.stand_in``, from the wheel)."""
+the stand-in judge server (``python -m engine.annotate.stand_in``, from the wheel). The
+pages with console steps alone (:data:`CONSOLE_ONLY`: docs/utility.md) run those steps
+from the wheel too, each showing what the page shows."""
 
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ import pytest
 from test_docs_snippets import DOCUMENTS, ELSEWHERE, _blocks, run_document, scale_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = ("quickstart", "setbased", "trec")
+SHIPPED = ("quickstart", "setbased", "trec", "utility")
 #: The judge's address the pages' shell steps show, replaced by the stand-in's.
 DOC_URL = "http://127.0.0.1:8765/v1"
 
@@ -128,10 +131,12 @@ class Page(NamedTuple):
     """The folders ``slotwise example NAME [FOLDER]`` writes first (NAME: the last part)."""
     steps: tuple[tuple[str, ...], ...] = ()
     """``slotwise`` commands the page's earlier shell steps run in ``folder``."""
-    console: str = ""
-    """A section of the page whose console steps (from its ``$ cd examples/quickstart``
-    to its first python block) run in ``folder`` against the stand-in judge, showing what
-    they show."""
+    console: tuple[str, ...] = ()
+    """Sections of the page whose console steps (from the first one's ``$ cd examples/NAME``
+    to a section's first python block) run in ``folder`` against the stand-in judge,
+    showing what they show."""
+    columns: int = 200
+    """The terminal's width for those steps (the page's tables are shown at it)."""
     prepare: Callable[[Path], None] | None = None
     """Writes, in ``folder``, the data the page's reader brings (not shipped)."""
 
@@ -163,17 +168,38 @@ WITH_EXTRAS: dict[str, Page] = {
     "docs/label-free.md": Page(
         folder="examples/quickstart",
         examples=("examples/quickstart",),
-        console="## The walkthrough",
+        console=("## The walkthrough",),
     ),
     "docs/ppi.md": Page(
-        folder="examples/quickstart", examples=("examples/quickstart",), console="## Using it"
+        folder="examples/quickstart", examples=("examples/quickstart",), console=("## Using it",)
     ),
     "docs/annotation.md": Page(
         folder="examples/quickstart",
         examples=("examples/quickstart",),
-        console="## Filling the holes",
+        console=("## Filling the holes",),
     ),
 }
+
+
+#: The pages with console steps alone, run from the wheel as they are shown.
+CONSOLE_ONLY: dict[str, Page] = {
+    "docs/utility.md": Page(
+        folder="examples/utility",
+        examples=("examples/utility",),
+        console=("## Choosing a metric", "## Fitting UDCG_theta", "## Calibrating gamma"),
+        columns=120,
+    ),
+}
+
+
+@pytest.mark.parametrize("document", list(CONSOLE_ONLY))
+def test_the_pages_console_steps_run_from_the_wheel(
+    document: str, with_extras: Path, tmp_path: Path
+) -> None:
+    page = CONSOLE_ONLY[document]
+    where = tmp_path / "empty"
+    _write_examples(str(with_extras / "bin" / "slotwise"), page.examples, where)
+    _console(with_extras, document, page, where / page.folder)
 
 
 def test_every_page_with_python_runs_from_the_wheel() -> None:
@@ -241,7 +267,7 @@ def run_page(venv: Path, document: str, page: Page, where: Path) -> None:
         done = _run([slotwise, *step], here)
         assert done.returncode == 0, done.stderr
     if page.console:
-        _console(venv, document, page.console, here)
+        _console(venv, document, page, here)
     listing = where.with_name(where.name + "-blocks.json")
     run_document(venv / "bin" / "python", document, here, _env(), listing)
 
@@ -255,31 +281,37 @@ def _write_examples(slotwise: str, examples: tuple[str, ...], where: Path) -> No
         assert wrote.returncode == 0, wrote.stderr
 
 
-def _console(venv: Path, document: str, section: str, here: Path) -> None:
-    """The console steps of ``section`` of ``document``, from its first console block
-    that starts with ``$ cd examples/quickstart`` to its first python block: each ``slotwise`` command exits 0 (or as the ``echo $?`` after
-    it shows) and prints each line the page shows after it ('...' stands for any text,
-    a duration for any)."""
+def _console(venv: Path, document: str, page: Page, here: Path) -> None:
+    """The console steps of ``page.console``'s sections of ``document``, from the first
+    one's console block that starts with ``$ cd examples/NAME``, each section's to its
+    first python block: each ``slotwise`` command exits 0 (or as the ``echo $?`` after it
+    shows) and prints each line the page shows after it ('...' stands for any text, a
+    duration for any)."""
     text = (ROOT / document).read_text()
-    start = text.index(section)
-    end = text.find("\n## ", start + len(section))
-    part = text[start : end if end >= 0 else len(text)]
-    part = part[part.index("```console\n$ cd examples/quickstart") :]
-    steps = _steps(part.split("```python\n")[0])
-    assert any(command.startswith("slotwise ") for command, _ in steps), section
+    steps = []
+    for number, section in enumerate(page.console):
+        start = text.index(section)
+        end = text.find("\n## ", start + len(section))
+        part = text[start : end if end >= 0 else len(text)]
+        if number == 0:
+            part = part[part.index("```console\n$ cd examples/") :]
+        steps += _steps(part.split("```python\n")[0])
+        assert any(command.startswith("slotwise ") for command, _ in steps), section
     code = None
     with _stand_in(venv / "bin" / "python") as url:
         for number, (command, shown) in enumerate(steps):
             words = shlex.split(command.replace(DOC_URL, url))
-            if words == ["cd", "examples/quickstart"]:
-                assert here.parts[-2:] == ("examples", "quickstart")
+            if words[0] == "cd":
+                assert here.parts[-2:] == Path(words[1]).parts, command
             elif words[:3] == ["python", "-m", "engine.annotate.stand_in"]:
                 continue  # started above, on a free port
             elif words == ["echo", "$?"]:
                 assert shown == [str(code)], f"{document}: after {steps[number - 1][0]!r}"
             else:
                 assert words[0] == "slotwise", command
-                done = _run([str(venv / "bin" / "slotwise"), *words[1:]], here, COLUMNS="200")
+                done = _run(
+                    [str(venv / "bin" / "slotwise"), *words[1:]], here, COLUMNS=str(page.columns)
+                )
                 code = done.returncode
                 following = steps[number + 1][0] if number + 1 < len(steps) else ""
                 assert code == 0 or following == "echo $?", f"{command}\n{done.stderr}"

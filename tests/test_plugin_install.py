@@ -319,8 +319,9 @@ class TestFromTheWheel:
 
     def test_getting_started_runs_in_the_written_example(self, venv: Venv, tmp_path: Path) -> None:
         """`slotwise example quickstart` in an empty folder, then every python block of
-        docs/getting-started.md and docs/comparing-systems.md there
-        (tests/test_example_wheel.py)."""
+        the pages that need the core alone (tests/test_example_wheel.py's
+        FROM_THE_WHEEL: getting-started, comparing-systems, writing-a-metric-plugin, the
+        examples' READMEs) in folders of their own."""
         from test_example_wheel import check_documents
 
         check_documents(venv.root, tmp_path)

@@ -22,6 +22,8 @@ EXAMPLES = {
     "systems.py (docs/getting-started.md's snippets run in it)",
     "setbased": "graded 1..5 utility labels for the set-based metrics (RA-nWG, PROC, Harm)",
     "trec": "a TREC qrels file, a run and the queries (slotwise trec-eval, run --qrels)",
+    "utility": "12 questions x 5 contexts with the LLM's answer utility, and fitted UDCG_theta "
+    "weights (slotwise correlate, fit, calibrate: docs/utility.md)",
 }
 
 
