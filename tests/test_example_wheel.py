@@ -15,7 +15,7 @@ dependencies, which, with the extras' packages (LangChain, LlamaIndex, Haystack,
 ragas, ir_datasets, pandas...), come from this test environment. The pages that need a
 judge's labels get them as the page does: their shell steps label the quickstart against
 the stand-in judge server (``python -m engine.annotate.stand_in``, from the wheel). The
-pages with console steps alone (:data:`CONSOLE_ONLY`: docs/utility.md) run those steps
+pages with console steps alone (:data:`CONSOLE_ONLY`: docs/utility.md, docs/set-based.md) run those steps
 from the wheel too, each showing what the page shows."""
 
 from __future__ import annotations
@@ -188,6 +188,9 @@ CONSOLE_ONLY: dict[str, Page] = {
         examples=("examples/utility",),
         console=("## Choosing a metric", "## Fitting UDCG_theta", "## Calibrating gamma"),
         columns=120,
+    ),
+    "docs/set-based.md": Page(
+        folder="examples/setbased", examples=("examples/setbased",), console=("## Worked example",)
     ),
 }
 
