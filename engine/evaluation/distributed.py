@@ -172,7 +172,7 @@ class Folded:
 
 def read_shard(long: Long, index: int) -> tuple[Read, Runs | None, Rows | None]:
     """Read shard ``index`` of ``long``: what was found, its runs, its rows."""
-    node = _node()
+    node = this_node()
     try:
         found = sharded.rows(long, index)
     except InputError as error:
@@ -180,7 +180,7 @@ def read_shard(long: Long, index: int) -> tuple[Read, Runs | None, Rows | None]:
     return Read(len(found), found.nbytes, node), found.runs(), found
 
 
-def _node() -> str:
+def this_node() -> str:
     """The Ray node this runs on ("" outside Ray)."""
     import ray
 
@@ -418,13 +418,14 @@ def fold_chunks(labels: int, *parts: Any) -> Folded:
 
 
 @functools.cache
-def _remote(work: Callable[..., Any]) -> Any:
+def remote_task(work: Callable[..., Any]) -> Any:
+    """``work`` as a Ray task that runs on the CPUs Ray gives it (one per function)."""
     import ray
 
     return ray.remote(on_its_cpus(work))
 
 
-def _on(node: str) -> Any:
+def on_node(node: str) -> Any:
     """Run on ``node`` (where the task's input is) while it is alive."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -455,7 +456,7 @@ def evaluate_sharded(
     samples = samples.ranged()
     outputs = outputs.ranged(max(LEAST_RANGE, min(sharded.RANGE_BYTES, run_bytes // (2 * cpus))))
     read, planner, route, join = (
-        _remote(work) for work in (read_shard, plan_chunks, route_rows, join_home)
+        remote_task(work) for work in (read_shard, plan_chunks, route_rows, join_home)
     )
     inputs = [ray.put(samples), ray.put(outputs)]
     reads = [
@@ -481,18 +482,18 @@ def evaluate_sharded(
     check_overlap(planned.outputs, planned.unknown, pa.array(planned.first_ids, pa.string()))
     aways, rows = planning[1:], [refs[2] for refs in reads]
     label_routes = [
-        route.options(scheduling_strategy=_on(found[i].node)).remote(rows[i], aways[i])
+        route.options(scheduling_strategy=on_node(found[i].node)).remote(rows[i], aways[i])
         for i in range(count)
     ]
     run_routes = {
-        r: route.options(scheduling_strategy=_on(found[count + r].node)).remote(
+        r: route.options(scheduling_strategy=on_node(found[count + r].node)).remote(
             rows[count + r], aways[count + r]
         )
         for r in range(homes)
         if planned.sending[r]
     }
     joins = [
-        join.options(num_returns=2, scheduling_strategy=_on(found[count + h].node)).remote(
+        join.options(num_returns=2, scheduling_strategy=on_node(found[count + h].node)).remote(
             *inputs,
             plan,
             planned,
@@ -562,7 +563,7 @@ def merge(
     ``sink`` as they come). ``source`` is the dataset's name, samples and unknown output
     ids. The results, and the bytes of sums received."""
     ray = executor.init()
-    sum_, fold = _remote(sum_chunk), _remote(fold_chunks)
+    sum_, fold = remote_task(sum_chunk), remote_task(fold_chunks)
     sums = [
         sum_.options(num_returns=3).remote(
             gathering, positions[c], c, *[joins[h] for h in homes_of]

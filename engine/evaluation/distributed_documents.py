@@ -46,11 +46,11 @@ from engine.evaluation.distributed import (
     LEAST_RANGE,
     Piece,
     Read,
-    _node,
-    _on,
-    _remote,
     merge,
+    on_node,
     pieces,
+    remote_task,
+    this_node,
 )
 from engine.evaluation.executors import RayExecutor
 from engine.evaluation.pipeline import Gathering, MissingOutputs, Plan, aligned, check_overlap
@@ -114,7 +114,7 @@ def _whole(shard: Shard) -> Shard:
 
 def read_documents(docs: Documents, index: int) -> tuple[Read, pa.Array, Columns | None]:
     """Read shard ``index``: what was found, its ids, its columns (None: none)."""
-    node = _node()
+    node = this_node()
     try:
         found = _read(docs.shards[index], docs.what)
     except InputError as error:
@@ -350,7 +350,7 @@ def evaluate_documents(
     samples = samples.ranged(max(LEAST_RANGE, min(size, samples.nbytes // (2 * cpus))))
     outputs = outputs.ranged(max(LEAST_RANGE, min(size, outputs.nbytes // (2 * cpus))))
     read, planner, route, join, score, again = (
-        _remote(work)
+        remote_task(work)
         for work in (
             read_documents,
             plan_documents,
@@ -390,7 +390,7 @@ def evaluate_documents(
     columns = [r[2] for r in reads]
     node = [r.node for r in found]
     routes = {
-        o: route.options(scheduling_strategy=_on(node[count + o])).remote(
+        o: route.options(scheduling_strategy=on_node(node[count + o])).remote(
             columns[count + o], planning[1 + o]
         )
         for o in range(len(outputs.shards))
@@ -398,7 +398,7 @@ def evaluate_documents(
     }
     homes = [h for h in range(count) if found[h].rows]
     joins = {
-        h: join.options(num_returns=3, scheduling_strategy=_on(node[h])).remote(
+        h: join.options(num_returns=3, scheduling_strategy=on_node(node[h])).remote(
             h, columns[h], *[ref for o, ref in sorted(routes.items()) if h in planned.sending[o]]
         )
         for h in homes
@@ -410,7 +410,7 @@ def evaluate_documents(
         shape = shape.merge(part)
     starts = np.cumsum([0, *(r.rows for r in found[:count])]).tolist()
     scored = [
-        score.options(scheduling_strategy=_on(node[h])).remote(
+        score.options(scheduling_strategy=on_node(node[h])).remote(
             plan, shape, chunk_size, starts[h], joins[h][1], joins[h][2]
         )
         if h in joins
