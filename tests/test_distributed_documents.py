@@ -210,6 +210,25 @@ class TestOnWorkers:
         got = _ray(dataset=f"file://{data['mixed']}", outputs=outs, chunk_size=70)
         _same(got, expected)
 
+    def test_a_results_file_as_outputs(
+        self, cluster: str, data: dict[str, Any], tmp_path: Path
+    ) -> None:
+        """Earlier results that kept their outputs, re-scored: the samples they failed on
+        (here: no output) stay error rows, read on a worker, as one process keeps them."""
+        local = engine.Engine(config={}, executor="local")
+        evaluation = local.dataset(data["dataset"]).with_metrics(METRICS)
+        earlier = evaluation.evaluate(data["outputs"], keep_outputs=True)
+        document = json.loads(earlier.write("json"))
+        for row in document["diagnostics"]["errors"]:  # (not what a missing output says)
+            row["error"] = "the system timed out"
+        (tmp_path / "results.json").write_text(json.dumps(document))
+        expected = local.evaluate_stream(
+            METRICS, dataset=data["dataset"], outputs=tmp_path / "results.json"
+        )
+        reasons = set(dict(expected.diagnostics.errors).values())
+        assert (len(expected.diagnostics.errors), reasons) == (33, {"the system timed out"})
+        _same(_ray(dataset=data["dataset"], outputs=tmp_path / "results.json"), expected)
+
     def test_every_problem_as_one_process_names_it(
         self, cluster: str, data: dict[str, Any], tmp_path: Path
     ) -> None:
