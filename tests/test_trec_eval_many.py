@@ -197,13 +197,13 @@ def test_a_bad_run_among_many_is_named_and_the_others_go_on(
 def test_a_batch_reports_each_run_as_the_binary_prints_it(
     trec_eval_binary: Path, tmp_path: Path
 ) -> None:
-    """trec_eval_many.reports, called directly (the command falls back to one run at a
-    time where a batch fails, so its output alone would not show a failing batch): each
-    run's report renders as the binary's output for that run, with -q and with -c, and so
-    do the per-query lines formatted for the whole batch at once, then the summary."""
+    """trec_eval_many.reports and printed, called directly (the command falls back to one
+    run at a time where a batch fails, so its output alone would not show a failing
+    batch): each run's report renders as the binary's output for that run, with -q and
+    with -c, and so do the per-query and 'all' lines formatted for the whole batch."""
     from engine.analysis import trec_eval_files as files
     from engine.analysis.trec_eval import Options, parse_measures
-    from engine.analysis.trec_eval_many import read_runs, reports, whole_runs
+    from engine.analysis.trec_eval_many import printed, read_runs, reports, whole_runs
     from engine.evaluation.api import Engine
 
     collection = write_collection(tmp_path, 16, queries=25)
@@ -224,10 +224,12 @@ def test_a_batch_reports_each_run_as_the_binary_prints_it(
         options = Options(complete=complete)
         measures = parse_measures(["all_trec"])
         engine = Engine(config={})
-        made = reports(engine, qrels, read, tags, whole, measures, options, per_query=True)
-        for run, (report, lines) in zip(runs, made.values(), strict=True):
+        made = reports(engine, qrels, read, tags, whole, measures, options)
+        lines = printed(engine, qrels, read, tags, whole, measures, options)
+        for number, run in enumerate(runs):
+            report, (per_query, summary) = made[number], lines[number]
             assert report.render(per_query=True) == outputs[run][1], (run.name, complete)
-            assert lines is not None and lines + report.render() == outputs[run][1]
+            assert per_query + summary == outputs[run][1], (run.name, complete)
 
 
 def _plain_runs(run: Path, seed: int) -> list[Path]:

@@ -319,11 +319,24 @@ class Report:
         if per_query and self.query_ids:
             self._write_per_query(stream, order)
         if summary:
-            lines = ((self._name(line), self._summary(line, order)) for line in self.lines)
-            text = "".join(
-                _print(name, "all", value) + "\n" for name, value in lines if value is not None
-            )
-            stream.write(text.encode())
+            stream.write(self.summaries(order[None, :])[0])
+
+    def summaries(
+        self, rows: npt.NDArray[np.int64], runids: Sequence[str] | None = None
+    ) -> list[bytes]:
+        """The ``all`` lines of the queries of each row of ``rows`` (in the order they
+        print), as :meth:`write` prints them: one row, this report's; or, of a report of
+        several runs scored together, one row per run (each with as many queries: the
+        batch of engine/analysis/trec_eval_many.py), ``runids`` theirs."""
+        ids = [self.runid] * len(rows) if runids is None else runids
+        texts: list[list[str]] = [[] for _ in ids]
+        for line in self.lines:
+            values = self._summaries(line, rows, ids)
+            if values is not None:
+                name = self._name(line)
+                for text, value in zip(texts, values, strict=True):
+                    text.append(_print(name, "all", value) + "\n")
+        return ["".join(text).encode() for text in texts]
 
     def _write_per_query(self, stream: BinaryIO, order: npt.NDArray[np.int64]) -> None:
         """Every query's lines, assembled as bytes in blocks of queries (see
@@ -384,22 +397,26 @@ class Report:
         """The queries in trec_eval's order: by query id, byte by byte."""
         return pc.sort_indices(pa.array(self.query_ids, pa.string())).to_numpy()
 
-    def _summary(self, line: Line, order: npt.NDArray[np.int64]) -> str | None:
+    def _summaries(
+        self, line: Line, rows: npt.NDArray[np.int64], runids: Sequence[str]
+    ) -> Sequence[str] | None:
+        """The line's ``all`` value of each row's queries (None: no ``all`` line)."""
+        count, queries = rows.shape
         if line.name == "runid":
-            return self.runid
+            return runids
         if line.name == "num_q":
-            return _value(len(self.query_ids), self._integer(line))
-        if line.name == "num_rel" and self.num_rel_judged is not None:
-            return _value(self.num_rel_judged, self._integer(line))
-        if line.measure.summary == "none" or not self.query_ids:
+            return [_value(queries, self._integer(line))] * count
+        if line.name == "num_rel" and self.num_rel_judged is not None:  # (the runs' total)
+            return [_value(self.num_rel_judged // count, self._integer(line))] * count
+        if line.measure.summary == "none" or not queries:
             return None
-        column = self.values[line.name][order]
+        columns = self.values[line.name][rows]
         if line.measure.summary == "gm":  # (z-scores are of the logarithms already)
-            logs = column if self.zscores else np.log(np.maximum(column, MIN_GEO_MEAN))
-            return _value(math.exp(_added(logs) / logs.size), False)
+            logs = columns if self.zscores else np.log(np.maximum(columns, MIN_GEO_MEAN))
+            return [_value(math.exp(t / queries), False) for t in _added_rows(logs).tolist()]
         if line.measure.integer:
-            return _value(_added(column), self._integer(line))
-        return _value(_added(column) / column.size, False)
+            return [_value(t, self._integer(line)) for t in _added_rows(columns).tolist()]
+        return [_value(t / queries, False) for t in _added_rows(columns).tolist()]
 
 
 _UNSCORED = ("runid", "relstring")  # printed without a z-score
@@ -450,12 +467,6 @@ def judgment_groups(report: Report) -> Report:
         values[name] = np.where(counts > 1, total / np.maximum(counts, 1), total)
     ids = tuple(str(q) for q in by_query[starts])
     return attrs.evolve(report, query_ids=ids, values=values)
-
-
-def _added(values: FloatArray) -> float:
-    """The values added one by one to a double, left to right, as trec_eval's
-    ``te_acc_meas_*`` accumulate them (not the exact sum: the last digit can differ)."""
-    return float(np.cumsum(values)[-1]) if values.size else 0.0
 
 
 def trec_eval(
@@ -555,7 +566,8 @@ def _ideal_dcg(batch: Batch, line: Line) -> FloatArray:
 
 
 def _added_rows(values: FloatArray) -> FloatArray:
-    """Each row added left to right (0 for no column)."""
+    """Each row added left to right (0 for no column), as trec_eval's loops add values to a
+    double (``te_acc_meas_*``: not the exact sum, the last digit can differ)."""
     if values.shape[1] == 0:
         return np.zeros(values.shape[0])
     return np.cumsum(values, axis=1)[:, -1]

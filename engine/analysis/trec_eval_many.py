@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RUN_SEPARATOR",
     "batches",
+    "printed",
     "read_batches",
     "read_runs",
     "read_together",
@@ -232,42 +233,17 @@ def reports(
     numbers: Sequence[int],
     requests: Sequence[Request],
     options: Options,
-    per_query: bool = False,
-) -> dict[int, tuple[Report, bytes | None]]:
-    """By number, the report of each run ``numbers`` names among ``runs`` (renamed by run
-    number: see :func:`read_runs`; its runid ``runids[number]``), as :func:`trec_eval`
-    makes it for the run alone, and with ``per_query`` the bytes of its per-query lines
-    (as ``report.render(True, False)``), formatted for all runs at once. Each of those
-    runs must rank each qrels query unless ``options.complete`` (see
-    :func:`whole_runs`)."""
-    from engine.analysis.trec_eval import trec_eval
-
-    count = len(numbers)
-    rows = np.flatnonzero(np.isin(_numbers(runs.ids), numbers))
-    if rows.size < len(runs):
-        runs = runs.take(rows)
-    samples = _repeated(qrels, numbers)
-    joined = _beside(qrels, samples, runs)
-    both = trec_eval(engine, samples, runs, requests, options, joined=joined)
-    found_ids = pa.array(both.query_ids, pa.string())
-    run_of = _numbers(found_ids)
-    queries = pc.utf8_slice_codeunits(found_ids, _DIGITS + 1)
-    judged = None if both.num_rel_judged is None else both.num_rel_judged // count
-    lines: list[bytes | None] = [None] * count
-    if per_query:  # the order by run, then query: each run's rows one part of it
-        order = pc.sort_indices(found_ids).to_numpy()
-        ordered = run_of[order]
-        bounds = zip(
-            np.searchsorted(ordered, numbers, "left").tolist(),
-            np.searchsorted(ordered, numbers, "right").tolist(),
-            strict=True,
-        )
-        stripped = attrs.evolve(both, query_ids=tuple(queries.to_pylist()))
-        lines = list(stripped.per_query_parts(order, [slice(*b) for b in bounds]))
+) -> dict[int, Report]:
+    """By number, the report of each run ``numbers`` (ascending) names among ``runs``
+    (renamed by run number: see :func:`read_runs`; its runid ``runids[number]``), as
+    :func:`trec_eval` makes it for the run alone. Each of those runs must rank each qrels
+    query unless ``options.complete`` (see :func:`whole_runs`)."""
+    both, run_of, queries = _scored(engine, qrels, runs, numbers, requests, options)
+    judged = None if both.num_rel_judged is None else both.num_rel_judged // len(numbers)
     found = {}
-    for place, number in enumerate(numbers):
+    for number in numbers:
         own = np.flatnonzero(run_of == number)
-        report = attrs.evolve(
+        found[number] = attrs.evolve(
             both,
             query_ids=tuple(queries.take(pa.array(own)).to_pylist()),
             values={name: column[own] for name, column in both.values.items()},
@@ -275,8 +251,55 @@ def reports(
             runid=runids[number],
             num_rel_judged=judged,
         )
-        found[number] = (report, lines[place])
     return found
+
+
+def printed(
+    engine: Engine,
+    qrels: Columns,
+    runs: Columns,
+    runids: Mapping[int, str],
+    numbers: Sequence[int],
+    requests: Sequence[Request],
+    options: Options,
+    per_query: bool = True,
+) -> dict[int, tuple[bytes, bytes]]:
+    """By number, what the report :func:`reports` makes of each run prints: its per-query
+    lines (``report.render(True, False)``; empty unless ``per_query``) and its ``all``
+    lines (``report.render()``), formatted for all runs at once (each run ranks every
+    qrels query: see :func:`whole_runs`)."""
+    both, run_of, queries = _scored(engine, qrels, runs, numbers, requests, options)
+    order = pc.sort_indices(pa.array(both.query_ids, pa.string())).to_numpy()  # run, query
+    rows = order.reshape(len(numbers), -1)  # each run ranks the same queries: its row
+    if not (run_of[rows] == np.asarray(numbers)[:, None]).all():
+        raise ValueError("the runs of a batch must each rank every qrels query")
+    stripped = attrs.evolve(both, query_ids=tuple(queries.to_pylist()))
+    summaries = stripped.summaries(rows, [runids[number] for number in numbers])
+    parts = [slice(start, start + rows.shape[1]) for start in range(0, order.size, rows.shape[1])]
+    lines = stripped.per_query_parts(order, parts) if per_query else [b""] * len(parts)
+    return dict(zip(numbers, zip(lines, summaries, strict=True), strict=True))
+
+
+def _scored(
+    engine: Engine,
+    qrels: Columns,
+    runs: Columns,
+    numbers: Sequence[int],
+    requests: Sequence[Request],
+    options: Options,
+) -> tuple[Report, np.ndarray, pa.Array]:
+    """The report of the runs ``numbers`` scored as one, and of its queries, each one's
+    run number and query id (without the run's)."""
+    from engine.analysis.trec_eval import trec_eval
+
+    rows = np.flatnonzero(np.isin(_numbers(runs.ids), numbers))
+    if rows.size < len(runs):
+        runs = runs.take(rows)
+    samples = _repeated(qrels, numbers)
+    joined = _beside(qrels, samples, runs)
+    both = trec_eval(engine, samples, runs, requests, options, joined=joined)
+    ids = pa.array(both.query_ids, pa.string())
+    return both, _numbers(ids), pc.utf8_slice_codeunits(ids, _DIGITS + 1)
 
 
 def _repeated(qrels: Columns, numbers: Sequence[int]) -> Columns:

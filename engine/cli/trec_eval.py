@@ -7,7 +7,7 @@ import argparse
 import contextlib
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -228,19 +228,15 @@ def _batched(
         runs, runids = reading.pop(at).result()
         for batch in many.batches(positions, len(qrels)):
             whole = [] if runs is None else many.whole_runs(qrels, runs, batch, args.c)
-            made: dict[int, tuple[Report, bytes | None]] = {}
+            made: Mapping[int, Report | tuple[bytes, bytes]] = {}
             if len(whole) > 1:
                 with contextlib.suppress(SlotwiseError):  # then each alone, named
-                    lines = args.q and zscores is None  # (z-scores: each run's values apart)
-                    made = many.reports(
-                        engine, qrels, runs, runids, whole, requests, options, lines
-                    )
+                    # printed for all at once, but with z-scores (each run's values apart)
+                    given = (engine, qrels, runs, runids, whole, requests, options)
+                    made = many.printed(*given, args.q) if zscores is None else many.reports(*given)
             for i in batch:
                 if i in made:
-                    report, lines = made[i]
-                    print_it = functools.partial(
-                        _write, report, zscores, args.q, not args.n, per_query_lines=lines
-                    )
+                    print_it = functools.partial(_write_made, made[i], zscores, args)
                 else:  # read again: a failure is raised, to be named
                     read = functools.partial(files.read_run, args.runs[i])
                     print_it = functools.partial(
@@ -379,22 +375,24 @@ def _load_ahead(engine: Engine, requests: list[Request], level: float) -> None:
         load_ahead(engine, metric_specs(requests, level))
 
 
-def _write(
-    report: Report,
-    zscores: Any,
-    per_query: bool,
-    summary: bool,
-    per_query_lines: bytes | None = None,
-) -> None:
-    """Print the report (as z-scores with ``-Z``) after whatever was printed before; its
-    per-query lines as ``per_query_lines`` when they were made already (a batch's)."""
+def _write(report: Report, zscores: Any, per_query: bool, summary: bool) -> None:
+    """Print the report (as z-scores with ``-Z``) after whatever was printed before."""
     from engine.analysis.trec_eval import zscored
 
     if zscores is not None:
         report = zscored(report, zscores.table)
     sys.stdout.flush()
-    if per_query and per_query_lines is not None:
-        sys.stdout.buffer.write(per_query_lines)
-        per_query = False
     report.write(sys.stdout.buffer, per_query=per_query, summary=summary)
+    sys.stdout.buffer.flush()
+
+
+def _write_made(made: Report | tuple[bytes, bytes], zscores: Any, args: argparse.Namespace) -> None:
+    """A run of a batch printed: its report, or its per-query and ``all`` lines as they
+    were formatted for the batch (trec_eval_many.printed)."""
+    if not isinstance(made, tuple):
+        _write(made, zscores, args.q, not args.n)
+        return
+    lines, summary = made
+    sys.stdout.flush()
+    sys.stdout.buffer.write((lines if args.q else b"") + (b"" if args.n else summary))
     sys.stdout.buffer.flush()
