@@ -210,6 +210,16 @@ class TestOnWorkers:
         got = _ray(dataset=f"file://{data['mixed']}", outputs=outs, chunk_size=70)
         _same(got, expected)
 
+    def test_compressed_without_a_suffix(
+        self, cluster: str, data: dict[str, Any], tmp_path: Path
+    ) -> None:
+        """A JSONL file gzipped under a plain ``.jsonl`` name, listed in byte ranges: read
+        whole by its first range's worker (its content tells), the numbers unchanged."""
+        hidden = tmp_path / "outputs.jsonl"
+        hidden.write_bytes(gzip.compress(data["outputs"].read_bytes()))
+        assert hidden.stat().st_size > 4 << 10  # (cut into ranges when listed)
+        _same(_ray(dataset=data["dataset"], outputs=hidden), data["expected"])
+
     def test_a_results_file_as_outputs(
         self, cluster: str, data: dict[str, Any], tmp_path: Path
     ) -> None:

@@ -55,10 +55,11 @@ from engine.evaluation.distributed import (
 from engine.evaluation.executors import RayExecutor
 from engine.evaluation.pipeline import Gathering, MissingOutputs, Plan, aligned, check_overlap
 from engine.evaluation.results import Results
-from engine.io import documents, schemas, sharded, shards, sources
+from engine.io import documents, schemas, sharded, shards, sniff, sources
 from engine.io.columns import Columns, canonical_lines, stack
 from engine.io.files import format_suffix, parse_json
 from engine.io.frames import Coded
+from engine.io.grammar import limit
 from engine.io.shards import Shard, Spec
 from engine.io.sinks import Sink
 from engine.logs import log
@@ -101,8 +102,9 @@ class Documents:
 
 
 def _lines(shard: Shard) -> bool:
-    """Whether a shard is read line by line (JSONL), not whole (JSON, YAML)."""
-    return format_suffix(shard.path) == _JSONL
+    """Whether a shard is cut into byte ranges read line by line: an uncompressed JSONL
+    file (JSON, YAML and compressed files are read whole, as one process reads them)."""
+    return format_suffix(shard.path) == _JSONL and not shard.compressed
 
 
 def _whole(shard: Shard) -> Shard:
@@ -130,12 +132,18 @@ _NO_IDS = pa.array([], pa.string())
 def _read(shard: Shard, what: str) -> Columns | None:
     """The samples or outputs of a shard; a file that changed since it was listed is
     refused."""
-    if not _lines(shard):
-        found: Columns | None = _one_process(shard, what)
-    else:
+    if _lines(shard) and not _compressed(shard):
         found = _jsonl(shard, what)
+    else:  # (a JSONL file compressed without a suffix: read whole by its first range)
+        found = _one_process(shard, what) if shard.start == 0 else None
     shards.unchanged(shard)
     return found
+
+
+def _compressed(shard: Shard) -> bool:
+    """Whether a file's first bytes start a compressed stream."""
+    with shards.open_file(shard) as handle:
+        return sniff.codec(bytes(handle.read(8))) is not None
 
 
 def _one_process(shard: Shard, what: str) -> Columns:
@@ -150,8 +158,11 @@ def _jsonl(shard: Shard, what: str) -> Columns | None:
     """The documents of a JSONL shard's lines (None: no line holds one), as
     :func:`~engine.io.files.read_jsonl` and the documents' readers read them (problems
     then number the lines from the range's start: the file is read again for them)."""
+    data = shards.read_lines(shard)
+    if max(map(len, data.split(b"\n")), default=0) > limit("line"):  # (one process says which)
+        raise InputError([Problem("a line past the line limit", source=shard.name)])
     try:
-        text = shards.read_lines(shard).decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise InputError([Problem(f"not UTF-8 text: {error.reason}", source=shard.name)]) from None
     records: list[tuple[int, Any]] = []
