@@ -448,19 +448,16 @@ class Engine:
         **options: Any,
     ) -> Results:
         """Score files on the Ray cluster, its workers reading them."""
-        from engine.evaluation.distributed import evaluate_sharded
+        from engine.evaluation.distributed import Scoring, evaluate_sharded
         from engine.evaluation.distributed_documents import Documents, evaluate_documents
 
         assert isinstance(self.executor, RayExecutor)
+        scoring = Scoring(self.executor, name, keep=keep, chunk_size=chunk_size, **options)
         results = (evaluate_documents if isinstance(samples, Documents) else evaluate_sharded)(
             plan,
             samples,  # type: ignore[arg-type]
             outputs,  # type: ignore[arg-type]
-            executor=self.executor,
-            name=name,
-            keep=keep,
-            chunk_size=chunk_size,
-            **options,
+            scoring,
         )
         log.info("evaluation.finished", dataset=results.dataset_name, samples=results.samples)
         return results

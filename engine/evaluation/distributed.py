@@ -37,7 +37,7 @@ import functools
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import numpy as np
@@ -73,7 +73,7 @@ from engine.io.sharded import Long, Rows, Runs
 from engine.io.sinks import Sink
 from engine.logs import log
 
-__all__ = ["evaluate_sharded"]
+__all__ = ["Scoring", "evaluate_sharded"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -432,25 +432,36 @@ def on_node(node: str) -> Any:
     return NodeAffinitySchedulingStrategy(node_id=node, soft=True) if node else "DEFAULT"
 
 
+@attrs.frozen
+class Scoring:
+    """How an evaluation on the cluster scores and reports, whatever reads its inputs:
+    per-sample rows go to ``sink`` as they are merged and stay in memory when ``keep``;
+    ``provenance`` is the results' own, the chunking, executor and outputs policy added."""
+
+    executor: RayExecutor
+    name: str | None
+    missing: MissingOutputs
+    strict: bool
+    keep: bool
+    chunk_size: int
+    sink: Sink | None = None
+    progress: bool | None = False
+    provenance: Mapping[str, Any] | None = None
+
+    def gathering(self, plan: Plan) -> Gathering:
+        keep, sink = self.keep, self.sink
+        return Gathering(plan.labels, self.missing, self.strict, keep, keep or sink is not None)
+
+
 def evaluate_sharded(
     plan: Plan,
     samples: Long,
     outputs: Long,
-    *,
-    executor: RayExecutor,
-    name: str | None,
-    missing: MissingOutputs,
-    strict: bool,
-    keep: bool,
-    chunk_size: int,
-    sink: Sink | None = None,
-    progress: bool | None = False,
-    provenance: Mapping[str, Any] | None = None,
+    scoring: Scoring,
 ) -> Results:
     """Score the outputs of ``outputs`` against the samples of ``samples`` on the Ray
-    cluster, workers reading the shards (see the module docstring). Per-sample rows go to
-    ``sink`` as they are merged and stay in memory when ``keep``."""
-    ray = executor.init()
+    cluster, workers reading the shards (see the module docstring)."""
+    ray = scoring.executor.init()
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     run_bytes = sum(shard.nbytes for shard in outputs.shards)
     samples = samples.ranged()
@@ -474,7 +485,7 @@ def evaluate_sharded(
     _refuse([p for r in found[count:] for p in r.problems], outputs, hint)
     homes = len(outputs.shards)
     planning = planner.options(num_returns=1 + len(reads)).remote(
-        count, chunk_size, *[refs[1] for refs in reads]
+        count, scoring.chunk_size, *[refs[1] for refs in reads]
     )
     planned: Planned = fetch(ray, planning[0])
     if not planned.samples:
@@ -497,7 +508,7 @@ def evaluate_sharded(
             *inputs,
             plan,
             planned,
-            chunk_size,
+            scoring.chunk_size,
             h,
             rows[count + h],
             aways[count + h],
@@ -513,23 +524,7 @@ def evaluate_sharded(
         _refuse([p for bucket in made for p in bucket.problems[side]], long)
     scored = [refs[1] for refs in joins]
     del joins
-    results, received = merge(
-        plan,
-        joins=scored,
-        positions=planned.positions,
-        chunk_homes=planned.chunk_homes,
-        source=(name, planned.samples, planned.unknown),
-        executor=executor,
-        gathering=Gathering(plan.labels, missing, strict, keep, keep or sink is not None),
-        sink=sink,
-        progress=progress,
-        provenance={
-            **(provenance or {}),
-            "chunk_size": chunk_size,
-            "executor": executor.name,
-            "missing_outputs": missing,
-        },
-    )
+    results, received = merge(plan, scored, planned, scoring)
     log.info(  # what the tasks produced, in bytes: rows read, pieces scored, sums for here
         "evaluation.sharded",
         shards=len(samples.shards) + len(outputs.shards),
@@ -542,38 +537,38 @@ def evaluate_sharded(
     return results
 
 
-def merge(
-    plan: Plan,
-    *,
-    joins: list[Any],
-    positions: Sequence[int],
-    chunk_homes: Sequence[Sequence[int]],
-    source: tuple[str | None, int, Sequence[str]],
-    executor: RayExecutor,
-    gathering: Gathering,
-    sink: Sink | None,
-    progress: bool | None,
-    provenance: Mapping[str, Any],
-) -> tuple[Results, int]:
+class Merging(Protocol):
+    """What :func:`merge` needs of a plan: the dataset's samples, the unknown output ids,
+    each chunk's first dataset position and homes."""
+
+    @property
+    def samples(self) -> int: ...
+    @property
+    def unknown(self) -> tuple[str, ...]: ...
+    @property
+    def positions(self) -> tuple[int, ...]: ...
+    @property
+    def chunk_homes(self) -> tuple[tuple[int, ...], ...]: ...
+
+
+def merge(plan: Plan, joins: list[Any], planned: Merging, scoring: Scoring) -> tuple[Results, int]:
     """The results of the homes' pieces (``joins``: each home's, in the object store,
-    emptied once the chunks' tasks have them, so that each piece is freed once summed;
-    ``chunk_homes``: the homes of each chunk, which starts at dataset position
-    ``positions[c]``): a task per chunk sums it, one more folds the content hash and the
+    emptied once the chunks' tasks have them, so that each piece is freed once summed):
+    a task per chunk of ``planned`` sums it, one more folds the content hash and the
     bootstrap in dataset order, and the chunks' sums are merged here in order (rows to
-    ``sink`` as they come). ``source`` is the dataset's name, samples and unknown output
-    ids. The results, and the bytes of sums received."""
-    ray = executor.init()
+    the sink as they come). The results, and the bytes of sums received."""
+    ray = scoring.executor.init()
+    gathering = scoring.gathering(plan)
     sum_, fold = remote_task(sum_chunk), remote_task(fold_chunks)
     sums = [
         sum_.options(num_returns=3).remote(
-            gathering, positions[c], c, *[joins[h] for h in homes_of]
+            gathering, planned.positions[c], c, *[joins[h] for h in homes_of]
         )
-        for c, homes_of in enumerate(chunk_homes)
+        for c, homes_of in enumerate(planned.chunk_homes)
     ]
     joins.clear()
     folded = fold.remote(len(plan.labels), *[refs[0] for refs in sums], *[refs[1] for refs in sums])
     found_fold: Folded = fetch(ray, folded)
-    name, samples, unknown = source
     received = [0]
     pending = deque(refs[2] for refs in sums)
     del sums  # each chunk's sums freed (here and in the object store) once merged
@@ -586,12 +581,17 @@ def merge(
 
     results = gather(
         plan,
-        Source(name, found_fold.digest, samples, tuple(unknown)),
+        Source(scoring.name, found_fold.digest, planned.samples, planned.unknown),
         gathering,
         parts(),
-        sink=sink,
-        progress=progress,
-        provenance=provenance,
+        sink=scoring.sink,
+        progress=scoring.progress,
+        provenance={
+            **(scoring.provenance or {}),
+            "chunk_size": scoring.chunk_size,
+            "executor": scoring.executor.name,
+            "missing_outputs": scoring.missing,
+        },
         folded=found_fold.bootstrap,
     )
     return results, received[0]

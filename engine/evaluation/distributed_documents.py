@@ -30,7 +30,7 @@ from __future__ import annotations
 import io
 import itertools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -46,14 +46,14 @@ from engine.evaluation.distributed import (
     LEAST_RANGE,
     Piece,
     Read,
+    Scoring,
     merge,
     on_node,
     pieces,
     remote_task,
     this_node,
 )
-from engine.evaluation.executors import RayExecutor
-from engine.evaluation.pipeline import Gathering, MissingOutputs, Plan, aligned, check_overlap
+from engine.evaluation.pipeline import Plan, aligned, check_overlap
 from engine.evaluation.results import Results
 from engine.io import documents, schemas, sharded, shards, sniff, sources
 from engine.io.columns import Columns, canonical_lines, stack
@@ -61,7 +61,6 @@ from engine.io.files import format_suffix, parse_json
 from engine.io.frames import Coded
 from engine.io.grammar import limit
 from engine.io.shards import Shard, Spec
-from engine.io.sinks import Sink
 from engine.logs import log
 
 __all__ = ["Documents", "evaluate_documents"]
@@ -341,21 +340,11 @@ def evaluate_documents(
     plan: Plan,
     samples: Documents,
     outputs: Documents,
-    *,
-    executor: RayExecutor,
-    name: str | None,
-    missing: MissingOutputs,
-    strict: bool,
-    keep: bool,
-    chunk_size: int,
-    sink: Sink | None = None,
-    progress: bool | None = False,
-    provenance: Mapping[str, Any] | None = None,
+    scoring: Scoring,
 ) -> Results:
     """Score the outputs documents of ``outputs`` against the samples of ``samples`` on
-    the Ray cluster, workers reading the files (see the module docstring). Per-sample rows
-    go to ``sink`` as they are merged and stay in memory when ``keep``."""
-    ray = executor.init()
+    the Ray cluster, workers reading the files (see the module docstring)."""
+    ray = scoring.executor.init()
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     size = sharded.RANGE_BYTES
     samples = samples.ranged(max(LEAST_RANGE, min(size, samples.nbytes // (2 * cpus))))
@@ -384,7 +373,7 @@ def evaluate_documents(
     if bad:
         _refuse(ray, again, inputs, bad, found)
     planning = planner.options(num_returns=1 + len(outputs.shards)).remote(
-        (samples, outputs), chunk_size, *[r[1] for r in reads]
+        (samples, outputs), scoring.chunk_size, *[r[1] for r in reads]
     )
     planned: Planned = fetch(ray, planning[0])
     if planned.again:
@@ -422,30 +411,14 @@ def evaluate_documents(
     starts = np.cumsum([0, *(r.rows for r in found[:count])]).tolist()
     scored = [
         score.options(scheduling_strategy=on_node(node[h])).remote(
-            plan, shape, chunk_size, starts[h], joins[h][1], joins[h][2]
+            plan, shape, scoring.chunk_size, starts[h], joins[h][1], joins[h][2]
         )
         if h in joins
         else None
         for h in range(count)
     ]
     del joins
-    results, received = merge(
-        plan,
-        joins=scored,
-        positions=planned.positions,
-        chunk_homes=planned.chunk_homes,
-        source=(name, planned.samples, planned.unknown),
-        executor=executor,
-        gathering=Gathering(plan.labels, missing, strict, keep, keep or sink is not None),
-        sink=sink,
-        progress=progress,
-        provenance={
-            **(provenance or {}),
-            "chunk_size": chunk_size,
-            "executor": executor.name,
-            "missing_outputs": missing,
-        },
-    )
+    results, received = merge(plan, scored, planned, scoring)
     log.info(  # what the tasks read, and the bytes of sums for here
         "evaluation.documents",
         shards=len(found),
