@@ -168,3 +168,15 @@ def simulated_cluster(nodes: int) -> Iterator[str]:
         yield simulated.address
     finally:
         simulated.shutdown()
+
+
+@contextlib.contextmanager
+def connected_cluster(nodes: int) -> Iterator[str]:
+    """:func:`simulated_cluster`, this process's driver connected to it; its address."""
+    ray = pytest.importorskip("ray")
+    with simulated_cluster(nodes) as address:
+        ray.init(address=address, log_to_driver=False)
+        try:
+            yield address
+        finally:
+            ray.shutdown()

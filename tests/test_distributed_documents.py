@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import simulated_cluster
+from conftest import connected_cluster
 
 import engine
 from engine.errors import InputError
@@ -103,13 +103,8 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
     """Two worker nodes of one CPU each, this module's driver connected to them."""
-    ray = pytest.importorskip("ray")
-    with simulated_cluster(2) as address:
-        ray.init(address=address, log_to_driver=False)
-        try:
-            yield address
-        finally:
-            ray.shutdown()
+    with connected_cluster(2) as address:
+        yield address
 
 
 @pytest.fixture

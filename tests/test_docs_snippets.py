@@ -215,6 +215,24 @@ def run_document(
         assert _lines(got) == _lines(expected), f"{document}, python block {number}"
 
 
+def console_steps(text: str) -> list[tuple[str, list[str]]]:
+    """Each command of the console blocks of ``text`` (``$ `` lines, a trailing ``\\``
+    continued) with the lines the page shows after it."""
+    steps: list[tuple[str, list[str]]] = []
+    for block in re.findall(r"```console\n(.*?)```", text, re.S):
+        lines = block.splitlines()
+        while lines:
+            line = lines.pop(0)
+            if line.startswith("$ "):
+                command = line[2:]
+                while command.endswith("\\"):
+                    command = command[:-1] + lines.pop(0).strip()
+                steps.append((command.split("  #")[0].strip(), []))
+            elif steps:
+                steps[-1][1].append(line)
+    return steps
+
+
 def _lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.strip("\n").splitlines()]
 

@@ -34,7 +34,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from test_docs_snippets import DOCUMENTS, ELSEWHERE, _blocks, run_document, scale_inputs
+from test_docs_snippets import (
+    DOCUMENTS,
+    ELSEWHERE,
+    _blocks,
+    console_steps,
+    run_document,
+    scale_inputs,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ("quickstart", "setbased", "trec", "utility")
@@ -298,7 +305,7 @@ def _console(venv: Path, document: str, page: Page, here: Path) -> None:
         part = text[start : end if end >= 0 else len(text)]
         if number == 0:
             part = part[part.index("```console\n$ cd examples/") :]
-        steps += _steps(part.split("```python\n")[0])
+        steps += console_steps(part.split("```python\n")[0])
         assert any(command.startswith("slotwise ") for command, _ in steps), section
     code = None
     with _stand_in(venv / "bin" / "python") as url:
@@ -319,23 +326,6 @@ def _console(venv: Path, document: str, page: Page, here: Path) -> None:
                 following = steps[number + 1][0] if number + 1 < len(steps) else ""
                 assert code == 0 or following == "echo $?", f"{command}\n{done.stderr}"
                 _assert_shown(command, shown, done.stdout + done.stderr)
-
-
-def _steps(text: str) -> list[tuple[str, list[str]]]:
-    """Each command of the console blocks of ``text`` with the lines shown after it."""
-    steps: list[tuple[str, list[str]]] = []
-    for block in re.findall(r"```console\n(.*?)```", text, re.S):
-        lines = block.splitlines()
-        while lines:
-            line = lines.pop(0)
-            if line.startswith("$ "):
-                command = line[2:]
-                while command.endswith("\\"):
-                    command = command[:-1] + lines.pop(0).strip()
-                steps.append((command.split("  #")[0].strip(), []))
-            elif steps:
-                steps[-1][1].append(line)
-    return steps
 
 
 def _timeless(line: str) -> str:

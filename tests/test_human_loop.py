@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shlex
 import shutil
 import statistics
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from test_docs_snippets import console_steps
 
 from engine.annotate.stand_in import umbrela_grade
 from engine.cli import main
@@ -35,23 +35,6 @@ def _section() -> str:
     start = text.index(SECTION)
     end = text.find("\n## ", start + len(SECTION))
     return text[start : end if end >= 0 else len(text)]
-
-
-def _steps() -> list[tuple[str, list[str]]]:
-    """Each command of the section's console blocks with the lines the doc shows after it."""
-    steps: list[tuple[str, list[str]]] = []
-    for block in re.findall(r"```console\n(.*?)```", _section(), re.S):
-        lines = block.splitlines()
-        while lines:
-            line = lines.pop(0)
-            if line.startswith("$ "):
-                command = line[2:]
-                while command.endswith("\\"):
-                    command = command[:-1] + lines.pop(0).strip()
-                steps.append((command.split("  #")[0].strip(), []))
-            elif steps:
-                steps[-1][1].append(line)
-    return steps
 
 
 def grade(annotator: str, question: str, passage: str) -> int:
@@ -108,7 +91,7 @@ def test_the_documented_loop(
     shutil.copytree(ROOT / "examples" / "quickstart", folder)
     (tmp_path / "out").mkdir()
     monkeypatch.chdir(folder)
-    steps = _steps()
+    steps = console_steps(_section())
     ran: dict[str, tuple[int, str]] = {}  # command -> its exit code and output
     code: int | None = None
     for number, (command, shown) in enumerate(steps):

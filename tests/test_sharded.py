@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import simulated_cluster
+from conftest import connected_cluster
 
 import engine
 from engine.errors import InputError
@@ -332,13 +332,8 @@ def _cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
     """Two worker nodes of one CPU each, this module's driver connected to them."""
-    ray = pytest.importorskip("ray")
-    with simulated_cluster(2) as address:
-        ray.init(address=address, log_to_driver=False)
-        try:
-            yield address
-        finally:
-            ray.shutdown()
+    with connected_cluster(2) as address:
+        yield address
 
 
 @pytest.fixture
