@@ -29,6 +29,7 @@ from engine.io.columns import (
     chunks_of,
     list_array,
     offsets_of,
+    one_array,
     owned_codes,
     stack,
 )
@@ -312,8 +313,9 @@ def _repeated(qrels: Columns, numbers: Sequence[int]) -> Columns:
 
 
 def _beside(qrels: Columns, samples: Columns, runs: Columns) -> Columns | None:
-    """The runs beside ``samples`` (the qrels repeated under each run's names, one
-    vocabulary shared) as :func:`engine.evaluation.pipeline.aligned` puts them: each
+    """The runs beside ``samples`` (the qrels repeated under each run's names by
+    :func:`_repeated`: row ``i`` is the qrels' row ``i % len(qrels)``, their vocabulary
+    shared) as :func:`engine.evaluation.pipeline.aligned` puts them: each
     sample's run row beside it (a row of nulls where the run lacks the query), each
     ranked document coded as its query's label of it, else after the qrels' vocabulary
     (the run's own code, past it). One lookup of (query, document) for the batch, where
@@ -330,7 +332,7 @@ def _beside(qrels: Columns, samples: Columns, runs: Columns) -> Columns | None:
     retrieved = outputs.column("retrieved")
     codes, sizes = outputs.doc_codes("retrieved")
     label_rows, label_codes = owned_codes(qrels.column("relevance"))
-    names = pc.dictionary_encode(qrels.docs.take(pa.array(label_codes)))  # a label's id
+    names = pc.dictionary_encode(one_array(qrels.docs.take(pa.array(label_codes))))
     width = len(names.dictionary) + 1
     label_keys = label_rows * width + names.indices.to_numpy(zero_copy_only=False)
     order = np.argsort(label_keys)
