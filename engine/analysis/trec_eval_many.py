@@ -328,20 +328,22 @@ def _beside(qrels: Columns, samples: Columns, runs: Columns) -> Columns | None:
     ):
         return None
     rows = pc.index_in(samples.ids, value_set=runs.ids).fill_null(-1)
-    outputs = runs.take(rows.to_numpy(zero_copy_only=False))
+    rows = rows.to_numpy(zero_copy_only=False)
+    in_order = rows.size == len(runs) and bool((rows == np.arange(rows.size)).all())
+    outputs = runs if in_order else runs.take(rows)
     retrieved = outputs.column("retrieved")
     codes, sizes = outputs.doc_codes("retrieved")
     label_rows, label_codes = owned_codes(qrels.column("relevance"))
     names = pc.dictionary_encode(one_array(qrels.docs.take(pa.array(label_codes))))
     width = len(names.dictionary) + 1
     label_keys = label_rows * width + names.indices.to_numpy(zero_copy_only=False)
-    order = np.argsort(label_keys)
     name = pc.index_in(runs.docs.take(pa.array(codes)), value_set=names.dictionary)
     query = np.repeat(np.arange(len(samples)) % max(1, len(qrels)), sizes)
     keys = query * width + name.fill_null(width - 1).to_numpy(zero_copy_only=False)
-    at = np.minimum(np.searchsorted(label_keys[order], keys), max(0, order.size - 1))
-    hit = label_keys[order][at] == keys if order.size else np.zeros(keys.size, dtype=bool)
-    matched = np.where(hit, label_codes[order][at], len(qrels.docs) + codes.astype(np.int64))
+    label = pc.index_in(pa.array(keys), value_set=pa.array(label_keys)).fill_null(-1)
+    at = label.to_numpy(zero_copy_only=False)  # (a query labels a document once)
+    hit = at >= 0
+    matched = np.where(hit, label_codes[at], len(qrels.docs) + codes.astype(np.int64))
     docs = qrels.docs
     if not hit.all():  # both vocabularies, neither copied
         docs = pa.chunked_array(chunks_of(qrels.docs) + chunks_of(runs.docs))
