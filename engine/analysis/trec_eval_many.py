@@ -149,9 +149,9 @@ def read_together(names: Sequence[str], positions: range) -> tuple[Columns, dict
             continue  # not six fields a line (one such run would fail them all)
         delimiter, size = own, size + len(data)
         prefix = _prefix(number).encode()
-        texts.append(prefix + data[:-1].replace(b"\n", b"\n" + prefix) + b"\n")
+        texts += [prefix, data[:-1].replace(b"\n", b"\n" + prefix), b"\n"]  # (joined once)
         tags[number] = tag
-    if len(texts) < 2 or delimiter is None:
+    if len(tags) < 2 or delimiter is None:
         return None
     table = trec_csv.parse(pa.BufferReader(b"".join(texts)), "run", delimiter)
     if table is None:
