@@ -253,7 +253,12 @@ def bucket(inputs: Path) -> Iterator[str]:
         allow_bucket_creation=True,
     )
     store.create_dir("eval")
-    for name in ("qrels.txt", "run.txt"):
+    made = _cli(  # the same queries as documents: a JSONL dataset and a JSON outputs file
+        "trec", "import", "qrels.txt", "run.txt", "--dataset-out", "dataset.jsonl",
+        "--outputs-out", "outputs.json", cwd=inputs,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    for name in ("qrels.txt", "run.txt", "dataset.jsonl", "outputs.json"):
         with store.open_output_stream(f"eval/data/{name}") as out:
             out.write((inputs / name).read_bytes())
     try:
@@ -303,6 +308,31 @@ class TestS3Endpoint:
         done = self._run(inputs, cluster, qrels, run, variables, "--runtime-env", str(env))
         assert done.returncode == 0, done.stderr[-3000:]
         assert json.loads(done.stdout)["summary"] == self._local(inputs)
+
+    def test_documents_on_the_workers(
+        self, cluster: str, bucket: str, inputs: Path, tmp_path: Path
+    ) -> None:
+        """A JSONL dataset and a JSON outputs file in the bucket, read by the workers:
+        the numbers of the same files read here."""
+        import json
+
+        variables = {**CREDENTIALS, "AWS_ENDPOINT_URL": f"http://{bucket}"}
+        env = tmp_path / "env.json"
+        env.write_text(json.dumps({"env_vars": variables}))
+        metrics = ["--metrics", "retrieval-ndcg-at-k@10,retrieval-map", "--format", "json"]
+        done = _cli(
+            "-v", "run", "s3://eval/data/dataset.jsonl", "--outputs", "s3://eval/data/outputs.json",
+            *metrics, "--executor", "ray", "--ray-address", cluster, "--runtime-env", str(env),
+            cwd=inputs, env=variables,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "evaluation.documents" in done.stderr  # the workers' rounds read them
+        here = _cli("run", "dataset.jsonl", "--outputs", "outputs.json", *metrics, cwd=inputs)
+        assert here.returncode == 0, here.stderr
+        got, expected = json.loads(done.stdout), json.loads(here.stdout)
+        assert got["summary"] == expected["summary"] and len(expected["samples"]) > 200
+        assert got["samples"] == expected["samples"]
+        assert got["dataset"]["hash"] == expected["dataset"]["hash"]
 
     def test_the_uri_form(self, cluster: str, bucket: str, inputs: Path, tmp_path: Path) -> None:
         import json
