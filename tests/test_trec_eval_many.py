@@ -392,3 +392,24 @@ def test_a_batch_joined_at_once_as_aligned_joins_it(seed: int, tmp_path: Path) -
     assert joined.table.column_names == expected.table.column_names
     assert _beside_rows(joined) == _beside_rows(expected)
     assert sum(row[0] is None for row in _beside_rows(joined)) > 0  # a run lacks a query
+
+
+def test_standard_input_among_plain_runs(
+    trec_eval_binary: Path,
+    tmp_path: Path,
+    capsysbinary: pytest.CaptureFixture[bytes],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``-`` among runs read as one file is standard input, as for trec_eval, even with a
+    file named ``-`` in the working folder."""
+    import io
+
+    collection = write_collection(tmp_path, 29, queries=10)
+    runs = _plain_runs(collection.run, 29)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "-").write_bytes(runs[5].read_bytes())  # (spaces, as runs[1])
+    stdin = io.TextIOWrapper(io.BytesIO(runs[0].read_bytes()))
+    monkeypatch.setattr("sys.stdin", stdin)
+    expected = _binary_each(trec_eval_binary, ["-q", str(collection.qrels)], runs[:2], tmp_path)
+    got = run_slotwise(["-q", str(collection.qrels), "-", str(runs[1])], capsysbinary)
+    assert got == expected

@@ -170,7 +170,7 @@ def _plain(name: str) -> bytes | None:
     """The bytes of a run :func:`read_together` can read (ending in a newline), or None.
     A file no longer than the longest line allowed is read as it is; a longer one under
     the readers' limits (:func:`engine.io.files.open_binary`)."""
-    if name.lower().endswith(tuple(COMPRESSIONS)):
+    if name == "-" or name.lower().endswith(tuple(COMPRESSIONS)):  # (-: standard input)
         return None
     try:
         with open(name, "rb") as handle:
