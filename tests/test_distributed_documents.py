@@ -319,6 +319,35 @@ class TestOnWorkers:
             messages.append(list(error.value.problems))
         assert messages[0] == messages[1]
 
+    def test_a_dataset_file_named_as_one_process_names_it(
+        self, cluster: str, data: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """One YAML dataset file that names itself keeps its name (the worker that reads it
+        says it), a folder of shards is the folder's name, a name given wins; a metric's
+        run-level report cannot be made from samples scored where they were read: the
+        results have none, and a warning says so."""
+        samples, outputs = _data(40, seed=3)
+        for sample in samples:  # grades 1..5, as the set-based diagnosis needs
+            sample["expected_output"] = {d: g + 1 for d, g in sample["expected_output"].items()}
+        (tmp_path / "help.yaml").write_text(
+            yaml.safe_dump({"name": "help-center", "samples": samples})
+        )
+        (tmp_path / "outputs.json").write_text(json.dumps(outputs))
+        inputs = {"dataset": tmp_path / "help.yaml", "outputs": tmp_path / "outputs.json"}
+        local = engine.Engine(config={}, executor="local")
+        metrics = [*METRICS, "diagnosis-at-k@5"]
+        expected = (
+            local.dataset(inputs["dataset"]).with_metrics(metrics).evaluate(inputs["outputs"])
+        )
+        assert expected.dataset_name == "help-center" and expected.reports["diagnosis-at-k@5"]
+        on_ray = engine.Engine(config={}, executor="ray")
+        got = on_ray.evaluate_stream(metrics, **inputs)
+        assert got.dataset_name == "help-center" and got.reports == {}
+        assert "evaluation.reports_omitted" in caplog.text
+        assert got.summary() == expected.summary()
+        assert _ray(dataset=data["mixed"], outputs=data["outs"]).dataset_name == "mixed"
+        assert _ray(**inputs, name="given").dataset_name == "given"
+
     def test_cli(self, cluster: str, data: dict[str, Any], tmp_path: Path) -> None:
         """``slotwise run DIR --outputs DIR --executor ray`` writes the document one
         process writes for the one file of each; a bad sample exits 2 naming it."""

@@ -376,12 +376,14 @@ class Engine:
                 from engine.evaluation.distributed_documents import Documents
 
                 samples, ranked = Documents.of(dataset, "sample"), Documents.of(outputs, "output")
+            else:  # (documents: named by what the workers read)
+                name = name or sources.input_name(data_path)
             if samples is not None and ranked is not None:
                 return self._sharded(
                     plan,
                     samples,
                     ranked,
-                    name or sources.input_name(data_path),
+                    name,
                     keep=False,
                     chunk_size=size,
                     strict=strict,
@@ -441,7 +443,7 @@ class Engine:
         plan: Plan,
         samples: Long | Documents,
         outputs: Long | Documents,
-        name: str,
+        name: str | None,
         *,
         keep: bool,
         chunk_size: int = DEFAULT_CHUNK_SIZE,

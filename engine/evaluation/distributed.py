@@ -84,13 +84,14 @@ LEAST_RANGE = 1 << 22
 
 @attrs.frozen
 class Read:
-    """What a read task found: its rows, their bytes, the node that holds them, and its
-    problems."""
+    """What a read task found: its rows, their bytes, the node that holds them, its
+    problems, and the name a dataset document gives itself (YAML, JSON)."""
 
     rows: int
     nbytes: int
     node: str
     problems: tuple[Problem, ...] = ()
+    name: str | None = None
 
 
 @attrs.frozen

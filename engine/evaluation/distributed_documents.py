@@ -57,7 +57,7 @@ from engine.evaluation.pipeline import Plan, aligned, check_overlap
 from engine.evaluation.results import Results
 from engine.io import documents, schemas, sharded, shards, sniff, sources
 from engine.io.columns import Columns, canonical_lines, stack
-from engine.io.files import format_suffix, parse_json
+from engine.io.files import base_name, format_suffix, parse_json
 from engine.io.frames import Coded
 from engine.io.grammar import limit
 from engine.io.shards import Shard, Spec
@@ -71,18 +71,22 @@ _JSONL = ".jsonl"
 @attrs.frozen
 class Documents:
     """A sharded input of documents: its shards in order (JSONL files cut into byte
-    ranges), what each holds (``what``: "sample" or "output"), and the input as given
-    (``given``: problems of the whole input name it)."""
+    ranges), what each holds (``what``: "sample" or "output"), the input as given
+    (``given``: problems of the whole input name it), its name as one process names it
+    (``name``: its file's, its folder's) and whether it is one local file (``one_file``:
+    then a YAML or JSON dataset's own name wins, as in one process)."""
 
     shards: tuple[Shard, ...]
     what: str
     given: str
+    name: str
+    one_file: bool
 
     @classmethod
     def of(cls, spec: Spec, what: str) -> Documents:
         """The files ``spec`` names (listed, not read); their formats may differ."""
         found = shards.resolve([spec] if isinstance(spec, str | os.PathLike) else spec)
-        return cls(found, what, str(spec))
+        return cls(found, what, str(spec), sources.input_name(spec), not shards.is_sharded(spec))
 
     def ranged(self, size: int) -> Documents:
         """The same input with its uncompressed JSONL files cut into byte ranges of about
@@ -117,26 +121,27 @@ def read_documents(docs: Documents, index: int) -> tuple[Read, pa.Array, Columns
     """Read shard ``index``: what was found, its ids, its columns (None: none)."""
     node = this_node()
     try:
-        found = _read(docs.shards[index], docs.what)
+        name, found = _read(docs.shards[index], docs.what)
     except InputError as error:
         return Read(0, 0, node, error.problems), _NO_IDS, None
     if found is None:
         return Read(0, 0, node), _NO_IDS, None
-    return Read(len(found), found.table.nbytes, node), found.ids, found
+    return Read(len(found), found.table.nbytes, node, name=name), found.ids, found
 
 
 _NO_IDS = pa.array([], pa.string())
 
 
-def _read(shard: Shard, what: str) -> Columns | None:
-    """The samples or outputs of a shard; a file that changed since it was listed is
-    refused."""
+def _read(shard: Shard, what: str) -> tuple[str | None, Columns | None]:
+    """The samples or outputs of a shard, and the name a whole dataset file gives itself;
+    a file that changed since it was listed is refused."""
+    name, found = None, None
     if _lines(shard) and not _compressed(shard):
         found = _jsonl(shard, what)
-    else:  # (a JSONL file compressed without a suffix: read whole by its first range)
-        found = _one_process(shard, what) if shard.start == 0 else None
+    elif shard.start == 0:  # (a JSONL file compressed without a suffix: read whole)
+        name, found = _one_process(shard, what)
     shards.unchanged(shard)
-    return found
+    return name, found
 
 
 def _compressed(shard: Shard) -> bool:
@@ -145,12 +150,14 @@ def _compressed(shard: Shard) -> bool:
         return sniff.codec(bytes(handle.read(8))) is not None
 
 
-def _one_process(shard: Shard, what: str) -> Columns:
-    """A whole file read as one process reads a file of a sharded input."""
+def _one_process(shard: Shard, what: str) -> tuple[str | None, Columns]:
+    """A whole file read as one process reads it, and the name a dataset document gives
+    itself (None: it gives none, and is named after its file)."""
     with sources._local(_whole(shard)) as path:
         if what == "sample":
-            return sources.read_dataset(path)[1]
-        return sources.read_outputs(path)
+            name, found = sources.read_dataset(path)
+            return (None if name == base_name(path) else name), found
+        return None, sources.read_outputs(path)
 
 
 def _jsonl(shard: Shard, what: str) -> Columns | None:
@@ -368,6 +375,9 @@ def evaluate_documents(
         for i in range(len(docs.shards))
     ]
     found: list[Read] = fetch(ray, [r[0] for r in reads])
+    if scoring.name is None:
+        own = found[0].name if samples.one_file else None
+        scoring = attrs.evolve(scoring, name=own or samples.name)
     count = len(samples.shards)
     bad = _bad_files(inputs, found)
     if bad:

@@ -673,6 +673,7 @@ class _Collected:
         self.values: dict[str, list[FloatArray]] = {label: [] for label in plan.labels}
         self.details: dict[str, list[Any]] = {}
         self.reports: Mapping[str, Mapping[str, Any]] = {}
+        self.folded = False  # the bootstrap folded where the parts were made
         self.chunks = 0
         self.rows = 0
         self.metric_errors: dict[str, str] = {}  # label -> the first reason it failed
@@ -803,8 +804,8 @@ def gather(
     into already (where the parts were made), instead of the parts'."""
     created = created_at()  # a bad SOURCE_DATE_EPOCH is an error before scoring, not after
     collected = _Collected(plan, gathering)
-    if folded is not None:
-        collected.bootstrap = folded
+    if folded is not None:  # (on Ray: samples scored where they were read, no reports)
+        collected.bootstrap, collected.folded = folded, True
     digest = source.digest
     try:
         if sink is not None:
@@ -857,9 +858,10 @@ def _results(
         log.warning("outputs.unknown_ids", count=len(unknown), examples=list(unknown[:5]))
     for label, reason in collected.metric_errors.items():
         log.warning("metric.failed", metric=label, error=reason)
-    if collected.chunks > 1 and plan.reports:
+    if (collected.chunks > 1 or collected.folded) and plan.reports:
         log.warning(
-            "evaluation.reports_omitted", reason="run-level reports need every sample in one chunk"
+            "evaluation.reports_omitted",
+            reason="run-level reports need every sample in one chunk, in one process",
         )
     scores = {
         label: np.concatenate(parts) if parts else np.zeros(0)
