@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -206,3 +207,23 @@ def test_all_na_metric_says_why(curve, monkeypatch, capsys):
     for label in labels:
         assert f"\n{label} is NA on every sample; it is NA when the sample has no claims" in out
     assert "retrieval-mrr is NA" not in out and "retrieval-mrr@1 is NA" not in out
+
+
+def test_stream_reads_a_declared_dataset(tmp_path, monkeypatch, capsys):
+    """`run NAME --stream` of a dataset slotwise.yaml declares reads its file, its outputs
+    and its metrics where the command line gives none, and names it as declared: the
+    numbers of the same run in memory (it was "unknown dataset format ''")."""
+    shutil.copytree(ROOT / "examples" / "quickstart", tmp_path / "quickstart")
+    monkeypatch.chdir(tmp_path / "quickstart")
+    monkeypatch.setenv("SLOTWISE_CONFIG", "")
+    argv = ["run", "quickstart", "--format", "json"]
+    assert main(argv) == 0  # the declared outputs and metrics
+    in_memory = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--stream"]) == 0
+    streamed = json.loads(capsys.readouterr().out)
+    assert streamed["dataset"]["name"] == in_memory["dataset"]["name"] == "quickstart"
+    assert streamed["summary"] == in_memory["summary"] and len(in_memory["summary"]) > 3
+    assert streamed["dataset"]["hash"] == in_memory["dataset"]["hash"]
+    given = ["--outputs", "outputs/bm25.json", "--metrics", "retrieval-map", "--stream"]
+    assert main([*argv, *given]) == 0
+    assert list(json.loads(capsys.readouterr().out)["summary"]) == ["retrieval-map"]

@@ -366,6 +366,25 @@ class TestOnWorkers:
             out[name]["dataset"].pop("name")  # (the file's, the folder's)
         assert out["ray"] == out["local"]
         assert len(out["ray"]["samples"]) == 420
+        config = tmp_path / "slotwise.yaml"  # a dataset declared by name: its files, its name
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "datasets": {
+                        "docs": {"path": str(data["dataset"]), "outputs": str(data["outputs"])}
+                    }
+                }
+            )
+        )
+        declared = _cli(
+            "-v", "--config", str(config), "run", "docs", "--executor", "ray", "--missing",
+            "empty", "--format", "json", env=env,
+        )  # fmt: skip
+        assert declared.returncode == 0, declared.stderr
+        assert "evaluation.documents" in declared.stderr  # the workers read the files
+        document = json.loads(declared.stdout)
+        assert document["dataset"]["name"] == "docs"
+        assert document["summary"] == out["local"]["summary"]
         samples, _ = _data(20, seed=6)
         samples[4]["expected_output"] = {"d1": "high"}
         _jsonl(tmp_path / "bad.jsonl", samples)

@@ -8,7 +8,7 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engine.cli import process
 from engine.cli.common import (
@@ -28,6 +28,7 @@ from engine.cli.common import (
 )
 from engine.io.config import CONFIG_FILENAME
 from engine.io.files import RESULT_FORMATS
+from engine.io.writer import note_inputs
 
 if TYPE_CHECKING:
     from engine.evaluation.api import Engine
@@ -228,7 +229,7 @@ def _run(args: argparse.Namespace) -> int:
         # the workers read, score and send back rows that are written as they come: the
         # driver holds none (--by needs them all: then they are kept)
         return _run_stream(engine, args) if args.by is None else _run_on_workers(engine, args)
-    if args.stream or _workers_read(args):
+    if args.stream or _workers_read(args, _streamed(engine, args)):
         return _run_stream(engine, args)
     with ThreadPoolExecutor(2, thread_name_prefix="slotwise-read") as pool:
         run = None if args.trec_run is None else pool.submit(sources.read_run, args.trec_run)
@@ -273,14 +274,40 @@ def _run(args: argparse.Namespace) -> int:
     return _status(results)
 
 
-def _workers_read(args: argparse.Namespace) -> bool:
+class _Streamed(NamedTuple):
+    """What the streamed path reads: the dataset file (None: --qrels), the outputs file
+    (None: --run), the dataset's name and the metric specs."""
+
+    dataset: Any
+    outputs: Any
+    name: str | None
+    specs: list[str]
+
+
+def _streamed(engine: Engine, args: argparse.Namespace) -> _Streamed:
+    """The streamed path's inputs: a dataset ``slotwise.yaml`` declares (named, or the
+    only one) is its file, with its outputs file, name and metrics where the command line
+    gives none."""
+    specs = split_specs(args.metrics)
+    known = engine.config.datasets
+    key = args.dataset if args.dataset is not None or len(known) != 1 else next(iter(known))
+    declared = known.get(key) if args.qrels is None and key is not None else None
+    if declared is None:
+        return _Streamed(args.dataset, args.outputs, None, specs)
+    note_inputs(declared.path, declared.outputs)  # (no output may overwrite them)
+    given = args.outputs is not None or args.trec_run is not None
+    outputs = args.outputs if given else declared.outputs
+    return _Streamed(declared.path, outputs, declared.name, specs or list(declared.metrics))
+
+
+def _workers_read(args: argparse.Namespace, streamed: _Streamed) -> bool:
     """``run DATASET --outputs FILE --executor ray`` of document files: the workers read
     them (not with --by, --keep-outputs, --ppi or --runs, which need the samples here)."""
     if args.executor != "ray" or args.by or args.keep_outputs or args.ppi or args.runs:
         return False
     from engine.evaluation.distributed_documents import readable_by_workers
 
-    return readable_by_workers(args.dataset, args.outputs)
+    return readable_by_workers(streamed.dataset, streamed.outputs)
 
 
 def _run_on_workers(engine: Engine, args: argparse.Namespace) -> int:
@@ -347,22 +374,26 @@ def _run_stream(engine: Engine, args: argparse.Namespace) -> int:
         option = "--by" if args.by is not None else "--keep-outputs"
         instead = "--stream" if args.stream else "--executor ray"
         raise UsageError(f"{option} needs every sample in memory; leave out {instead}")
-    if (args.qrels is None) == (args.dataset is None):
+    streamed = _streamed(engine, args)
+    if (args.qrels is None) == (streamed.dataset is None):
         raise UsageError("--stream needs a DATASET file or --qrels")
-    if (args.trec_run is None) == (args.outputs is None):
+    if (args.trec_run is None) == (streamed.outputs is None):
         raise UsageError("--stream needs --outputs FILE or --run FILE")
-    specs = split_specs(args.metrics)
+    specs = streamed.specs
     if not specs:
-        raise UsageError("no metrics: pass --metrics")
+        raise UsageError(
+            "no metrics: pass --metrics or declare them for the dataset in " + CONFIG_FILENAME
+        )
     process.return_freed_blocks()
     rows = args.format != "table"
     with _muted_with_the_results(args.format):
         results = engine.evaluate_stream(
             metrics_with_k(engine, specs, args.k),
-            dataset=args.dataset,
+            dataset=streamed.dataset,
             qrels=args.qrels,
-            outputs=args.outputs,
+            outputs=streamed.outputs,
             run=args.trec_run,
+            name=streamed.name,
             chunk_size=args.chunk_size
             or (DEFAULT_CHUNK_SIZE if args.executor == "ray" else STREAM_CHUNK_SIZE),
             strict=args.strict,
