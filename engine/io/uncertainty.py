@@ -58,8 +58,8 @@ def read_uncertainty(
     doc_of: list[str | None] = list(docs) if docs is not None else [None] * len(queries)
     keys = list(zip(queries, doc_of, strict=True))
     known = set(keys)
-    problems += [Problem("no such unit in the population", key[0], source=source)
-                 for key in found if key not in known]  # fmt: skip  (in the file's order)
+    unknown = [key for key in found if key not in known]  # (in the file's order)
+    problems += [Problem("no such unit in the population", q, source=source) for q, _ in unknown]
     problems += [Problem(f"no uncertainty for this unit{'' if d is None else f' (doc {d})'}",
                          q, source=source) for q, d in keys if (q, d) not in found]  # fmt: skip
     if problems:
