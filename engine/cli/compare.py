@@ -84,7 +84,9 @@ def add(commands: Any) -> dict[str, Handler]:
     comparing.add_argument(
         "--format", choices=("table", "json", "markdown", "latex"), default="table"
     )
-    comparing.add_argument("--output", type=output_or_stdout, help="write here instead of stdout")
+    comparing.add_argument(
+        "--output", type=output_or_stdout, help="write here instead of stdout (- : stdout)"
+    )
     comparing.add_argument(
         "--movers",
         type=non_negative_int,

@@ -61,7 +61,9 @@ def add(commands: Any) -> dict[str, Handler]:
     )
     names_option(parser)
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--output", type=output_or_stdout, help="write here instead of stdout")
+    parser.add_argument(
+        "--output", type=output_or_stdout, help="write here instead of stdout (- : stdout)"
+    )
     return {"explain": _explain}
 
 

@@ -54,7 +54,9 @@ def add(commands: Any) -> dict[str, Handler]:
     )
     _statistics(correlate)
     correlate.add_argument("--format", choices=("table", "json"), default="table")
-    correlate.add_argument("--output", type=output_or_stdout, help="write here instead of stdout")
+    correlate.add_argument(
+        "--output", type=output_or_stdout, help="write here instead of stdout (- : stdout)"
+    )
 
     fit = commands.add_parser(
         "fit",
@@ -88,7 +90,9 @@ def add(commands: Any) -> dict[str, Handler]:
     calibrate.add_argument("--test-fraction", type=float, default=0.3)
     _statistics(calibrate)
     calibrate.add_argument("--format", choices=("table", "json"), default="table")
-    calibrate.add_argument("--output", type=output_or_stdout, help="write here instead of stdout")
+    calibrate.add_argument(
+        "--output", type=output_or_stdout, help="write here instead of stdout (- : stdout)"
+    )
 
     reference = commands.add_parser(
         "import-udcg-reference",

@@ -107,7 +107,7 @@ def add(commands: Any) -> dict[str, Handler]:
     run.add_argument(
         "--output",
         type=output_or_stdout,
-        help="write the result here (atomically) instead of stdout",
+        help="write the result here (atomically) instead of stdout (- : stdout)",
     )
     run.add_argument(
         "--strict",
