@@ -61,3 +61,39 @@ def test_process_substitution_in_trec_eval_and_run(files: Path) -> None:
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout == _regular(files, *argv)
+
+
+def test_documents_and_tables_through_pipes_are_told_by_their_bytes(files: Path) -> None:
+    """A pipe has no suffix (``/dev/fd/63``), and documents and tables are read by theirs:
+    the copy is named by what its bytes are (one JSON value: .json; lines of objects:
+    .jsonl; Parquet), so `--outputs <(zcat outputs.jsonl.gz)` reads as the file (it was
+    "unknown outputs format ''", naming the temporary copy)."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    outputs = {"010": ["0x1F", "d2"], "10": ["d2"], "11": ["d4", "d9"]}
+    (files / "outputs.json").write_text(json.dumps(outputs, indent=2))
+    (files / "outputs.jsonl").write_text(
+        "".join(json.dumps({"id": k, "actual_output": v}) + "\n" for k, v in outputs.items())
+    )
+    rows = [(q, d, -r) for q, docs in outputs.items() for r, d in enumerate(docs, 1)]
+    queries, docs, scores = (list(column) for column in zip(*rows, strict=True))
+    pq.write_table(
+        pa.table({"query_id": queries, "doc_id": docs, "score": scores}), files / "run.parquet"
+    )
+    base = ["run", "--qrels", "qrels.txt", "--metrics", "retrieval-map,P@1", "--format", "csv"]
+    expected = _regular(files, *base, "--run", "run.txt")
+    for option, name in (
+        ("--outputs", "outputs.json"),
+        ("--outputs", "outputs.jsonl"),
+        ("--run", "run.parquet"),
+    ):
+        assert _regular(files, *base, option, name) == expected, name
+        line = " ".join([*map(shlex.quote, CLI), *base, option, f"<(cat {name})"])
+        done = subprocess.run(
+            ["bash", "-c", line], cwd=files, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == expected, name

@@ -156,7 +156,8 @@ def _pipes_spooled(args: argparse.Namespace, outputs: set[str]) -> Iterator[None
     """Each input named as a pipe (a FIFO, or ``--run <(zcat run.gz)``) copied once into a
     temporary folder, and named by its copy meanwhile: the readers look at a file's first
     bytes, then read it from the start, which a pipe cannot give twice (they waited for a
-    second writer for ever)."""
+    second writer for ever). A pipe named without a suffix has its copy named with the one
+    its bytes tell (documents and tables are read by suffix)."""
     piped = {
         dest: value
         for dest, value in vars(args).items()
@@ -169,6 +170,8 @@ def _pipes_spooled(args: argparse.Namespace, outputs: set[str]) -> Iterator[None
     import shutil
     import tempfile
 
+    from engine.io.sniff import document_suffix
+
     with tempfile.TemporaryDirectory(prefix="slotwise-pipes-") as folder:
         copies: dict[str, Any] = {}
 
@@ -177,9 +180,12 @@ def _pipes_spooled(args: argparse.Namespace, outputs: set[str]) -> Iterator[None
                 return item
             name = os.fspath(item)
             if name not in copies:  # (two options may hold the same value)
-                copies[name] = Path(folder, f"{len(copies)}-{Path(item).name}")
-                with open(item, "rb") as pipe, copies[name].open("wb") as out:
+                copy = Path(folder, f"{len(copies)}-{Path(item).name}")
+                with open(item, "rb") as pipe, copy.open("wb") as out:
                     shutil.copyfileobj(pipe, out, 1 << 20)
+                if not Path(item).suffix:  # (/dev/fd/63: the format told by the bytes)
+                    copy = copy.rename(copy.with_name(copy.name + document_suffix(copy)))
+                copies[name] = copy
             return copies[name] if isinstance(item, Path) else str(copies[name])
 
         for dest, value in piped.items():

@@ -17,12 +17,25 @@ ahead (:mod:`engine.io.trec_csv`).
 
 from __future__ import annotations
 
+import json
 import os
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from engine.io.column_names import is_header
 
-__all__ = ["ARROW", "CODECS", "CSV", "FORMATS", "JSONL", "PARQUET", "TREC", "TSV", "codec", "sniff"]
+__all__ = [
+    "ARROW",
+    "CODECS",
+    "CSV",
+    "FORMATS",
+    "JSONL",
+    "PARQUET",
+    "TREC",
+    "TSV",
+    "codec",
+    "document_suffix",
+    "sniff",
+]
 
 TREC, PARQUET, ARROW, CSV, TSV, JSONL = "trec", "parquet", "arrow", "csv", "tsv", "jsonl"
 FORMATS = (TREC, PARQUET, ARROW, CSV, TSV, JSONL)
@@ -70,3 +83,23 @@ def _suffix(name: str | os.PathLike[str]) -> str:
     if path.suffix.lower() in (".gz", ".bz2", ".xz", ".zst"):
         path = path.with_suffix("")
     return path.suffix.lower()
+
+
+def document_suffix(path: Path) -> str:
+    """The suffix the readers would want for a file named without one (a pipe's copy:
+    ``--outputs <(zcat outputs.jsonl.gz)``), told by its bytes: ``.parquet``, ``.arrow``;
+    ``.json`` for one JSON value, ``.jsonl`` for lines of objects; else none (TREC text,
+    CSV and TSV are told by their content where they are read)."""
+    with path.open("rb") as handle:
+        head = handle.read(HEAD)
+    if head.startswith(b"PAR1"):
+        return ".parquet"
+    if head.startswith((b"ARROW1", b"FEA1")):
+        return ".arrow"
+    if not head.removeprefix(b"\xef\xbb\xbf").lstrip().startswith((b"{", b"[")):
+        return ""
+    try:
+        json.loads(path.read_bytes().removeprefix(b"\xef\xbb\xbf"))
+    except ValueError:  # (a second value follows the first: lines of objects)
+        return ".jsonl"
+    return ".json"
